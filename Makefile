@@ -1,0 +1,49 @@
+# eldr-sim: `make run` and `make test` each install what is missing, build (Release) and go.
+BUILD   ?= build
+JOBS    ?= $(shell nproc)
+PY      := /usr/bin/python3
+CONFIG  ?= configs/default.json
+OUT     ?= results/default
+ROUTERS ?= random round_robin jsq p2c
+
+DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev \
+                doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
+                python3-matplotlib python3-scipy
+
+.PHONY: all deps build run test bench clean
+
+all: build
+
+# Installs only the Debian packages that are missing (needs root, as on CI and the dev machines).
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing: $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@for r in $(ROUTERS); do \
+	  echo "== $$r"; \
+	  $(BUILD)/eldrsim run $(CONFIG) --router $$r --out $(OUT)/$$r --quiet || exit $$?; \
+	done
+	@$(BUILD)/eldrsim table $(addprefix $(OUT)/,$(ROUTERS))
+	@$(PY) analysis/plot_routers.py $(OUT) && echo "plots: $(OUT)/tpot_cdf.png $(OUT)/latency_by_router.png"
+	@echo "results: $(OUT)/<router>/summary.json, requests.csv"
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	$(BUILD)/bench/eldr_bench
+	bench/time_runs.sh $(BUILD)/eldrsim
+
+clean:
+	rm -rf $(BUILD)

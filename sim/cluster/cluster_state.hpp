@@ -1,0 +1,82 @@
+#pragma once
+// What the actors of one simulation share. SimGrid runs one actor at a time, so plain counters and
+// queues are safe; condition variables only put idle actors to sleep.
+#include "sim/config/experiment.hpp"
+#include "sim/cost/cost_model.hpp"
+#include "sim/metrics/run_recorder.hpp"
+#include "sim/routing/decode_router.hpp"
+#include "sim/routing/prefill_router.hpp"
+#include "sim/workload/expert_routing.hpp"
+#include "sim/workload/request.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace eldr {
+
+// A queue with a sleeping consumer.
+struct WorkQueue {
+  std::deque<const Request*> items;
+  simgrid::s4u::MutexPtr mutex             = simgrid::s4u::Mutex::create();
+  simgrid::s4u::ConditionVariablePtr ready = simgrid::s4u::ConditionVariable::create();
+
+  void push(const Request* r)
+  {
+    items.push_back(r);
+    ready->notify_one();
+  }
+  // Blocks while empty.
+  void wait_nonempty()
+  {
+    std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+    ready->wait(lock, [this] { return !items.empty(); });
+  }
+};
+
+struct ClusterState {
+  ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const ExpertRoutingSource& src,
+               DecodeRouter& router, RunRecorder& rec)
+      : experiment(x)
+      , workload(w)
+      , cost(c)
+      , routing(src)
+      , decode_router(router)
+      , prefill_router(x.topology.prefill.instances, x.serving.prefill_hash_vnodes, x.serving.prefill_load_factor)
+      , recorder(rec)
+      , prefill_queues(size_t(x.topology.prefill.instances))
+      , decode_arrivals(size_t(x.topology.decode.instances))
+      , prefill_in_flight(size_t(x.topology.prefill.instances), 0)
+      , decode_in_flight(size_t(x.topology.decode.instances), 0)
+  {
+  }
+
+  const Experiment& experiment;
+  const Workload& workload;
+  const CostModel& cost;
+  const ExpertRoutingSource& routing;
+  DecodeRouter& decode_router;
+  PrefillRouter prefill_router;
+  RunRecorder& recorder;
+
+  std::vector<simgrid::s4u::Host*> prefill_hosts;
+  std::vector<simgrid::s4u::Host*> decode_hosts;
+  std::vector<simgrid::s4u::Mailbox*> decode_mailboxes;  // KV cache transfers arrive here
+  std::vector<WorkQueue> prefill_queues;
+  std::vector<WorkQueue> decode_arrivals;  // KV received, waiting for admission
+  std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
+  std::vector<int> decode_in_flight;       // routed and not yet finished
+
+  // Completion tracking for the driver.
+  long finished          = 0;
+  long finished_warmup   = 0;
+  simgrid::s4u::MutexPtr done_mutex           = simgrid::s4u::Mutex::create();
+  simgrid::s4u::ConditionVariablePtr done_cv  = simgrid::s4u::ConditionVariable::create();
+};
+
+// Request lifecycle helpers shared by the actors.
+void dispatch_to_prefill(ClusterState& s, const Request& r);
+
+}  // namespace eldr

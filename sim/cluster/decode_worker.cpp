@@ -1,0 +1,127 @@
+#include "sim/cluster/decode_worker.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_decode, s4u, "eldr-sim decode workers");
+
+namespace sg4 = simgrid::s4u;
+
+namespace eldr {
+
+void KvReceiver::operator()()
+{
+  sg4::Mailbox* mbox = s_.decode_mailboxes[size_t(index_)];
+  // A permanent receiver: transfers start as soon as they are sent, concurrently, without waiting for a get().
+  mbox->set_receiver(sg4::Actor::self());
+  while (true) {
+    auto* r            = mbox->get<Request>();
+    RequestRecord& rec = s_.recorder.request(r->id);
+    rec.kv_end_s       = sg4::Engine::get_clock();
+    s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens);
+    s_.decode_arrivals[size_t(index_)].push(r);
+  }
+}
+
+DecodeWorker::DecodeWorker(ClusterState& state, int index) : s_(state), index_(index)
+{
+  kv_capacity_ = s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction);
+  s_.recorder.decode_worker(index_).kv_capacity_bytes = kv_capacity_;
+  union_.resize(size_t(s_.routing.shape().words()));
+  distinct_.resize(size_t(s_.routing.shape().layers));
+}
+
+void DecodeWorker::admit()
+{
+  auto& pending     = s_.decode_arrivals[size_t(index_)].items;
+  const double now  = sg4::Engine::get_clock();
+  const int block   = s_.experiment.model.kv_block_tokens;
+  WorkerCounters& c = s_.recorder.decode_worker(index_);
+  while (!pending.empty() && int(batch_.size()) < s_.experiment.serving.max_decode_seqs) {
+    const Request* r = pending.front();
+    double blocks    = std::ceil(double(r->prompt_tokens + r->output_tokens) / block);
+    double need      = s_.cost.kv_bytes(blocks * block);
+    if (kv_used_ + need > kv_capacity_)
+      break;  // FCFS: a request that does not fit waits, and so does everyone behind it
+    pending.pop_front();
+    kv_used_ += need;
+    c.kv_peak_bytes = std::max(c.kv_peak_bytes, kv_used_);
+    batch_.push_back({r, need});
+    s_.recorder.request(r->id).decode_admit_s = now;
+  }
+  c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
+}
+
+double DecodeWorker::step_time(double now)
+{
+  const RoutingShape& shape = s_.routing.shape();
+  const int window          = s_.experiment.model.sliding_window;
+  std::fill(union_.begin(), union_.end(), 0);
+  AttentionLoad attention;
+  for (const Sequence& seq : batch_) {
+    const Request& r = *seq.request;
+    const int done   = s_.recorder.request(r.id).tokens_generated;
+    // This step runs output token done-1 (position prompt + done - 1) through the model.
+    accumulate(union_, s_.routing.token_experts(r, r.prompt_tokens + done - 1));
+    const double context = r.prompt_tokens + done;
+    attention.context_tokens += context;
+    attention.windowed_tokens += window > 0 ? std::min(context, double(window)) : context;
+  }
+  double distinct_sum = 0;
+  for (int l = 0; l < shape.layers; ++l) {
+    int d = 0;
+    for (int k = 0; k < shape.words_per_layer; ++k)
+      d += std::popcount(union_[size_t(l * shape.words_per_layer + k)]);
+    distinct_[size_t(l)] = uint16_t(d);
+    distinct_sum += d;
+  }
+  const double t = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
+  s_.recorder.add_step({now, t, attention.context_tokens, float(distinct_sum / shape.layers),
+                        uint32_t(batch_.size()), uint16_t(index_)});
+  return t;
+}
+
+void DecodeWorker::finish(const Sequence& seq, double now)
+{
+  const Request& r   = *seq.request;
+  RequestRecord& rec = s_.recorder.request(r.id);
+  rec.finish_s       = now;
+  ++rec.finish_count;
+  kv_used_ -= seq.kv_bytes;
+  --s_.decode_in_flight[size_t(index_)];
+  ++s_.finished;
+  if (!r.measured)
+    ++s_.finished_warmup;
+  s_.done_cv->notify_all();
+}
+
+void DecodeWorker::operator()()
+{
+  WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
+  WorkerCounters& c   = s_.recorder.decode_worker(index_);
+  while (true) {
+    admit();
+    if (batch_.empty()) {
+      arrivals.wait_nonempty();
+      continue;
+    }
+    const double start = sg4::Engine::get_clock();
+    sg4::this_actor::sleep_for(step_time(start));
+    const double now = sg4::Engine::get_clock();
+    ++c.steps;
+    c.tokens += long(batch_.size());
+    // Every sequence got one token; the finished ones leave (order kept: deterministic and FCFS-fair).
+    size_t kept = 0;
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      RequestRecord& rec = s_.recorder.request(batch_[i].request->id);
+      if (++rec.tokens_generated >= batch_[i].request->output_tokens)
+        finish(batch_[i], now);
+      else
+        batch_[kept++] = batch_[i];
+    }
+    batch_.resize(kept);
+  }
+}
+
+}  // namespace eldr

@@ -1,0 +1,85 @@
+#include "sim/cluster/prefill_worker.hpp"
+
+#include <bit>
+
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_prefill, s4u, "eldr-sim prefill workers");
+
+namespace sg4 = simgrid::s4u;
+
+namespace eldr {
+
+void dispatch_to_prefill(ClusterState& s, const Request& r)
+{
+  RequestRecord& rec = s.recorder.request(r.id);
+  rec.arrival_s      = sg4::Engine::get_clock();
+  int w              = s.prefill_router.choose(r.prefix_hash, s.prefill_in_flight);
+  rec.prefill_worker = w;
+  ++s.prefill_in_flight[size_t(w)];
+  s.prefill_queues[size_t(w)].push(&r);
+}
+
+double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
+{
+  const RoutingShape& shape = s_.routing.shape();
+  std::vector<uint64_t> used(size_t(shape.words()), 0);
+  double tokens = 0, sum_sq = 0;
+  for (const Request* r : batch) {
+    tokens += r->prompt_tokens;
+    sum_sq += double(r->prompt_tokens) * r->prompt_tokens;
+    for (int t = 0; t < r->prompt_tokens; ++t)
+      accumulate(used, s_.routing.token_experts(*r, t));
+  }
+  std::vector<uint16_t> distinct(size_t(shape.layers));
+  for (int l = 0; l < shape.layers; ++l) {
+    int d = 0;
+    for (int k = 0; k < shape.words_per_layer; ++k)
+      d += std::popcount(used[size_t(l * shape.words_per_layer + k)]);
+    distinct[size_t(l)] = uint16_t(d);
+  }
+  return s_.cost.prefill_s(tokens, sum_sq, distinct);
+}
+
+void PrefillWorker::hand_off(const Request& r)
+{
+  RequestRecord& rec = s_.recorder.request(r.id);
+  const double now   = sg4::Engine::get_clock();
+  rec.first_token_s  = now;
+  rec.tokens_generated = 1;
+  --s_.prefill_in_flight[size_t(index_)];
+
+  DecodeLoadView view{s_.decode_in_flight};
+  int d = s_.decode_router.choose(r, view);
+  xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
+             std::string(s_.decode_router.name()).c_str(), d, view.workers());
+  rec.decode_worker = d;
+  ++s_.decode_in_flight[size_t(d)];
+  rec.kv_start_s = now;
+  // A detached put: the transfer contends with the others on the NICs and lands in d's mailbox.
+  auto bytes = uint64_t(s_.cost.kv_bytes(r.prompt_tokens));
+  s_.decode_mailboxes[size_t(d)]->put_init(const_cast<Request*>(&r), bytes)->detach();
+}
+
+void PrefillWorker::operator()()
+{
+  WorkQueue& queue = s_.prefill_queues[size_t(index_)];
+  const long budget = s_.experiment.serving.prefill_token_budget;
+  std::vector<const Request*> batch;
+  while (true) {
+    queue.wait_nonempty();
+    batch.clear();
+    long tokens = 0;
+    while (!queue.items.empty() && (batch.empty() || tokens + queue.items.front()->prompt_tokens <= budget)) {
+      tokens += queue.items.front()->prompt_tokens;
+      batch.push_back(queue.items.front());
+      queue.items.pop_front();
+    }
+    const double now = sg4::Engine::get_clock();
+    for (const Request* r : batch)
+      s_.recorder.request(r->id).prefill_start_s = now;
+    sg4::this_actor::sleep_for(run_batch(batch));
+    for (const Request* r : batch)
+      hand_off(*r);
+  }
+}
+
+}  // namespace eldr

@@ -1,0 +1,17 @@
+#pragma once
+// Runs one experiment in SimGrid. One call per process: SimGrid allows one Engine per process.
+#include "sim/config/experiment.hpp"
+#include "sim/metrics/run_recorder.hpp"
+#include "sim/workload/expert_routing.hpp"
+#include "sim/workload/request.hpp"
+
+namespace eldr {
+
+struct SimulationOptions {
+  bool progress = false;  // a progress line on stderr
+};
+
+RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+                           const SimulationOptions& opt = {});
+
+}  // namespace eldr

@@ -1,0 +1,203 @@
+#include "sim/common/json_reader.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace eldr {
+
+const Json JsonReader::empty_object_ = Json::object();
+
+Json load_json_file(const std::string& path)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, "", "cannot open file");
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return Json::parse(text.str());
+  } catch (const Json::parse_error& e) {
+    // nlohmann's message carries the line and column.
+    std::string what = e.what();
+    auto pos         = what.find("parse error");
+    throw InputError(path, "", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  }
+}
+
+JsonReader::JsonReader(const Json& object, std::string file, std::string path)
+    : object_(object), file_(std::move(file)), path_(std::move(path))
+{
+  if (!object_.is_object())
+    throw InputError(file_, path_.empty() ? "(top level)" : path_, "must be a JSON object");
+}
+
+std::string JsonReader::key_path(const std::string& key) const
+{
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+void JsonReader::fail(const std::string& key, const std::string& problem) const
+{
+  throw InputError(file_, key_path(key), problem);
+}
+
+bool JsonReader::has(const std::string& key) const
+{
+  return object_.contains(key) && !object_.at(key).is_null();
+}
+
+const Json* JsonReader::find(const std::string& key)
+{
+  known_.insert(key);
+  auto it = object_.find(key);
+  if (it == object_.end() || it->is_null())
+    return nullptr;
+  return &*it;
+}
+
+static std::string describe(double v)
+{
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+static std::string range_text(double min, double max)
+{
+  if (std::isinf(min))
+    return "at most " + describe(max);
+  if (std::isinf(max))
+    return "at least " + describe(min);
+  return "between " + describe(min) + " and " + describe(max);
+}
+
+double JsonReader::number(const std::string& key, double def, double min, double max)
+{
+  const Json* v = find(key);
+  if (!v)
+    return def;
+  if (!v->is_number())
+    fail(key, std::string("must be a number, got ") + v->type_name());
+  double x = v->get<double>();
+  if (!std::isfinite(x) || x < min || x > max)
+    fail(key, "must be " + range_text(min, max) + ", got " + describe(x));
+  return x;
+}
+
+double JsonReader::require_number(const std::string& key, double min, double max)
+{
+  if (!has(key))
+    fail(key, "is required");
+  return number(key, 0, min, max);
+}
+
+long JsonReader::integer(const std::string& key, long def, long min, long max)
+{
+  const Json* v = find(key);
+  if (!v)
+    return def;
+  if (!v->is_number_integer())
+    fail(key, std::string("must be an integer, got ") + (v->is_number() ? v->dump() : v->type_name()));
+  long x = v->get<long>();
+  if (x < min || x > max)
+    fail(key, "must be " + range_text(double(min), double(max)) + ", got " + std::to_string(x));
+  return x;
+}
+
+long JsonReader::require_integer(const std::string& key, long min, long max)
+{
+  if (!has(key))
+    fail(key, "is required");
+  return integer(key, 0, min, max);
+}
+
+std::string JsonReader::string(const std::string& key, const std::string& def)
+{
+  const Json* v = find(key);
+  if (!v)
+    return def;
+  if (!v->is_string())
+    fail(key, std::string("must be a string, got ") + v->type_name());
+  return v->get<std::string>();
+}
+
+std::string JsonReader::require_string(const std::string& key)
+{
+  if (!has(key))
+    fail(key, "is required");
+  return string(key, "");
+}
+
+std::string JsonReader::choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed)
+{
+  std::string v = string(key, def);
+  for (const auto& a : allowed)
+    if (a == v)
+      return v;
+  std::string list;
+  for (const auto& a : allowed)
+    list += (list.empty() ? "" : ", ") + a;
+  fail(key, "unknown value '" + v + "' (expected one of: " + list + ")");
+}
+
+bool JsonReader::boolean(const std::string& key, bool def)
+{
+  const Json* v = find(key);
+  if (!v)
+    return def;
+  if (!v->is_boolean())
+    fail(key, std::string("must be true or false, got ") + v->type_name());
+  return v->get<bool>();
+}
+
+std::vector<long> JsonReader::integer_list(const std::string& key, const std::vector<long>& def, long min, long max)
+{
+  const Json* v = find(key);
+  if (!v)
+    return def;
+  if (!v->is_array())
+    fail(key, std::string("must be a list of integers, got ") + v->type_name());
+  std::vector<long> out;
+  for (const auto& x : *v) {
+    if (!x.is_number_integer())
+      fail(key, "must be a list of integers, found " + x.dump());
+    long i = x.get<long>();
+    if (i < min || i > max)
+      fail(key, "entries must be " + range_text(double(min), double(max)) + ", got " + std::to_string(i));
+    out.push_back(i);
+  }
+  return out;
+}
+
+JsonReader JsonReader::object(const std::string& key)
+{
+  const Json* v = find(key);
+  if (!v)
+    return JsonReader(empty_object_, file_, key_path(key));
+  if (!v->is_object())
+    fail(key, std::string("must be an object, got ") + v->type_name());
+  return JsonReader(*v, file_, key_path(key));
+}
+
+std::vector<std::string> JsonReader::keys() const
+{
+  std::vector<std::string> out;
+  for (auto it = object_.begin(); it != object_.end(); ++it)
+    out.push_back(it.key());
+  return out;
+}
+
+void JsonReader::ignore(const std::string& key)
+{
+  known_.insert(key);
+}
+
+void JsonReader::finish() const
+{
+  for (auto it = object_.begin(); it != object_.end(); ++it)
+    if (!known_.count(it.key()))
+      throw InputError(file_, key_path(it.key()), "unknown key");
+}
+
+}  // namespace eldr

@@ -1,0 +1,63 @@
+#pragma once
+// Strict reading of one JSON object: every key must be known, of the right type and in range.
+// Errors are InputError naming the file and the dotted key path.
+#include "sim/common/input_error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace eldr {
+
+using Json = nlohmann::json;
+
+// Parses a whole file; a missing/unreadable file or a syntax error is an InputError.
+Json load_json_file(const std::string& path);
+
+class JsonReader {
+public:
+  JsonReader(const Json& object, std::string file, std::string path = "");
+
+  bool has(const std::string& key) const;
+  // Typed getters. `require_*` fail when the key is absent; the others return the default.
+  double number(const std::string& key, double def, double min = -std::numeric_limits<double>::infinity(),
+                double max = std::numeric_limits<double>::infinity());
+  double require_number(const std::string& key, double min = -std::numeric_limits<double>::infinity(),
+                        double max = std::numeric_limits<double>::infinity());
+  long integer(const std::string& key, long def, long min = std::numeric_limits<long>::min(),
+               long max = std::numeric_limits<long>::max());
+  long require_integer(const std::string& key, long min = std::numeric_limits<long>::min(),
+                       long max = std::numeric_limits<long>::max());
+  std::string string(const std::string& key, const std::string& def);
+  std::string require_string(const std::string& key);
+  std::string choice(const std::string& key, const std::string& def, const std::vector<std::string>& allowed);
+  bool boolean(const std::string& key, bool def);
+  std::vector<long> integer_list(const std::string& key, const std::vector<long>& def, long min, long max);
+  // A nested object (absent: an empty one) read by its own reader.
+  JsonReader object(const std::string& key);
+  // The object's keys, in file order.
+  std::vector<std::string> keys() const;
+  // Marks a key as known without reading it (free-form text such as "source").
+  void ignore(const std::string& key);
+
+  // Fails on the first key that was never asked for: catches typos in configs.
+  void finish() const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
+  std::string key_path(const std::string& key) const;
+  const std::string& file() const { return file_; }
+
+private:
+  const Json* find(const std::string& key);
+  const Json& object_;
+  std::string file_;
+  std::string path_;
+  std::set<std::string> known_;
+  static const Json empty_object_;
+};
+
+}  // namespace eldr

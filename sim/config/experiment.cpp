@@ -1,0 +1,222 @@
+#include "sim/config/experiment.hpp"
+
+#include <filesystem>
+#include <set>
+#include <unistd.h>
+
+namespace eldr {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kDecodeRouterNames = {"random", "round_robin", "jsq", "p2c"};
+
+static bool has_project_layout(const fs::path& dir)
+{
+  std::error_code ec;
+  return fs::is_directory(dir / "models" / "hardware", ec);
+}
+
+static std::string search_up(fs::path dir)
+{
+  std::error_code ec;
+  dir = fs::absolute(dir, ec);
+  for (; !dir.empty(); dir = dir.parent_path()) {
+    if (has_project_layout(dir))
+      return dir.string();
+    if (dir == dir.root_path())
+      break;
+  }
+  return "";
+}
+
+std::string project_root(const std::string& start)
+{
+  if (const char* home = std::getenv("ELDR_HOME"); home && *home)
+    return home;
+  std::string found = search_up(fs::path(start).parent_path());
+  if (found.empty())
+    found = search_up(fs::current_path());
+  if (found.empty()) {
+    std::error_code ec;
+    found = search_up(fs::read_symlink("/proc/self/exe", ec).parent_path());
+  }
+  return found.empty() ? "." : found;
+}
+
+// A name resolves to DIR/NAME.json under the project; anything that looks like a path is used as is.
+static std::string resolve_named_file(const std::string& root, const std::string& dir, const std::string& value)
+{
+  if (value.find('/') != std::string::npos || value.ends_with(".json"))
+    return value;
+  return (fs::path(root) / dir / (value + ".json")).string();
+}
+
+static void require_file(const std::string& path, JsonReader& r, const std::string& key)
+{
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    r.fail(key, "file not found: " + path);
+}
+
+void apply_override(Json& doc, const Override& o, const std::string& file)
+{
+  const auto& [path, text] = o;
+  if (path.empty())
+    throw InputError(file, "--set", "empty key in '=" + text + "'");
+  Json value;
+  try {
+    value = Json::parse(text);
+  } catch (const Json::parse_error&) {
+    value = text;  // bare words are strings: --set model=gpt-oss-120b
+  }
+  Json* node = &doc;
+  size_t begin = 0;
+  while (true) {
+    size_t dot      = path.find('.', begin);
+    std::string key = path.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    if (key.empty())
+      throw InputError(file, path, "malformed key path in --set");
+    if (!node->is_object())
+      throw InputError(file, path, "cannot set a field inside a non-object value");
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    node  = &(*node)[key];
+    if (node->is_null())
+      *node = Json::object();
+    begin = dot + 1;
+  }
+}
+
+static void place_group(InstanceGroup& g, const ClusterSpec& c, std::set<int>& used, JsonReader& r)
+{
+  for (int node : g.nodes)
+    if (node >= c.nodes)
+      r.fail("nodes", "node " + std::to_string(node) + " does not exist (cluster '" + c.name + "' has " +
+                          std::to_string(c.nodes) + " nodes)");
+  std::vector<int> free;
+  for (int node : g.nodes)
+    for (int k = 0; k < c.gpus_per_node; ++k) {
+      int gpu = node * c.gpus_per_node + k;
+      if (!used.count(gpu))
+        free.push_back(gpu);
+    }
+  long need = long(g.instances) * g.gpus_per_instance;
+  if (need > long(free.size()))
+    r.fail("instances", std::to_string(g.instances) + " instances x " + std::to_string(g.gpus_per_instance) +
+                            " GPUs do not fit on the listed nodes (" + std::to_string(free.size()) + " free GPUs)");
+  size_t next = 0;
+  for (int i = 0; i < g.instances; ++i) {
+    std::vector<int> gpus;
+    for (int k = 0; k < g.gpus_per_instance; ++k) {
+      gpus.push_back(free[next]);
+      used.insert(free[next++]);
+    }
+    g.gpus.push_back(std::move(gpus));
+  }
+}
+
+static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, std::set<int>& used, std::vector<long> default_nodes)
+{
+  InstanceGroup g;
+  g.instances         = int(r.require_integer("instances", 1, 100000));
+  g.gpus_per_instance = int(r.integer("gpus_per_instance", 1, 1, 1024));
+  if (g.gpus_per_instance != 1)
+    r.fail("gpus_per_instance", "multi-GPU instances (TP/EP) are not modelled yet; use 1");
+  for (long n : r.integer_list("nodes", default_nodes, 0, 100000))
+    g.nodes.push_back(int(n));
+  if (g.nodes.empty())
+    r.fail("nodes", "must list at least one node");
+  r.finish();
+  place_group(g, c, used, r);
+  return g;
+}
+
+Experiment load_experiment(const std::string& config_path, const std::vector<Override>& overrides)
+{
+  Experiment x;
+  x.config_file = config_path;
+  Json doc      = load_json_file(config_path);
+  if (!doc.is_object())
+    throw InputError(config_path, "(top level)", "must be a JSON object");
+  for (const auto& o : overrides)
+    apply_override(doc, o, config_path);
+  x.resolved = doc;
+
+  const std::string root = project_root(config_path);
+  JsonReader r(doc, config_path);
+
+  std::string cluster_file = resolve_named_file(root, "configs/cluster", r.string("cluster", "mi300x-5node"));
+  require_file(cluster_file, r, "cluster");
+  x.cluster = load_cluster(cluster_file);
+
+  std::string hw_file = resolve_named_file(root, "models/hardware", x.cluster.hardware);
+  if (!fs::is_regular_file(hw_file))
+    throw InputError(cluster_file, "hardware", "file not found: " + hw_file);
+  x.hardware = load_hardware(hw_file);
+
+  std::string model_file = resolve_named_file(root, "models", r.string("model", "qwen3-30b-a3b"));
+  require_file(model_file, r, "model");
+  x.model       = load_model(model_file);
+  x.calibration = x.model.calibration_for(x.hardware.name, model_file);
+
+  std::set<int> used;
+  auto topo          = r.object("topology");
+  x.topology.prefill = read_group(topo.object("prefill"), x.cluster, used, {0});
+  x.topology.decode  = read_group(topo.object("decode"), x.cluster, used, {1, 2});
+  topo.finish();
+
+  auto w                 = r.object("workload");
+  x.workload.kind        = w.choice("kind", "task", {"task"});
+  x.workload.rate_rps    = w.number("rate_rps", 60, 1e-6, 1e7);
+  x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
+  x.workload.measured_requests = w.integer("measured_requests", 0, 0, 100000000);
+  if (x.workload.measured_requests == 0)
+    x.workload.measured_requests = std::max(1L, long(x.workload.rate_rps * x.workload.duration_s + 0.5));
+  x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, 100000000);
+  x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
+  x.workload.drain_after_warmup = w.boolean("drain_after_warmup", true);
+  x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
+  x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
+  x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
+  std::string lengths           = w.string("lengths_file", "traces/task_lengths_cl100k.csv");
+  x.workload.lengths_file       = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
+  if (!fs::is_regular_file(x.workload.lengths_file))
+    w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
+  x.workload.routing = w.choice("routing", "uniform", {"uniform"});
+  w.finish();
+
+  auto s                          = r.object("serving");
+  x.serving.prefill_token_budget  = s.integer("prefill_token_budget", 8192, 1, 1L << 30);
+  x.serving.max_decode_seqs       = int(s.integer("max_decode_seqs", 1024, 1, 1 << 20));
+  x.serving.kv_memory_fraction    = s.number("kv_memory_fraction", 0.9, 0.01, 1.0);
+  x.serving.prefill_hash_vnodes   = int(s.integer("prefill_hash_vnodes", 160, 1, 100000));
+  x.serving.prefill_load_factor   = s.number("prefill_load_factor", 1.25, 1.0, 1e6);
+  s.finish();
+  if (x.serving.prefill_token_budget < x.workload.prompt_max_tokens)
+    throw InputError(config_path, "serving.prefill_token_budget",
+                     "must be at least workload.prompt_max_tokens (" + std::to_string(x.workload.prompt_max_tokens) +
+                         ") or the longest prompts could never be prefilled");
+
+  x.router = r.choice("router", "round_robin", kDecodeRouterNames);
+  x.seed   = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
+
+  auto out      = r.object("output");
+  x.write_steps = out.boolean("steps_csv", false);
+  out.finish();
+  r.ignore("description");
+  r.finish();
+
+  // The largest request must fit in a decode worker's KV memory next to the weights.
+  double kv_capacity = x.hardware.hbm_bytes * x.serving.kv_memory_fraction - x.model.weight_bytes();
+  double largest     = double(x.workload.prompt_max_tokens + x.workload.output_tokens) * x.model.kv_bytes_per_token;
+  if (kv_capacity < largest)
+    throw InputError(model_file, "(weights)",
+                     "model weights leave no room for one request's KV cache on '" + x.hardware.name + "' (" +
+                         std::to_string(kv_capacity / 1e9) + " GB free at kv_memory_fraction " +
+                         std::to_string(x.serving.kv_memory_fraction) + ")");
+  return x;
+}
+
+}  // namespace eldr

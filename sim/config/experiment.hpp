@@ -1,0 +1,81 @@
+#pragma once
+// One simulation's full input: plain structs, validated in one place (experiment.cpp).
+#include "sim/common/json_reader.hpp"
+#include "sim/config/cluster_spec.hpp"
+#include "sim/config/hardware.hpp"
+#include "sim/config/model_spec.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace eldr {
+
+// A group of identical instances and where they go: instances fill the listed nodes' GPUs in order.
+struct InstanceGroup {
+  int instances         = 0;
+  int gpus_per_instance = 1;
+  std::vector<int> nodes;
+  std::vector<std::vector<int>> gpus;  // resolved: global GPU ids of each instance
+};
+
+struct Topology {
+  InstanceGroup prefill;
+  InstanceGroup decode;
+};
+
+struct WorkloadSpec {
+  std::string kind        = "task";
+  double rate_rps         = 60;
+  long measured_requests  = 0;  // 0: rate_rps x duration_s
+  double duration_s       = 120;
+  long warmup_requests    = 3840;
+  double warmup_rate_rps  = 64;
+  bool drain_after_warmup = true;  // measured arrivals start once warm-up requests have finished
+  int output_tokens       = 512;
+  int prompt_min_tokens   = 4;
+  int prompt_max_tokens   = 1024;
+  std::string lengths_file;  // resolved path
+  std::string routing = "uniform";
+};
+
+struct ServingSpec {
+  long prefill_token_budget  = 8192;
+  int max_decode_seqs        = 1024;
+  double kv_memory_fraction  = 0.9;
+  int prefill_hash_vnodes    = 160;
+  double prefill_load_factor = 1.25;
+};
+
+struct Experiment {
+  std::string config_file;
+  Json resolved;  // the config after --set overrides, echoed into summary.json
+  ClusterSpec cluster;
+  Hardware hardware;
+  ModelSpec model;
+  Calibration calibration;
+  Topology topology;
+  WorkloadSpec workload;
+  ServingSpec serving;
+  std::string router = "round_robin";
+  uint64_t seed      = 1;
+  bool write_steps   = false;
+};
+
+using Override = std::pair<std::string, std::string>;  // dotted key path, value text
+
+// Loads CONFIG, applies overrides (a value is parsed as JSON, else taken as a string), resolves
+// the model, hardware and cluster files against the project root, and validates everything.
+Experiment load_experiment(const std::string& config_path, const std::vector<Override>& overrides = {});
+
+// Applies one dotted-path override to a JSON document; errors name `file`.
+void apply_override(Json& doc, const Override& o, const std::string& file);
+
+// The directory holding models/, configs/ and traces/: ELDR_HOME if set, else the first ancestor
+// of `start` (then of the working directory, then of the executable) that has models/hardware.
+std::string project_root(const std::string& start);
+
+extern const std::vector<std::string> kDecodeRouterNames;
+
+}  // namespace eldr

@@ -1,0 +1,25 @@
+#pragma once
+// One accelerator type, from a file under models/hardware/. SI units inside the program.
+#include <string>
+
+namespace eldr {
+
+class JsonReader;
+
+struct Hardware {
+  std::string name;
+  double hbm_bytes          = 0;  // capacity
+  double hbm_bandwidth_Bps  = 0;  // peak HBM bandwidth
+  double dense_flops        = 0;  // peak dense bf16 FLOP/s
+  double gemm_efficiency    = 0;  // achieved fraction of dense_flops in large GEMMs (prefill)
+  // Measured MoE-layer scaling: a layer's time at `moe_distinct_hi` distinct experts is
+  // `moe_time_ratio` times its time at `moe_distinct_lo`. Fixes the per-layer MoE overhead.
+  double moe_distinct_lo = 16;
+  double moe_distinct_hi = 128;
+  double moe_time_ratio  = 4.7;
+};
+
+Hardware read_hardware(JsonReader& r);
+Hardware load_hardware(const std::string& path);
+
+}  // namespace eldr

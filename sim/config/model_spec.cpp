@@ -1,0 +1,80 @@
+#include "sim/config/model_spec.hpp"
+#include "sim/common/json_reader.hpp"
+
+namespace eldr {
+
+double ModelSpec::weight_bytes() const
+{
+  return layers * (experts * expert_bytes + non_expert_bytes_per_layer) + embedding_bytes;
+}
+
+double ModelSpec::expert_flops_per_token() const
+{
+  return 2.0 * 3.0 * hidden * double(expert_ffn) * top_k;  // gate, up and down projections
+}
+
+double ModelSpec::non_expert_flops_per_token() const
+{
+  return 2.0 * non_expert_bytes_per_layer / weight_bytes_per_param;
+}
+
+const Calibration& ModelSpec::calibration_for(const std::string& hardware, const std::string& file) const
+{
+  auto it = calibration.find(hardware);
+  if (it == calibration.end())
+    throw InputError(file, "calibration." + hardware,
+                     "model '" + name + "' has no calibration for hardware '" + hardware +
+                         "' (run analysis/fit_cost.py to fit one)");
+  return it->second;
+}
+
+ModelSpec load_model(const std::string& path)
+{
+  Json j = load_json_file(path);
+  JsonReader r(j, path);
+  return read_model(r);
+}
+
+ModelSpec read_model(JsonReader& r)
+{
+  ModelSpec m;
+  m.name                       = r.require_string("name");
+  m.layers                     = int(r.require_integer("layers", 1, 1000));
+  m.hidden                     = int(r.require_integer("hidden", 1, 1 << 20));
+  m.experts                    = int(r.require_integer("experts", 1, 4096));
+  m.top_k                      = int(r.require_integer("top_k", 1, m.experts));
+  m.expert_ffn                 = int(r.require_integer("expert_ffn", 1, 1 << 20));
+  m.q_heads                    = int(r.require_integer("q_heads", 1, 4096));
+  m.kv_heads                   = int(r.require_integer("kv_heads", 1, m.q_heads));
+  m.head_dim                   = int(r.require_integer("head_dim", 1, 4096));
+  m.expert_bytes               = r.require_number("expert_MB", 1e-6, 1e6) * 1e6;
+  m.non_expert_bytes_per_layer = r.require_number("non_expert_MB_per_layer", 0, 1e6) * 1e6;
+  m.embedding_bytes            = r.require_number("embedding_GB", 0, 1e4) * 1e9;
+  m.lm_head_bytes              = r.require_number("lm_head_GB", 0, m.embedding_bytes / 1e9) * 1e9;
+  m.kv_bytes_per_token         = r.require_number("kv_bytes_per_token", 1, 1e9);
+  m.kv_block_tokens            = int(r.require_integer("kv_block_tokens", 1, 4096));
+  m.sliding_window             = int(r.integer("sliding_window", 0, 0, 1 << 24));
+  m.sliding_kv_fraction        = r.number("sliding_kv_fraction", 0, 0, 1);
+  if (m.sliding_kv_fraction > 0 && m.sliding_window == 0)
+    r.fail("sliding_window", "is required when sliding_kv_fraction > 0");
+  m.weight_bytes_per_param = r.number("non_expert_bytes_per_param", 2, 0.125, 8);
+  auto cal                 = r.object("calibration");
+  for (const auto& hw : cal.keys()) {
+    auto c = cal.object(hw);
+    Calibration k;
+    k.decode_bw_efficiency = c.require_number("decode_bw_efficiency", 0.01, 1.0);
+    k.step_overhead_s      = c.require_number("step_overhead_ms", 0, 1e4) * 1e-3;
+    k.prefill_overhead_s   = c.require_number("prefill_overhead_ms", 0, 1e5) * 1e-3;
+    c.ignore("source");
+    c.finish();
+    m.calibration[hw] = k;
+  }
+  cal.finish();
+  r.ignore("source");
+  r.ignore("notes");
+  r.ignore("dtype");
+  r.finish();
+  return m;
+}
+
+}  // namespace eldr

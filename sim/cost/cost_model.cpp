@@ -1,0 +1,64 @@
+#include "sim/cost/cost_model.hpp"
+
+#include <algorithm>
+
+namespace eldr {
+
+CostModel::CostModel(const ModelSpec& model, const Hardware& hw, const Calibration& cal)
+    : model_(model), hw_(hw), cal_(cal)
+{
+  bw_            = hw.hbm_bandwidth_Bps * cal.decode_bw_efficiency;
+  flops_         = hw.dense_flops * hw.gemm_efficiency;
+  expert_read_s_ = model.expert_bytes / bw_;
+  // A layer costs a + D*e (e = one expert's read time). The measured ratio r between D = hi and D = lo
+  // fixes a: (a + hi*e) = r (a + lo*e)  =>  a = e (hi - r lo) / (r - 1).
+  moe_overhead_s_ =
+      expert_read_s_ * (hw.moe_distinct_hi - hw.moe_time_ratio * hw.moe_distinct_lo) / (hw.moe_time_ratio - 1.0);
+}
+
+double CostModel::kv_capacity_bytes(double memory_fraction) const
+{
+  return hw_.hbm_bytes * memory_fraction - model_.weight_bytes();
+}
+
+double CostModel::attention_read_bytes(const AttentionLoad& a) const
+{
+  const double f = model_.sliding_kv_fraction;
+  return model_.kv_bytes_per_token * ((1.0 - f) * a.context_tokens + f * a.windowed_tokens);
+}
+
+double CostModel::moe_layer_s(int batch_tokens, int distinct) const
+{
+  // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is slower.
+  double memory  = distinct * expert_read_s_;
+  double compute = batch_tokens * model_.expert_flops_per_token() / flops_;
+  return moe_overhead_s_ + std::max(memory, compute);
+}
+
+double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const
+{
+  const double dense_memory  = model_.non_expert_bytes_per_layer / bw_;
+  const double dense_compute = batch * model_.non_expert_flops_per_token() / flops_;
+  double t = cal_.step_overhead_s + model_.lm_head_bytes / bw_ + attention_read_bytes(attention) / bw_;
+  t += model_.layers * std::max(dense_memory, dense_compute);
+  for (uint16_t d : distinct)
+    t += moe_layer_s(batch, d);
+  return t;
+}
+
+double CostModel::prefill_s(double tokens, double sum_sq_tokens, std::span<const uint16_t> distinct) const
+{
+  // Causal attention: token i attends to i earlier positions; QK^T and AV are 2 FLOPs a multiply-add each.
+  const double attn_flops_per_layer = 2.0 * 2.0 * model_.q_heads * model_.head_dim * (sum_sq_tokens / 2.0);
+  const double dense_flops          = tokens * model_.non_expert_flops_per_token() + attn_flops_per_layer;
+  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_bytes(tokens) / model_.layers / bw_;
+  // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.
+  double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_;
+  for (uint16_t d : distinct) {
+    double experts = std::max(d * expert_read_s_, tokens * model_.expert_flops_per_token() / flops_);
+    t += moe_overhead_s_ + experts + std::max(dense_memory, dense_flops / flops_);
+  }
+  return t;
+}
+
+}  // namespace eldr

@@ -1,0 +1,172 @@
+#include "sim/metrics/result_writer.hpp"
+#include "sim/common/atomic_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+namespace eldr {
+
+RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecorder& rec)
+{
+  RunSummary s;
+  s.router = x.router;
+  std::vector<double> tpot, ttft, e2e;
+  double first_arrival = INFINITY, last_finish = -INFINITY;
+  long tokens          = 0;
+  for (const Request& r : w.requests) {
+    if (!r.measured)
+      continue;
+    ++s.measured;
+    const RequestRecord& q = rec.requests()[r.id];
+    first_arrival          = std::min(first_arrival, q.arrival_s);
+    if (q.finish_count != 1) {
+      ++s.unfinished;
+      continue;
+    }
+    last_finish = std::max(last_finish, q.finish_s);
+    tokens += q.tokens_generated;
+    double ttft_s = q.first_token_s - q.arrival_s;
+    double e2e_s  = q.finish_s - q.arrival_s;
+    ttft.push_back(ttft_s * 1e3);
+    e2e.push_back(e2e_s * 1e3);
+    tpot.push_back((e2e_s - ttft_s) / double(r.output_tokens - 1) * 1e3);
+  }
+  s.tpot_ms = summarize(std::move(tpot));
+  s.ttft_ms = summarize(std::move(ttft));
+  s.e2e_ms  = summarize(std::move(e2e));
+  if (last_finish > first_arrival) {
+    s.measured_span_s  = last_finish - first_arrival;
+    s.throughput_tok_s = double(tokens) / s.measured_span_s;
+  }
+  double sum_distinct = 0, sum_batch = 0;
+  for (const StepRecord& st : rec.steps())
+    if (st.start_s >= first_arrival && st.start_s <= last_finish) {
+      ++s.decode_steps;
+      sum_distinct += st.distinct_mean;
+      sum_batch += st.batch;
+    }
+  if (s.decode_steps > 0) {
+    s.distinct_experts_per_layer_mean = sum_distinct / double(s.decode_steps);
+    s.decode_batch_mean               = sum_batch / double(s.decode_steps);
+  }
+  s.sim_time_s = rec.end_s;
+  return s;
+}
+
+static Json percentiles_json(const Percentiles& p)
+{
+  Json j = Json::object();
+  j["p50"]  = p.p50;
+  j["p90"]  = p.p90;
+  j["p95"]  = p.p95;
+  j["p99"]  = p.p99;
+  j["mean"] = p.mean;
+  return j;
+}
+
+Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
+{
+  // nlohmann::json keeps keys sorted: stable, byte-identical output for identical runs.
+  Json j;
+  j["router"]                          = s.router;
+  j["model"]                           = x.model.name;
+  j["hardware"]                        = x.hardware.name;
+  j["rate_rps"]                        = x.workload.rate_rps;
+  j["seed"]                            = x.seed;
+  j["prefill_instances"]               = x.topology.prefill.instances;
+  j["decode_instances"]                = x.topology.decode.instances;
+  j["requests"]                        = s.measured;
+  j["unfinished"]                      = s.unfinished;
+  j["tpot_ms"]                         = percentiles_json(s.tpot_ms);
+  j["ttft_ms"]                         = percentiles_json(s.ttft_ms);
+  j["e2e_ms"]                          = percentiles_json(s.e2e_ms);
+  j["throughput_tok_s"]                = s.throughput_tok_s;
+  j["distinct_experts_per_layer_mean"] = s.distinct_experts_per_layer_mean;
+  j["decode_batch_mean"]               = s.decode_batch_mean;
+  j["decode_steps"]                    = s.decode_steps;
+  j["measured_span_s"]                 = s.measured_span_s;
+  j["measured_start_s"]                = rec.measured_start_s;
+  j["sim_time_s"]                      = s.sim_time_s;
+  Json workers                         = Json::array();
+  for (const WorkerCounters& c : rec.decode_workers())
+    workers.push_back({{"kv_capacity_bytes", c.kv_capacity_bytes},
+                       {"kv_peak_bytes", c.kv_peak_bytes},
+                       {"kv_received_bytes", c.kv_received_bytes},
+                       {"tokens", c.tokens},
+                       {"steps", c.steps},
+                       {"peak_batch", c.peak_batch}});
+  j["decode_workers"] = workers;
+  j["config"]         = x.resolved;
+  return j;
+}
+
+static void append_value(std::string& out, double v)
+{
+  char buf[32];
+  if (std::isnan(v))
+    out += "";
+  else {
+    std::snprintf(buf, sizeof buf, "%.9g", v);
+    out += buf;
+  }
+}
+
+std::string requests_csv(const Workload& w, const RunRecorder& rec)
+{
+  std::string out = "id,label,measured,prompt_tokens,output_tokens,prefill_worker,decode_worker,arrival_s,"
+                    "prefill_start_s,first_token_s,kv_start_s,kv_end_s,decode_admit_s,finish_s,ttft_ms,tpot_ms\n";
+  out.reserve(w.requests.size() * 160);
+  for (const Request& r : w.requests) {
+    const RequestRecord& q = rec.requests()[r.id];
+    out += std::to_string(r.id) + "," + w.labels[r.label] + "," + (r.measured ? "1" : "0") + "," +
+           std::to_string(r.prompt_tokens) + "," + std::to_string(r.output_tokens) + "," +
+           std::to_string(q.prefill_worker) + "," + std::to_string(q.decode_worker);
+    for (double v : {q.arrival_s, q.prefill_start_s, q.first_token_s, q.kv_start_s, q.kv_end_s, q.decode_admit_s,
+                     q.finish_s}) {
+      out += ",";
+      append_value(out, v);
+    }
+    double ttft = (q.first_token_s - q.arrival_s) * 1e3;
+    double tpot = (q.finish_s - q.first_token_s) / double(r.output_tokens - 1) * 1e3;
+    out += ",";
+    append_value(out, ttft);
+    out += ",";
+    append_value(out, q.finish_count == 1 ? tpot : kNotYet);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string steps_csv(const RunRecorder& rec)
+{
+  std::string out = "worker,start_s,duration_ms,batch,context_tokens,distinct_experts_mean\n";
+  out.reserve(rec.steps().size() * 64);
+  for (const StepRecord& s : rec.steps()) {
+    out += std::to_string(s.worker) + ",";
+    append_value(out, s.start_s);
+    out += ",";
+    append_value(out, s.duration_s * 1e3);
+    out += "," + std::to_string(s.batch) + ",";
+    append_value(out, s.context_tokens);
+    out += ",";
+    append_value(out, s.distinct_mean);
+    out += "\n";
+  }
+  return out;
+}
+
+void write_results(const std::string& out_dir, const Experiment& x, const Workload& w, const RunRecorder& rec)
+{
+  namespace fs     = std::filesystem;
+  RunSummary s     = summarize_run(x, w, rec);
+  const fs::path d = out_dir;
+  write_file_atomically((d / "requests.csv").string(), requests_csv(w, rec));
+  if (x.write_steps)
+    write_file_atomically((d / "steps.csv").string(), steps_csv(rec));
+  // summary.json last: its presence marks a complete result.
+  write_file_atomically((d / "summary.json").string(), summary_json(x, s, rec).dump(2) + "\n");
+}
+
+}  // namespace eldr

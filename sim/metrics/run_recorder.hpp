@@ -1,0 +1,64 @@
+#pragma once
+// Everything a run observes: per-request timestamps, per-decode-step samples, per-worker counters.
+// Filled by the engine, read by the result writer and the tests. Plain data; no SimGrid.
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace eldr {
+
+inline constexpr double kNotYet = std::numeric_limits<double>::quiet_NaN();
+
+struct RequestRecord {
+  int prefill_worker    = -1;
+  int decode_worker     = -1;
+  double arrival_s      = kNotYet;
+  double prefill_start_s = kNotYet;
+  double first_token_s  = kNotYet;  // prefill end: the first output token exists
+  double kv_start_s     = kNotYet;
+  double kv_end_s       = kNotYet;
+  double decode_admit_s = kNotYet;
+  double finish_s       = kNotYet;
+  int tokens_generated  = 0;  // including the first token
+  int finish_count      = 0;  // must end at exactly 1
+};
+
+struct StepRecord {
+  double start_s          = 0;
+  double duration_s       = 0;
+  double context_tokens   = 0;
+  float distinct_mean     = 0;  // mean over layers of distinct experts in the batch
+  uint32_t batch          = 0;
+  uint16_t worker         = 0;
+};
+
+struct WorkerCounters {
+  double kv_capacity_bytes = 0;
+  double kv_peak_bytes     = 0;
+  double kv_received_bytes = 0;
+  long tokens              = 0;
+  long steps               = 0;
+  int peak_batch           = 0;
+};
+
+class RunRecorder {
+public:
+  RunRecorder(size_t requests, int decode_workers) : requests_(requests), decode_(size_t(decode_workers)) {}
+
+  RequestRecord& request(uint32_t id) { return requests_[id]; }
+  const std::vector<RequestRecord>& requests() const { return requests_; }
+  WorkerCounters& decode_worker(int w) { return decode_[size_t(w)]; }
+  const std::vector<WorkerCounters>& decode_workers() const { return decode_; }
+  void add_step(const StepRecord& s) { steps_.push_back(s); }
+  const std::vector<StepRecord>& steps() const { return steps_; }
+
+  double measured_start_s = 0;  // when the measured phase began
+  double end_s            = 0;  // simulated time when the run ended
+
+private:
+  std::vector<RequestRecord> requests_;
+  std::vector<WorkerCounters> decode_;
+  std::vector<StepRecord> steps_;
+};
+
+}  // namespace eldr

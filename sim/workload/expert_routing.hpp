@@ -1,0 +1,37 @@
+#pragma once
+// Where expert choices come from. For a request, token t (prompt tokens 0..P-1, then output tokens
+// P..P+O-1; output token P is sampled by prefill, P+1.. by decode steps) picks top_k experts at each
+// layer. A source returns them as a bit mask per layer: `words_per_layer` 64-bit words per layer,
+// layers back to back, bit e of layer l set iff the token picked expert e there. Masks make the hot
+// path (the union over a batch) a run of ORs and popcounts.
+#include "sim/workload/request.hpp"
+
+#include <cstdint>
+#include <span>
+
+namespace eldr {
+
+struct RoutingShape {
+  int layers          = 0;
+  int experts         = 0;
+  int top_k           = 0;
+  int words_per_layer = 0;  // ceil(experts / 64)
+  int words() const { return layers * words_per_layer; }
+};
+
+class ExpertRoutingSource {
+public:
+  virtual ~ExpertRoutingSource() = default;
+  virtual const RoutingShape& shape() const = 0;
+  // Masks of token `token` of `r`: shape().words() words, valid until the next call on this source.
+  virtual std::span<const uint64_t> token_experts(const Request& r, int token) const = 0;
+};
+
+// Adds `token`'s choices into a per-layer union.
+inline void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token)
+{
+  for (size_t i = 0; i < union_masks.size(); ++i)
+    union_masks[i] |= token[i];
+}
+
+}  // namespace eldr

@@ -1,0 +1,25 @@
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace eldr {
+
+// One request as the workload defines it; what happens to it is recorded elsewhere (RunRecorder).
+struct Request {
+  uint32_t id           = 0;
+  uint16_t label        = 0;      // index into Workload::labels
+  bool measured         = true;   // false for warm-up requests
+  double arrival_s      = 0;
+  int prompt_tokens     = 0;
+  int output_tokens     = 0;      // including the first token, sampled by the prefill worker
+  uint64_t prefix_hash  = 0;      // hash of the prompt's first block: prefill affinity key
+  uint64_t routing_seed = 0;      // per-request stream of the expert routing source
+};
+
+struct Workload {
+  std::vector<std::string> labels;
+  std::vector<Request> requests;  // in arrival order; ids are indices
+};
+
+}  // namespace eldr

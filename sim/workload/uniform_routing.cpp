@@ -1,0 +1,41 @@
+#include "sim/workload/uniform_routing.hpp"
+#include "sim/common/rng.hpp"
+
+#include <bit>
+#include <cassert>
+
+namespace eldr {
+
+UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, int pool_size)
+{
+  assert(std::has_single_bit(unsigned(pool_size)) && "pool_size must be a power of two");
+  shape_.layers          = model.layers;
+  shape_.experts         = model.experts;
+  shape_.top_k           = model.top_k;
+  shape_.words_per_layer = (model.experts + 63) / 64;
+  pool_mask_             = uint64_t(pool_size - 1);
+  pool_.assign(size_t(pool_size) * shape_.words(), 0);
+
+  Rng rng(seed, "routing.uniform");
+  std::vector<int> perm(size_t(model.experts));
+  for (size_t rec = 0; rec < size_t(pool_size); ++rec)
+    for (int l = 0; l < shape_.layers; ++l) {
+      uint64_t* mask = &pool_[rec * shape_.words() + size_t(l) * shape_.words_per_layer];
+      // Partial Fisher-Yates: the first top_k entries are a uniform k-subset.
+      for (int e = 0; e < model.experts; ++e)
+        perm[size_t(e)] = e;
+      for (int i = 0; i < model.top_k; ++i) {
+        int j = i + int(rng.below(uint64_t(model.experts - i)));
+        std::swap(perm[size_t(i)], perm[size_t(j)]);
+        mask[perm[size_t(i)] / 64] |= uint64_t(1) << (perm[size_t(i)] % 64);
+      }
+    }
+}
+
+std::span<const uint64_t> UniformRouting::token_experts(const Request& r, int token) const
+{
+  uint64_t rec = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL) & pool_mask_;
+  return {&pool_[rec * shape_.words()], size_t(shape_.words())};
+}
+
+}  // namespace eldr

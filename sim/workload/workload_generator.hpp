@@ -1,0 +1,33 @@
+#pragma once
+// Builds the request stream of an experiment: labels in their measured proportions, prompt lengths
+// drawn from real dataset token counts, Poisson arrivals (a warm-up phase, then the measured one).
+#include "sim/config/experiment.hpp"
+#include "sim/workload/request.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace eldr {
+
+// Prompt lengths of each label, read from a CSV with columns domain,dataset,item_id,prompt_tokens,...
+using LengthTable = std::map<std::string, std::vector<int>>;
+
+struct TaskLabel {
+  std::string name;
+  double weight;
+  std::vector<std::string> datasets;
+};
+
+// code / math / medical / legal in the proportions of the ELDR task workload (2779 : 2744 : 2545 : 3600).
+const std::vector<TaskLabel>& task_labels();
+
+LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels);
+
+// Arrival times are relative to the start of each request's phase: warm-up requests from 0, measured
+// requests from the start of the measured phase, which the simulation fixes (after the warm-up arrivals,
+// or once the warm-up has drained). Request contents do not depend on the rates, so runs at different
+// rates or with different routers see the same requests (common random numbers).
+Workload generate_workload(const WorkloadSpec& spec, uint64_t seed);
+
+}  // namespace eldr
