@@ -1,7 +1,6 @@
 #include "sim/cluster/decode_worker.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_decode, s4u, "eldr-sim decode workers");
@@ -47,7 +46,7 @@ void DecodeWorker::admit()
     pending.pop_front();
     kv_used_ += need;
     c.kv_peak_bytes = std::max(c.kv_peak_bytes, kv_used_);
-    batch_.push_back({r, need});
+    batch_.push_back({r, need, s_.recorder.request(r->id).tokens_generated});
     s_.recorder.request(r->id).decode_admit_s = now;
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
@@ -61,21 +60,13 @@ double DecodeWorker::step_time(double now)
   AttentionLoad attention;
   for (const Sequence& seq : batch_) {
     const Request& r = *seq.request;
-    const int done   = s_.recorder.request(r.id).tokens_generated;
-    // This step runs output token done-1 (position prompt + done - 1) through the model.
-    accumulate(union_, s_.routing.token_experts(r, r.prompt_tokens + done - 1));
-    const double context = r.prompt_tokens + done;
+    // This step runs output token generated-1 (position prompt + generated - 1) through the model.
+    accumulate(union_, s_.routing.token_experts(r, r.prompt_tokens + seq.generated - 1));
+    const double context = r.prompt_tokens + seq.generated;
     attention.context_tokens += context;
     attention.windowed_tokens += window > 0 ? std::min(context, double(window)) : context;
   }
-  double distinct_sum = 0;
-  for (int l = 0; l < shape.layers; ++l) {
-    int d = 0;
-    for (int k = 0; k < shape.words_per_layer; ++k)
-      d += std::popcount(union_[size_t(l * shape.words_per_layer + k)]);
-    distinct_[size_t(l)] = uint16_t(d);
-    distinct_sum += d;
-  }
+  const double distinct_sum = double(count_distinct(union_, shape, distinct_));
   const double t = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
   s_.recorder.add_step({now, t, attention.context_tokens, float(distinct_sum / shape.layers),
                         uint32_t(batch_.size()), uint16_t(index_)});
@@ -87,6 +78,7 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   const Request& r   = *seq.request;
   RequestRecord& rec = s_.recorder.request(r.id);
   rec.finish_s       = now;
+  rec.tokens_generated = seq.generated;
   ++rec.finish_count;
   kv_used_ -= seq.kv_bytes;
   --s_.decode_in_flight[size_t(index_)];
@@ -114,8 +106,7 @@ void DecodeWorker::operator()()
     // Every sequence got one token; the finished ones leave (order kept: deterministic and FCFS-fair).
     size_t kept = 0;
     for (size_t i = 0; i < batch_.size(); ++i) {
-      RequestRecord& rec = s_.recorder.request(batch_[i].request->id);
-      if (++rec.tokens_generated >= batch_[i].request->output_tokens)
+      if (++batch_[i].generated >= batch_[i].request->output_tokens)
         finish(batch_[i], now);
       else
         batch_[kept++] = batch_[i];

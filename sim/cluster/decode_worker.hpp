@@ -28,6 +28,7 @@ private:
   struct Sequence {
     const Request* request;
     double kv_bytes;  // reserved
+    int generated;    // output tokens so far, the first one included
   };
   void admit();
   double step_time(double now);

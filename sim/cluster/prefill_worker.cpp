@@ -1,6 +1,5 @@
 #include "sim/cluster/prefill_worker.hpp"
 
-#include <bit>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_prefill, s4u, "eldr-sim prefill workers");
 
@@ -23,19 +22,19 @@ double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
   const RoutingShape& shape = s_.routing.shape();
   std::vector<uint64_t> used(size_t(shape.words()), 0);
   double tokens = 0, sum_sq = 0;
+  bool full = false;
   for (const Request* r : batch) {
     tokens += r->prompt_tokens;
     sum_sq += double(r->prompt_tokens) * r->prompt_tokens;
-    for (int t = 0; t < r->prompt_tokens; ++t)
+    // Long prompts touch every expert; once the union is full the remaining tokens cannot change it.
+    for (int t = 0; t < r->prompt_tokens && !full; ++t) {
       accumulate(used, s_.routing.token_experts(*r, t));
+      if (t % 32 == 31)
+        full = union_is_full(used, shape);
+    }
   }
   std::vector<uint16_t> distinct(size_t(shape.layers));
-  for (int l = 0; l < shape.layers; ++l) {
-    int d = 0;
-    for (int k = 0; k < shape.words_per_layer; ++k)
-      d += std::popcount(used[size_t(l * shape.words_per_layer + k)]);
-    distinct[size_t(l)] = uint16_t(d);
-  }
+  count_distinct(used, shape, distinct);
   return s_.cost.prefill_s(tokens, sum_sq, distinct);
 }
 

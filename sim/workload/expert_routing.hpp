@@ -6,6 +6,8 @@
 // path (the union over a batch) a run of ORs and popcounts.
 #include "sim/workload/request.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <span>
 
@@ -32,6 +34,33 @@ inline void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t
 {
   for (size_t i = 0; i < union_masks.size(); ++i)
     union_masks[i] |= token[i];
+}
+
+// Distinct experts per layer of a union; returns their sum over layers.
+inline long count_distinct(std::span<const uint64_t> union_masks, const RoutingShape& shape, std::span<uint16_t> out)
+{
+  long total = 0;
+  for (int l = 0; l < shape.layers; ++l) {
+    int d = 0;
+    for (int k = 0; k < shape.words_per_layer; ++k)
+      d += std::popcount(union_masks[size_t(l * shape.words_per_layer + k)]);
+    out[size_t(l)] = uint16_t(d);
+    total += d;
+  }
+  return total;
+}
+
+// True when every layer's union holds all experts (nothing more can be added).
+inline bool union_is_full(std::span<const uint64_t> union_masks, const RoutingShape& shape)
+{
+  for (int l = 0; l < shape.layers; ++l)
+    for (int k = 0; k < shape.words_per_layer; ++k) {
+      int bits       = std::min(64, shape.experts - 64 * k);
+      uint64_t full  = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+      if (union_masks[size_t(l * shape.words_per_layer + k)] != full)
+        return false;
+    }
+  return true;
 }
 
 }  // namespace eldr

@@ -2,17 +2,18 @@
 #include "sim/common/rng.hpp"
 
 #include <bit>
-#include <cassert>
+#include <algorithm>
 
 namespace eldr {
 
-UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, int pool_size)
+UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t pool_bytes)
 {
-  assert(std::has_single_bit(unsigned(pool_size)) && "pool_size must be a power of two");
   shape_.layers          = model.layers;
   shape_.experts         = model.experts;
   shape_.top_k           = model.top_k;
   shape_.words_per_layer = (model.experts + 63) / 64;
+  const size_t record    = size_t(shape_.words()) * sizeof(uint64_t);
+  const size_t pool_size = std::bit_floor(std::max<size_t>(pool_bytes / record, 256));
   pool_mask_             = uint64_t(pool_size - 1);
   pool_.assign(size_t(pool_size) * shape_.words(), 0);
 
