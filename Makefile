@@ -4,7 +4,6 @@ JOBS    ?= $(shell nproc)
 PY      := /usr/bin/python3
 CONFIG  ?= configs/default.json
 OUT     ?= results/default
-ROUTERS ?= random round_robin jsq p2c
 
 DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev \
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
@@ -30,11 +29,13 @@ build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	@for r in $(ROUTERS); do \
-	  echo "== $$r"; \
+	@routers=$$($(BUILD)/eldrsim routers); dirs=""; \
+	for r in $$routers; do \
+	  echo "simulating $(CONFIG) with router $$r"; \
 	  $(BUILD)/eldrsim run $(CONFIG) --router $$r --out $(OUT)/$$r --quiet || exit $$?; \
-	done
-	@$(BUILD)/eldrsim table $(addprefix $(OUT)/,$(ROUTERS))
+	  dirs="$$dirs $(OUT)/$$r"; \
+	done; \
+	$(BUILD)/eldrsim table $$dirs
 	@$(PY) analysis/plot_routers.py $(OUT) && echo "plots: $(OUT)/tpot_cdf.png $(OUT)/latency_by_router.png"
 	@echo "results: $(OUT)/<router>/summary.json, requests.csv"
 

@@ -13,5 +13,6 @@ struct Command {
 
 Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);
+Command add_routers_command(CLI::App& app);
 
 }  // namespace eldr::app

@@ -13,7 +13,8 @@ int main(int argc, char** argv)
                "eldrsim"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "eldrsim 0.1");
-  std::vector<eldr::app::Command> commands = {eldr::app::add_run_command(app), eldr::app::add_table_command(app)};
+  std::vector<eldr::app::Command> commands = {eldr::app::add_run_command(app), eldr::app::add_table_command(app),
+                                               eldr::app::add_routers_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

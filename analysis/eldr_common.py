@@ -1,0 +1,211 @@
+"""Shared helpers of the calibration scripts (fit_cost.py, calibration_table.py).
+
+Runs `eldrsim run` as separate processes (one SimGrid engine per process), a few in parallel, and
+reads the measured round-robin calibration curve. Standard library + numpy/pandas only.
+"""
+import csv
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_ELDRSIM = os.path.join(REPO, "build", "eldrsim")
+DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.json")
+# The team's shared data sits next to the repository (DESIGN.md, data/README.md).
+DEFAULT_DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "calibration", "rr_task_tpot.csv"))
+CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
+# Measured setup of rr_task_tpot.csv (data/README.md, DESIGN.md section 2).
+MEASURED_DURATION_S = 120
+MEASURED_WARMUP_REQUESTS = 3840
+
+
+class Fatal(Exception):
+    """An error to report as one line and exit non-zero."""
+
+
+def die(prog, msg, code=2):
+    print(f"{prog}: error: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def parse_models(values):
+    """--models accepts 'a,b' and/or 'a b'."""
+    out = []
+    for v in values:
+        out += [m for m in v.split(",") if m]
+    return out
+
+
+def load_measured(path):
+    """rr_task_tpot.csv -> {model: [row dict sorted by rate]} with numeric fields as floats."""
+    if not os.path.isfile(path):
+        raise Fatal(f"calibration data not found: {path} (use --data)")
+    need = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or any(c not in rows[0] for c in need):
+        raise Fatal(f"{path}: expected columns {', '.join(need)}")
+    by_model = {}
+    for r in rows:
+        if r["policy"] != "round_robin":
+            continue
+        d = dict(r)
+        for k in ("rate_rps", "requests", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
+            if k in d and d[k] != "":
+                d[k] = float(d[k])
+        by_model.setdefault(r["model"], []).append(d)
+    for v in by_model.values():
+        v.sort(key=lambda d: d["rate_rps"])
+    return by_model
+
+
+def model_file(name):
+    return os.path.join(REPO, "models", f"{name}.json")
+
+
+def load_model(name):
+    p = model_file(name)
+    if not os.path.isfile(p):
+        raise Fatal(f"model file not found: {p}")
+    with open(p) as f:
+        return json.load(f)
+
+
+def wait_for_binary(path, timeout_s=600, prog="eldrsim"):
+    """The binary is rebuilt concurrently by other work; if it is momentarily missing, wait for it."""
+    t0 = time.time()
+    warned = False
+    while not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        if time.time() - t0 > timeout_s:
+            raise Fatal(f"eldrsim binary not found or not executable: {path} (build it, or use --eldrsim)")
+        if not warned:
+            print(f"{prog}: waiting for {path} to appear (rebuild in progress?)", file=sys.stderr)
+            warned = True
+        time.sleep(2)
+
+
+def binary_fingerprint(path):
+    """Short sha256 of the eldrsim binary, to record which build produced a table."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()[:12]
+
+
+def run_eldrsim(eldrsim, config, out_dir, rate, model, duration_s, warmup, seed,
+                router="round_robin", extra_sets=(), retries=5):
+    """One `eldrsim run`; returns the parsed summary.json. Exit code 3 (unfinished requests) still
+    yields a summary: the caller decides what to do with `unfinished`."""
+    cmd = [eldrsim, "run", config, "--router", router, "--rate", f"{rate:g}", "--seed", str(seed),
+           "--out", out_dir, "-q",
+           "--set", f"model={model}",
+           "--set", f"workload.duration_s={duration_s:g}",
+           "--set", f"workload.warmup_requests={int(warmup)}"]
+    for s in extra_sets:
+        cmd += ["--set", s]
+    last = None
+    for attempt in range(retries):
+        wait_for_binary(eldrsim)
+        try:
+            p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        except OSError as e:  # binary replaced between the check and exec ("text file busy", ENOENT)
+            last = str(e)
+            time.sleep(2)
+            continue
+        summary_path = os.path.join(out_dir, "summary.json")
+        if p.returncode in (0, 3) and os.path.isfile(summary_path):
+            with open(summary_path) as f:
+                return json.load(f)
+        if p.returncode in (126, 127, -9, -11) and attempt + 1 < retries:  # exec trouble or a crash mid-rebuild
+            last = (p.stderr or "").strip().splitlines()[-1:] or [f"exit {p.returncode}"]
+            last = last[0]
+            time.sleep(2)
+            continue
+        msg = (p.stderr or "").strip().splitlines()
+        raise Fatal(f"eldrsim failed (exit {p.returncode}) at {rate:g} req/s: "
+                    f"{msg[-1] if msg else 'no message'}\n  command: {' '.join(cmd)}")
+    raise Fatal(f"eldrsim could not be run: {last}\n  command: {' '.join(cmd)}")
+
+
+def run_many(tasks, jobs):
+    """tasks: list of zero-argument callables; runs them `jobs` at a time, returns results in order."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [t() for t in tasks]
+    with ThreadPoolExecutor(max_workers=jobs) as ex:
+        futures = [ex.submit(t) for t in tasks]
+        return [f.result() for f in futures]
+
+
+def default_jobs():
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+class ScratchDir:
+    """A temporary directory, or a kept one when `keep` names a directory."""
+
+    def __init__(self, keep=None, prefix="eldr-"):
+        self.keep = keep
+        self.prefix = prefix
+
+    def __enter__(self):
+        if self.keep:
+            os.makedirs(self.keep, exist_ok=True)
+            self.path = self.keep
+        else:
+            self.path = tempfile.mkdtemp(prefix=self.prefix)
+        return self.path
+
+    def __exit__(self, *exc):
+        if not self.keep:
+            shutil.rmtree(self.path, ignore_errors=True)
+        return False
+
+
+def rel_err_pct(sim, meas):
+    return 100.0 * (sim - meas) / meas
+
+
+def md_table(header, rows, align=None):
+    """Markdown table; numbers are pre-formatted strings."""
+    align = align or ["---:"] * len(header)
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    for r in rows:
+        lines.append("| " + " | ".join(r) + " |")
+    return "\n".join(lines)
+
+
+def text_table(header, rows):
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
+
+
+def write_atomic(path, text):
+    """Write via a temporary file in the same directory; keeps an existing file's mode (else 0644)."""
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def repo_path(p):
+    """Resolve a user path: absolute as is, relative to the current directory."""
+    return os.path.abspath(p)
+
+
+def display_path(p):
+    """Path relative to the repository when inside it (for reports and 'source' strings)."""
+    a = os.path.abspath(p)
+    r = os.path.relpath(a, REPO)
+    return a if r.startswith("..") and not a.startswith(os.path.dirname(REPO)) else r
