@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Times whole eldrsim runs: wall clock and peak RSS, pinned to one core, median of REPS runs.
+#
+#   bench/time_runs.sh ELDRSIM [OUT]     (OUT defaults to results/bench/runs.md)
+#
+# Runs (all: configs/default.json, round_robin, 100 req/s, results written to a scratch directory):
+#   S1             120 s of measured traffic (12,000 requests) after the default 3840-request warm-up
+#   S1 no warm-up  the same without warm-up
+#   scale 30/120/480 s   no warm-up, 3,000 / 12,000 / 48,000 requests: cost should grow linearly
+# Environment: REPS (default 3) runs per row; the table reports the median wall time and the
+# largest peak RSS of the repetitions.
+set -euo pipefail
+
+usage() { echo "usage: $0 ELDRSIM [OUT]" >&2; exit 2; }
+[[ $# -ge 1 && $# -le 2 ]] || usage
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ELDRSIM=$(realpath "$1")
+OUT=$(realpath -m "${2:-$ROOT/results/bench/runs.md}")
+REPS=${REPS:-3}
+[[ -x $ELDRSIM ]] || { echo "$0: not an executable: $1" >&2; exit 2; }
+[[ -x /usr/bin/time ]] || { echo "$0: needs /usr/bin/time (Debian package 'time')" >&2; exit 2; }
+
+PIN=()
+if command -v taskset >/dev/null && taskset -c 0 true 2>/dev/null; then
+  PIN=(taskset -c 0)
+fi
+
+SCRATCH=$(mktemp -d)
+trap 'rm -rf "$SCRATCH"' EXIT
+cd "$ROOT"  # configs/default.json and the files it names resolve from the project root
+
+BASE=(run configs/default.json --rate 100 --router round_robin -q)
+NAMES=() ; WALL=() ; RSS=() ; REQS=()
+
+# median of the arguments (numbers)
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+maximum() { printf '%s\n' "$@" | sort -g | tail -1; }
+
+# time_run NAME ARGS...: REPS runs of eldrsim ARGS; appends one table row.
+time_run() {
+  local name=$1; shift
+  local walls=() rsss=() i out log t0 t1 wall rss rc
+  for ((i = 1; i <= REPS; i++)); do
+    out="$SCRATCH/run"
+    rm -rf "$out"
+    log="$SCRATCH/time.log"
+    rc=0
+    t0=${EPOCHREALTIME:-}
+    "${PIN[@]}" /usr/bin/time -v -o "$log" "$ELDRSIM" "$@" --out "$out" >"$SCRATCH/stdout" 2>"$SCRATCH/stderr" || rc=$?
+    t1=${EPOCHREALTIME:-}
+    if [[ $rc -ne 0 ]]; then
+      echo "$0: '$name' failed (exit $rc): eldrsim $*" >&2
+      cat "$SCRATCH/stderr" >&2
+      exit 1
+    fi
+    if [[ -n $t0 && -n $t1 ]]; then  # bash >= 5: microsecond wall clock
+      wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", b - a}')
+    else  # /usr/bin/time's h:mm:ss.ss / m:ss.ss
+      wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, p, ":"); s = 0; for (j = 1; j <= n; j++) s = s * 60 + p[j]; printf "%.4f", s}' "$log")
+    fi
+    rss=$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2 / 1024}' "$log")
+    walls+=("$wall"); rsss+=("$rss")
+  done
+  NAMES+=("$name")
+  WALL+=("$(median "${walls[@]}")")
+  RSS+=("$(maximum "${rsss[@]}")")
+  REQS+=("$(($(wc -l <"$out/requests.csv") - 1))")  # every simulated request, warm-up included
+  printf '%-16s %8s s  %7s MB  %7s requests  (walls: %s)\n' "$name" "${WALL[-1]}" "${RSS[-1]}" "${REQS[-1]}" "${walls[*]}" >&2
+}
+
+echo "timing $ELDRSIM, ${PIN[*]:-unpinned}, $REPS runs each" >&2
+time_run "S1" "${BASE[@]}"
+time_run "S1 no warm-up" "${BASE[@]}" --set workload.warmup_requests=0
+for d in 30 120 480; do
+  time_run "scale ${d} s" "${BASE[@]}" --set workload.warmup_requests=0 --set workload.duration_s=$d
+done
+
+# Linear fit of the scale runs: wall = a + b * requests; a one-hour trace (360,000 requests at
+# 100 req/s) extrapolated from it, against DESIGN.md section 8's "within 40x of S1".
+read -r FIT_A FIT_B < <(for i in 2 3 4; do echo "${REQS[i]} ${WALL[i]}"; done |
+  awk '{n++; sx += $1; sy += $2; sxx += $1 * $1; sxy += $1 * $2}
+       END {b = (n * sxy - sx * sy) / (n * sxx - sx * sx); printf "%.6g %.6g\n", (sy - b * sx) / n, b}')
+HOUR=$(awk -v a="$FIT_A" -v b="$FIT_B" 'BEGIN {printf "%.2f", a + b * 360000}')
+HOUR_RATIO=$(awk -v h="$HOUR" -v s="${WALL[0]}" 'BEGIN {printf "%.1f", h / s}')
+
+verdict() { awk -v v="$1" -v lim="$2" 'BEGIN {print (v <= lim) ? "ok" : "OVER"}'; }
+
+TABLE=$(
+  echo "| run | wall s (median of $REPS) | peak RSS MB | simulated requests | us / request |"
+  echo "|---|---:|---:|---:|---:|"
+  for i in "${!NAMES[@]}"; do
+    printf '| %s | %.3f | %.1f | %d | %.1f |\n' "${NAMES[i]}" "${WALL[i]}" "${RSS[i]}" "${REQS[i]}" \
+      "$(awk -v w="${WALL[i]}" -v n="${REQS[i]}" 'BEGIN {print 1e6 * w / n}')"
+  done
+)
+
+mkdir -p "$(dirname "$OUT")"
+{
+  echo "# eldrsim whole-run timings"
+  echo
+  echo "$(date -u '+%Y-%m-%d %H:%M UTC'), eldrsim at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$ROOT" diff --quiet HEAD -- sim 2>/dev/null || echo ' (+ uncommitted sim/ changes)'),"
+  echo "$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), ${PIN[*]:-not pinned}."
+  echo "Command: \`eldrsim ${BASE[*]} [--set ...]\`; wall clock from bash \$EPOCHREALTIME around \`/usr/bin/time -v\`,"
+  echo "peak RSS = its Maximum resident set size (largest of the $REPS runs)."
+  echo
+  echo "$TABLE"
+  echo
+  echo "Budgets (DESIGN.md section 8 / foundation issue):"
+  echo
+  echo "- S1 wall $(printf %.3f "${WALL[0]}") s <= 0.3 s: $(verdict "${WALL[0]}" 0.3)"
+  echo "- S1 peak RSS ${RSS[0]} MB <= 80 MB: $(verdict "${RSS[0]}" 80)"
+  echo "- Linear fit of the scale runs: wall = $(printf %.3f "$FIT_A") s + $(awk -v b="$FIT_B" 'BEGIN {printf "%.1f", 1e6 * b}') us x requests; a one-hour trace (360,000 requests)"
+  echo "  extrapolates to ${HOUR} s = ${HOUR_RATIO}x S1 <= 40x: $(verdict "$HOUR_RATIO" 40)"
+} >"$OUT"
+
+echo
+echo "$TABLE"
+echo
+sed -n '/^Budgets/,$p' "$OUT" | tail -n +3
+echo "-> $OUT"
