@@ -29,12 +29,8 @@ public:
   virtual std::span<const uint64_t> token_experts(const Request& r, int token) const = 0;
 };
 
-// Adds `token`'s choices into a per-layer union.
-inline void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token)
-{
-  for (size_t i = 0; i < union_masks.size(); ++i)
-    union_masks[i] |= token[i];
-}
+// Adds `token`'s choices into a per-layer union: the decode hot path (an AVX2 clone where the CPU has it).
+void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
 
 // Distinct experts per layer of a union; returns their sum over layers.
 inline long count_distinct(std::span<const uint64_t> union_masks, const RoutingShape& shape, std::span<uint16_t> out)
