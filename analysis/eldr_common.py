@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ELDRSIM = os.path.join(REPO, "build", "eldrsim")
 DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.json")
-# The team's shared data sits next to the repository (DESIGN.md, data/README.md).
-DEFAULT_DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "calibration", "rr_task_tpot.csv"))
+# The measured curve ships in traces/calibration/ (provenance in traces/README.md).
+DEFAULT_DATA = os.path.join(REPO, "traces", "calibration", "rr_task_tpot.csv")
 CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
 # Measured setup of rr_task_tpot.csv (data/README.md, DESIGN.md section 2).
 MEASURED_DURATION_S = 120
@@ -26,7 +26,11 @@ MEASURED_WARMUP_REQUESTS = 3840
 
 
 class Fatal(Exception):
-    """An error to report as one line and exit non-zero."""
+    """An error to report as one line: exit 2 for bad input (the default), 1 for a failed simulation."""
+
+    def __init__(self, msg, code=2):
+        super().__init__(msg)
+        self.code = code
 
 
 def die(prog, msg, code=2):
@@ -77,16 +81,19 @@ def load_model(name):
         return json.load(f)
 
 
-def wait_for_binary(path, timeout_s=600, prog="eldrsim"):
-    """The binary is rebuilt concurrently by other work; if it is momentarily missing, wait for it."""
+def wait_for_binary(path, timeout_s=300, prog="eldrsim"):
+    """The binary is rebuilt concurrently by other work; if it is momentarily missing from a build
+    directory, wait for it (up to timeout_s). A path outside any build directory fails at once."""
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return
+    build_dir = os.path.dirname(os.path.abspath(path))
+    if not os.path.isfile(os.path.join(build_dir, "CMakeCache.txt")):
+        raise Fatal(f"eldrsim binary not found or not executable: {path} (build it with make, or use --eldrsim)")
+    print(f"{prog}: waiting up to {timeout_s} s for {path} (rebuild in progress?)", file=sys.stderr, flush=True)
     t0 = time.time()
-    warned = False
     while not (os.path.isfile(path) and os.access(path, os.X_OK)):
         if time.time() - t0 > timeout_s:
-            raise Fatal(f"eldrsim binary not found or not executable: {path} (build it, or use --eldrsim)")
-        if not warned:
-            print(f"{prog}: waiting for {path} to appear (rebuild in progress?)", file=sys.stderr)
-            warned = True
+            raise Fatal(f"eldrsim binary did not reappear within {timeout_s} s: {path}")
         time.sleep(2)
 
 
@@ -130,8 +137,8 @@ def run_eldrsim(eldrsim, config, out_dir, rate, model, duration_s, warmup, seed,
             continue
         msg = (p.stderr or "").strip().splitlines()
         raise Fatal(f"eldrsim failed (exit {p.returncode}) at {rate:g} req/s: "
-                    f"{msg[-1] if msg else 'no message'}\n  command: {' '.join(cmd)}")
-    raise Fatal(f"eldrsim could not be run: {last}\n  command: {' '.join(cmd)}")
+                    f"{msg[-1] if msg else 'no message'} [command: {' '.join(cmd)}]", 1)
+    raise Fatal(f"eldrsim could not be run: {last} [command: {' '.join(cmd)}]", 1)
 
 
 def run_many(tasks, jobs):

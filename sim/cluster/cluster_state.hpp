@@ -50,6 +50,7 @@ struct ClusterState {
       , decode_arrivals(size_t(x.topology.decode.instances))
       , prefill_in_flight(size_t(x.topology.prefill.instances), 0)
       , decode_in_flight(size_t(x.topology.decode.instances), 0)
+      , kv_transfers(w.requests.size())
   {
   }
 
@@ -63,11 +64,12 @@ struct ClusterState {
 
   std::vector<simgrid::s4u::Host*> prefill_hosts;
   std::vector<simgrid::s4u::Host*> decode_hosts;
-  std::vector<simgrid::s4u::Mailbox*> decode_mailboxes;  // KV cache transfers arrive here
+  std::vector<simgrid::s4u::Mailbox*> kv_doorbells;    // a decode instance learns of an incoming KV transfer here
   std::vector<WorkQueue> prefill_queues;
   std::vector<WorkQueue> decode_arrivals;  // KV received, waiting for admission
   std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
   std::vector<int> decode_in_flight;       // routed and not yet finished
+  std::vector<simgrid::s4u::CommPtr> kv_transfers;  // by request id, while its KV cache is in flight
 
   // Completion tracking for the driver.
   long finished          = 0;

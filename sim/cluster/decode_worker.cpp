@@ -11,13 +11,24 @@ namespace eldr {
 
 void KvReceiver::operator()()
 {
-  sg4::Mailbox* mbox = s_.decode_mailboxes[size_t(index_)];
-  // A permanent receiver: transfers start as soon as they are sent, concurrently, without waiting for a get().
-  mbox->set_receiver(sg4::Actor::self());
+  sg4::Mailbox* doorbell = s_.kv_doorbells[size_t(index_)];
+  Request* announced     = nullptr;
+  // watched[0] is the pending doorbell; the others are transfers in flight, owned by incoming[i].
+  std::vector<sg4::ActivityPtr> watched{doorbell->get_async<Request>(&announced)};
+  std::vector<const Request*> incoming{nullptr};
   while (true) {
-    auto* r            = mbox->get<Request>();
-    RequestRecord& rec = s_.recorder.request(r->id);
-    rec.kv_end_s       = sg4::Engine::get_clock();
+    auto i = size_t(sg4::Activity::wait_any(watched));
+    if (i == 0) {
+      watched.push_back(s_.kv_transfers[announced->id]);
+      incoming.push_back(announced);
+      watched[0] = doorbell->get_async<Request>(&announced);
+      continue;
+    }
+    const Request* r = incoming[i];
+    watched.erase(watched.begin() + long(i));
+    incoming.erase(incoming.begin() + long(i));
+    s_.kv_transfers[r->id] = nullptr;
+    s_.recorder.request(r->id).kv_end_s = sg4::Engine::get_clock();
     s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens);
     s_.decode_arrivals[size_t(index_)].push(r);
   }
@@ -41,6 +52,8 @@ void DecodeWorker::admit()
     const Request* r = pending.front();
     double blocks    = std::ceil(double(r->prompt_tokens + r->output_tokens) / block);
     double need      = s_.cost.kv_bytes(blocks * block);
+    xbt_assert(need <= kv_capacity_, "request %u needs %.3g GB of KV cache, more than decode worker %d holds (%.3g GB)",
+               r->id, need / 1e9, index_, kv_capacity_ / 1e9);
     if (kv_used_ + need > kv_capacity_)
       break;  // FCFS: a request that does not fit waits, and so does everyone behind it
     pending.pop_front();

@@ -3,8 +3,9 @@
 
 namespace eldr {
 
-// Receives KV caches on a decode instance's mailbox as their transfers complete. Separate from the
-// worker so arrivals are timed exactly while the worker sleeps through a step.
+// Watches the KV transfers headed for one decode instance and hands each request to the worker the
+// moment its transfer completes, in completion order (a small cache is not held up behind a large
+// one). Separate from the worker so arrivals are timed exactly while the worker sleeps through a step.
 class KvReceiver {
 public:
   KvReceiver(ClusterState& state, int index) : s_(state), index_(index) {}

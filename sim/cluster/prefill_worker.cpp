@@ -21,11 +21,10 @@ double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
 {
   const RoutingShape& shape = s_.routing.shape();
   std::vector<uint64_t> used(size_t(shape.words()), 0);
-  double tokens = 0, sum_sq = 0;
+  std::vector<int> lengths;
   bool full = false;
   for (const Request* r : batch) {
-    tokens += r->prompt_tokens;
-    sum_sq += double(r->prompt_tokens) * r->prompt_tokens;
+    lengths.push_back(r->prompt_tokens);
     // Long prompts touch every expert; once the union is full the remaining tokens cannot change it.
     for (int t = 0; t < r->prompt_tokens && !full; ++t) {
       accumulate(used, s_.routing.token_experts(*r, t));
@@ -35,7 +34,7 @@ double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
   }
   std::vector<uint16_t> distinct(size_t(shape.layers));
   count_distinct(used, shape, distinct);
-  return s_.cost.prefill_s(tokens, sum_sq, distinct);
+  return s_.cost.prefill_s(lengths, distinct);
 }
 
 void PrefillWorker::hand_off(const Request& r)
@@ -53,9 +52,11 @@ void PrefillWorker::hand_off(const Request& r)
   rec.decode_worker = d;
   ++s_.decode_in_flight[size_t(d)];
   rec.kv_start_s = now;
-  // A detached put: the transfer contends with the others on the NICs and lands in d's mailbox.
+  // The KV cache moves as a host-to-host flow that contends with the others on the NICs; a zero-byte
+  // doorbell (same route, so it never arrives after the flow ends) tells the decode side to watch it.
   auto bytes = uint64_t(s_.cost.kv_bytes(r.prompt_tokens));
-  s_.decode_mailboxes[size_t(d)]->put_init(const_cast<Request*>(&r), bytes)->detach();
+  s_.kv_transfers[r.id] = sg4::Comm::sendto_async(s_.prefill_hosts[size_t(index_)], s_.decode_hosts[size_t(d)], bytes);
+  s_.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }
 
 void PrefillWorker::operator()()

@@ -90,7 +90,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   for (int i = 0; i < x.topology.decode.instances; ++i) {
     sg4::Host* host = platform.gpus[size_t(x.topology.decode.gpus[size_t(i)].front())];
     s.decode_hosts.push_back(host);
-    s.decode_mailboxes.push_back(sg4::Mailbox::by_name("kv-decode-" + std::to_string(i)));
+    s.kv_doorbells.push_back(sg4::Mailbox::by_name("kv-doorbell-" + std::to_string(i)));
     sg4::Actor::create("kv-receiver-" + std::to_string(i), host, KvReceiver(s, i))->daemonize();
     sg4::Actor::create("decode-" + std::to_string(i), host, DecodeWorker(s, i))->daemonize();
   }

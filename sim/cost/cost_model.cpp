@@ -46,10 +46,24 @@ double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::
   return t;
 }
 
-double CostModel::prefill_s(double tokens, double sum_sq_tokens, std::span<const uint16_t> distinct) const
+double CostModel::causal_pairs(double n, double window)
 {
-  // Causal attention: token i attends to i earlier positions; QK^T and AV are 2 FLOPs a multiply-add each.
-  const double attn_flops_per_layer = 2.0 * 2.0 * model_.q_heads * model_.head_dim * (sum_sq_tokens / 2.0);
+  if (window <= 0 || n <= window)
+    return n * (n + 1) / 2;
+  return window * (window + 1) / 2 + (n - window) * window;
+}
+
+double CostModel::prefill_s(std::span<const int> prompt_tokens, std::span<const uint16_t> distinct) const
+{
+  // Causal attention: QK^T and AV, 2 FLOPs a multiply-add each, per query-key pair. Sliding layers are
+  // weighted by their share of the KV bytes.
+  double tokens = 0, pairs = 0;
+  const double f = model_.sliding_kv_fraction;
+  for (int n : prompt_tokens) {
+    tokens += n;
+    pairs += (1 - f) * causal_pairs(n, 0) + f * causal_pairs(n, model_.sliding_window);
+  }
+  const double attn_flops_per_layer = 2.0 * 2.0 * model_.q_heads * model_.head_dim * pairs;
   const double dense_flops          = tokens * model_.non_expert_flops_per_token() + attn_flops_per_layer;
   const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_bytes(tokens) / model_.layers / bw_;
   // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.

@@ -23,9 +23,11 @@ public:
   double decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const;
   // One MoE layer of a decode step (the quantity whose 16 -> 128 expert scaling was measured).
   double moe_layer_s(int batch_tokens, int distinct) const;
-  // Prefill of a batch of prompts: `tokens` in all, `sum_sq_tokens` = sum of squared prompt lengths
-  // (causal attention), distinct[l] = experts touched at layer l by all of the batch's tokens.
-  double prefill_s(double tokens, double sum_sq_tokens, std::span<const uint16_t> distinct) const;
+  // Prefill of a batch of prompts of the given lengths; distinct[l] = experts touched at layer l by
+  // all of the batch's tokens.
+  double prefill_s(std::span<const int> prompt_tokens, std::span<const uint16_t> distinct) const;
+  // Query-key pairs of causal attention over n tokens, each token seeing at most `window` (0: all).
+  static double causal_pairs(double n, double window);
 
   double kv_bytes(double tokens) const { return tokens * model_.kv_bytes_per_token; }
   // KV memory left on one GPU next to the weights.
