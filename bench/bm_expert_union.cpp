@@ -1,5 +1,5 @@
 // The decode batch union: one token's expert masks per sequence ORed together, then popcounted per
-// layer. This is the simulator's hot loop (DecodeWorker::step_time), once per decode step.
+// layer. This is the simulator's hot loop (DecodeWorker::step_time -> accumulate_tokens), once per decode step.
 #include "bench/bench_common.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/workload/uniform_routing.hpp"
@@ -32,10 +32,13 @@ void BM_DecodeBatchUnion(benchmark::State& state)
 
   int step        = 0;
   long distinct_n = 0;
+  std::vector<TokenRef> tokens;
   for (auto _ : state) {
-    std::fill(union_masks.begin(), union_masks.end(), 0);
+    tokens.clear();
     for (const Request& r : requests)
-      accumulate(union_masks, routing.token_experts(r, r.prompt_tokens + step));
+      tokens.push_back({&r, r.prompt_tokens + step});
+    std::fill(union_masks.begin(), union_masks.end(), 0);
+    routing.accumulate_tokens(tokens, union_masks);
     distinct_n += count_distinct(union_masks, shape, distinct);
     benchmark::DoNotOptimize(distinct.data());
     step = (step + 1) & 511;  // successive steps read successive output tokens

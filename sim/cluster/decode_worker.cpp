@@ -69,16 +69,18 @@ double DecodeWorker::step_time(double now)
 {
   const RoutingShape& shape = s_.routing.shape();
   const int window          = s_.experiment.model.sliding_window;
-  std::fill(union_.begin(), union_.end(), 0);
   AttentionLoad attention;
+  tokens_.clear();
   for (const Sequence& seq : batch_) {
     const Request& r = *seq.request;
     // This step runs output token generated-1 (position prompt + generated - 1) through the model.
-    accumulate(union_, s_.routing.token_experts(r, r.prompt_tokens + seq.generated - 1));
+    tokens_.push_back({&r, r.prompt_tokens + seq.generated - 1});
     const double context = r.prompt_tokens + seq.generated;
     attention.context_tokens += context;
     attention.windowed_tokens += window > 0 ? std::min(context, double(window)) : context;
   }
+  std::fill(union_.begin(), union_.end(), 0);
+  s_.routing.accumulate_tokens(tokens_, union_);
   const double distinct_sum = double(count_distinct(union_, shape, distinct_));
   const double t = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
   s_.recorder.add_step({now, t, attention.context_tokens, float(distinct_sum / shape.layers),

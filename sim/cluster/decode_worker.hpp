@@ -41,6 +41,7 @@ private:
   double kv_used_ = 0;
   std::vector<Sequence> batch_;
   std::vector<uint64_t> union_;
+  std::vector<TokenRef> tokens_;
   std::vector<uint16_t> distinct_;
 };
 

@@ -11,6 +11,8 @@ namespace eldr {
 Platform build_platform(sg4::Engine& engine, const ClusterSpec& spec)
 {
   engine.set_config("network/model:CM02");
+  // RDMA acknowledges in the NIC: no TCP-style ACK flow charged to the reverse direction.
+  engine.set_config("network/crosstraffic:0");
   auto* zone = sg4::create_full_zone(spec.name);
   Platform p;
   std::vector<sg4::SplitDuplexLink*> nics;
@@ -42,7 +44,6 @@ Platform build_platform(sg4::Engine& engine, const ClusterSpec& spec)
     }
   zone->seal();
   XBT_DEBUG("platform %s: %d GPUs", spec.name.c_str(), spec.gpus());
-  (void)engine;
   return p;
 }
 

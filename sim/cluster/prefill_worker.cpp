@@ -1,5 +1,7 @@
 #include "sim/cluster/prefill_worker.hpp"
 
+#include <algorithm>
+
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_prefill, s4u, "eldr-sim prefill workers");
 
@@ -22,14 +24,17 @@ double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
   const RoutingShape& shape = s_.routing.shape();
   std::vector<uint64_t> used(size_t(shape.words()), 0);
   std::vector<int> lengths;
+  std::vector<TokenRef> chunk;
   bool full = false;
   for (const Request* r : batch) {
     lengths.push_back(r->prompt_tokens);
     // Long prompts touch every expert; once the union is full the remaining tokens cannot change it.
-    for (int t = 0; t < r->prompt_tokens && !full; ++t) {
-      accumulate(used, s_.routing.token_experts(*r, t));
-      if (t % 32 == 31)
-        full = union_is_full(used, shape);
+    for (int t0 = 0; t0 < r->prompt_tokens && !full; t0 += 32) {
+      chunk.clear();
+      for (int t = t0; t < std::min(t0 + 32, r->prompt_tokens); ++t)
+        chunk.push_back({r, t});
+      s_.routing.accumulate_tokens(chunk, used);
+      full = union_is_full(used, shape);
     }
   }
   std::vector<uint16_t> distinct(size_t(shape.layers));

@@ -99,6 +99,8 @@ long JsonReader::integer(const std::string& key, long def, long min, long max)
     return def;
   if (!v->is_number_integer())
     fail(key, std::string("must be an integer, got ") + (v->is_number() ? v->dump() : v->type_name()));
+  if (v->is_number_unsigned() && v->get<unsigned long>() > (unsigned long)std::numeric_limits<long>::max())
+    fail(key, "must be " + range_text(double(min), double(max)) + ", got " + v->dump());
   long x = v->get<long>();
   if (x < min || x > max)
     fail(key, "must be " + range_text(double(min), double(max)) + ", got " + std::to_string(x));

@@ -21,16 +21,29 @@ struct RoutingShape {
   int words() const { return layers * words_per_layer; }
 };
 
+// One token of one request: position `position` in its prompt-then-output stream.
+struct TokenRef {
+  const Request* request;
+  int position;
+};
+
+// Adds `token`'s choices into a per-layer union (an AVX2 clone where the CPU has it).
+void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
+
 class ExpertRoutingSource {
 public:
   virtual ~ExpertRoutingSource() = default;
   virtual const RoutingShape& shape() const = 0;
   // Masks of token `token` of `r`: shape().words() words, valid until the next call on this source.
   virtual std::span<const uint64_t> token_experts(const Request& r, int token) const = 0;
+  // ORs every token's choices into `union_masks`: the hot path, once per decode step over the batch.
+  // Sources may override it to overlap memory accesses; the result must equal this default.
+  virtual void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+  {
+    for (const TokenRef& t : tokens)
+      accumulate(union_masks, token_experts(*t.request, t.position));
+  }
 };
-
-// Adds `token`'s choices into a per-layer union: the decode hot path (an AVX2 clone where the CPU has it).
-void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
 
 // Distinct experts per layer of a union; returns their sum over layers.
 inline long count_distinct(std::span<const uint64_t> union_masks, const RoutingShape& shape, std::span<uint16_t> out)

@@ -33,10 +33,32 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
     }
 }
 
+size_t UniformRouting::record_of(const Request& r, int token) const
+{
+  return size_t(splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL) & pool_mask_);
+}
+
 std::span<const uint64_t> UniformRouting::token_experts(const Request& r, int token) const
 {
-  uint64_t rec = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL) & pool_mask_;
-  return {&pool_[rec * shape_.words()], size_t(shape_.words())};
+  return {&pool_[record_of(r, token) * shape_.words()], size_t(shape_.words())};
+}
+
+void UniformRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+{
+  // Hash a few tokens ahead and prefetch their records, so the ORs do not wait on the cache.
+  constexpr size_t kAhead = 4;
+  const size_t words      = size_t(shape_.words());
+  const size_t n          = tokens.size();
+  for (size_t i = 0; i < std::min(n, kAhead); ++i)
+    __builtin_prefetch(&pool_[record_of(*tokens[i].request, tokens[i].position) * words]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const uint64_t* next = &pool_[record_of(*tokens[i + kAhead].request, tokens[i + kAhead].position) * words];
+      for (size_t line = 0; line < words; line += 8)
+        __builtin_prefetch(next + line);
+    }
+    accumulate(union_masks, {&pool_[record_of(*tokens[i].request, tokens[i].position) * words], words});
+  }
 }
 
 }  // namespace eldr

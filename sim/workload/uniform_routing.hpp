@@ -21,8 +21,10 @@ public:
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
+  void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
 
 private:
+  size_t record_of(const Request& r, int token) const;
   RoutingShape shape_;
   uint64_t pool_mask_ = 0;
   std::vector<uint64_t> pool_;

@@ -1,0 +1,405 @@
+// JsonReader, apply_override and load_experiment (sim/common/json_reader.hpp, sim/config/experiment.hpp):
+// strict parsing, one-line errors naming the file and the dotted key, and GPU placement.
+#include "sim/common/input_error.hpp"
+#include "sim/common/json_reader.hpp"
+#include "sim/config/experiment.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+using namespace eldr;
+
+namespace {
+
+const std::string kDefault = "configs/default.json";
+
+// Runs `f`, requires an InputError, and returns its message.
+template <class F> std::string input_error_of(F&& f)
+{
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    FAIL("expected InputError, got std::exception: " << e.what());
+  } 
+  FAIL("expected InputError, nothing was thrown");
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part)
+{
+  return s.find(part) != std::string::npos;
+}
+
+// A scratch directory removed at the end of the test.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir()
+  {
+    path = std::filesystem::temp_directory_path() / ("eldr-unit-" + std::to_string(::getpid()) + "-" +
+                                                     std::to_string(counter++));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string write(const std::string& name, const std::string& text) const
+  {
+    auto p = path / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  static inline int counter = 0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- JsonReader
+
+TEST_CASE("config: JsonReader reads typed values and defaults")
+{
+  Json j = Json::parse(R"({"n": 2.5, "i": 7, "s": "x", "b": true, "l": [1, 2, 3], "o": {"k": 1}, "z": null})");
+  JsonReader r(j, "f.json");
+  CHECK(r.number("n", 0) == 2.5);
+  CHECK(r.number("i", 0) == 7);  // an integer is a number
+  CHECK(r.integer("i", 0) == 7);
+  CHECK(r.string("s", "") == "x");
+  CHECK(r.boolean("b", false) == true);
+  CHECK(r.integer_list("l", {}, 0, 10) == std::vector<long>{1, 2, 3});
+  CHECK(r.number("absent", 4.5) == 4.5);
+  CHECK(r.number("z", 9) == 9);  // null counts as absent
+  CHECK_FALSE(r.has("z"));
+  CHECK(r.has("n"));
+  auto o = r.object("o");
+  CHECK(o.integer("k", 0) == 1);
+  o.finish();
+  CHECK_NOTHROW(r.finish());
+  CHECK(r.keys() == std::vector<std::string>{"b", "i", "l", "n", "o", "s", "z"});
+}
+
+TEST_CASE("config: JsonReader errors name the file and the dotted key")
+{
+  Json j = Json::parse(R"({"a": {"b": {"rate": "fast", "count": 2.5, "neg": -1, "mode": "x", "list": [1, "2"]}},
+                           "typo": 1, "top": 5})");
+  JsonReader r(j, "exp.json");
+  auto a = r.object("a");
+  auto b = a.object("b");
+
+  std::string e = input_error_of([&] { b.number("rate", 0); });
+  CHECK(e == "exp.json: a.b.rate: must be a number, got string");
+
+  e = input_error_of([&] { b.integer("count", 0); });
+  CHECK(contains(e, "exp.json: a.b.count: must be an integer"));
+
+  e = input_error_of([&] { b.integer("neg", 0, 0, 10); });
+  CHECK(e == "exp.json: a.b.neg: must be between 0 and 10, got -1");
+  e = input_error_of([&] { b.number("neg", 0, 0); });
+  CHECK(e == "exp.json: a.b.neg: must be at least 0, got -1");
+  e = input_error_of([&] { b.number("neg", 0, -1e300 * 1e300, -2); });
+  CHECK(e == "exp.json: a.b.neg: must be at most -2, got -1");
+
+  e = input_error_of([&] { b.choice("mode", "y", {"y", "z"}); });
+  CHECK(e == "exp.json: a.b.mode: unknown value 'x' (expected one of: y, z)");
+
+  e = input_error_of([&] { b.integer_list("list", {}, 0, 9); });
+  CHECK(contains(e, "exp.json: a.b.list: must be a list of integers"));
+
+  e = input_error_of([&] { b.require_number("missing"); });
+  CHECK(e == "exp.json: a.b.missing: is required");
+
+  e = input_error_of([&] { r.object("top"); });
+  CHECK(e == "exp.json: top: must be an object, got number");
+
+  // finish() reports the first key never asked for.
+  JsonReader r2(j, "exp.json");
+  r2.object("a");
+  r2.integer("top", 0);
+  e = input_error_of([&] { r2.finish(); });
+  CHECK(e == "exp.json: typo: unknown key");
+
+  // ignore() marks free-form keys as known.
+  JsonReader r3(j, "exp.json");
+  r3.ignore("a");
+  r3.ignore("typo");
+  r3.ignore("top");
+  CHECK_NOTHROW(r3.finish());
+
+  e = input_error_of([&] { JsonReader bad(Json::array(), "arr.json"); });
+  CHECK(e == "arr.json: (top level): must be a JSON object");
+
+  // InputError keeps its parts.
+  try {
+    b.number("rate", 0);
+  } catch (const InputError& err) {
+    CHECK(err.file() == "exp.json");
+    CHECK(err.field() == "a.b.rate");
+  }
+}
+
+TEST_CASE("config: load_json_file reports missing files and syntax errors on one line")
+{
+  TempDir d;
+  std::string e = input_error_of([&] { load_json_file((d.path / "nope.json").string()); });
+  CHECK(contains(e, "nope.json: cannot open file"));
+  CHECK(e.find('\n') == std::string::npos);
+
+  std::string bad = d.write("bad.json", "{\n  \"a\": 1,\n  \"b\": \n}\n");
+  e               = input_error_of([&] { load_json_file(bad); });
+  CHECK(contains(e, bad + ": invalid JSON"));
+  CHECK(contains(e, "line 4"));
+  CHECK(e.find('\n') == std::string::npos);
+}
+
+// ---------------------------------------------------------------- apply_override (--set)
+
+TEST_CASE("config: --set values are JSON when they parse else strings and create nested objects")
+{
+  Json doc = Json::parse(R"({"a": {"x": 1}, "s": "keep"})");
+  apply_override(doc, {"a.x", "2.5"}, "f.json");
+  CHECK(doc["a"]["x"].is_number_float());
+  CHECK(doc["a"]["x"] == 2.5);
+  apply_override(doc, {"a.y", "3"}, "f.json");
+  CHECK(doc["a"]["y"].is_number_integer());
+  apply_override(doc, {"model", "gpt-oss-120b"}, "f.json");
+  CHECK(doc["model"] == "gpt-oss-120b");
+  apply_override(doc, {"quoted", "\"5\""}, "f.json");
+  CHECK(doc["quoted"] == "5");
+  apply_override(doc, {"flag", "true"}, "f.json");
+  CHECK(doc["flag"] == true);
+  apply_override(doc, {"list", "[1,2]"}, "f.json");
+  CHECK(doc["list"] == Json::parse("[1,2]"));
+  apply_override(doc, {"empty", ""}, "f.json");
+  CHECK(doc["empty"] == "");
+  apply_override(doc, {"new.deep.key", "-5"}, "f.json");
+  CHECK(doc["new"]["deep"]["key"] == -5);
+  CHECK(doc["s"] == "keep");
+  CHECK(doc["a"]["x"] == 2.5);
+
+  std::string e = input_error_of([&] { apply_override(doc, {"s.inner", "1"}, "f.json"); });
+  CHECK(e == "f.json: s.inner: cannot set a field inside a non-object value");
+  e = input_error_of([&] { apply_override(doc, {"", "1"}, "f.json"); });
+  CHECK(contains(e, "f.json: --set: empty key"));
+  e = input_error_of([&] { apply_override(doc, {"a..b", "1"}, "f.json"); });
+  CHECK(contains(e, "f.json: a..b: malformed key path"));
+  e = input_error_of([&] { apply_override(doc, {"a.", "1"}, "f.json"); });
+  CHECK(contains(e, "malformed key path"));
+}
+
+// ---------------------------------------------------------------- load_experiment
+
+TEST_CASE("config: the default experiment loads with the documented values")
+{
+  Experiment x = load_experiment(kDefault);
+  CHECK(x.model.name == "qwen3-30b-a3b");
+  CHECK(x.hardware.name == "mi300x");
+  CHECK(x.cluster.gpus() == 40);
+  CHECK(x.cluster.nic_bandwidth_Bps == doctest::Approx(50e9));
+  // No explicit count: measured requests = rate x duration (7200 at the documented 60 req/s x 120 s).
+  CHECK(x.workload.measured_requests == std::lround(x.workload.rate_rps * x.workload.duration_s));
+  CHECK(x.workload.output_tokens == 512);
+  CHECK(x.workload.prompt_max_tokens == 1024);
+  CHECK(x.serving.prefill_hash_vnodes == 160);
+  CHECK(x.serving.prefill_load_factor == 1.25);
+  CHECK(std::filesystem::is_regular_file(x.workload.lengths_file));
+  CHECK(x.calibration.decode_bw_efficiency > 0);
+  CHECK(x.resolved["workload"]["rate_rps"] == x.workload.rate_rps);
+}
+
+TEST_CASE("config: placement puts 8 prefill on node 0 and 16 decode on nodes 1-2")
+{
+  Experiment x = load_experiment(kDefault);
+  REQUIRE(x.topology.prefill.gpus.size() == 8);
+  REQUIRE(x.topology.decode.gpus.size() == 16);
+  for (int i = 0; i < 8; ++i)
+    CHECK(x.topology.prefill.gpus[size_t(i)] == std::vector<int>{i});
+  for (int i = 0; i < 16; ++i)
+    CHECK(x.topology.decode.gpus[size_t(i)] == std::vector<int>{8 + i});
+
+  // Decode listed on node 0 too: node 0's GPUs are taken by prefill, so decode lands on node 1.
+  x = load_experiment(kDefault, {{"topology.decode.nodes", "[0, 1]"}, {"topology.decode.instances", "8"}});
+  for (int i = 0; i < 8; ++i)
+    CHECK(x.topology.decode.gpus[size_t(i)] == std::vector<int>{8 + i});
+
+  // 8P24D over nodes 1-3.
+  x = load_experiment(kDefault, {{"topology.decode.nodes", "[1, 2, 3]"}, {"topology.decode.instances", "24"}});
+  CHECK(x.topology.decode.gpus.back() == std::vector<int>{31});
+}
+
+TEST_CASE("config: too many instances for the listed nodes is an error")
+{
+  std::string e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.instances", "17"}}); });
+  CHECK(contains(e, "configs/default.json: topology.decode.instances: 17 instances"));
+  CHECK(contains(e, "16 free GPUs"));
+
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"topology.decode.nodes", "[0, 1]"}, {"topology.decode.instances", "9"}});
+  });
+  CHECK(contains(e, "topology.decode.instances"));
+  CHECK(contains(e, "8 free GPUs"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"topology.prefill.nodes", "[7]"}}); });
+  CHECK(contains(e, "configs/default.json: topology.prefill.nodes: node 7 does not exist"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.instances", "0"}}); });
+  CHECK(contains(e, "configs/default.json: topology.decode.instances: must be between 1"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "4"}}); });
+  CHECK(contains(e, "topology.decode.gpus_per_instance"));
+}
+
+TEST_CASE("config: unknown keys or wrong types or out-of-range values name file and dotted key")
+{
+  std::string e = input_error_of([] { load_experiment(kDefault, {{"workload.rate_rsp", "5"}}); });
+  CHECK(e == "configs/default.json: workload.rate_rsp: unknown key");
+
+  e = input_error_of([] { load_experiment(kDefault, {{"colour", "blue"}}); });
+  CHECK(e == "configs/default.json: colour: unknown key");
+
+  e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.extra", "1"}}); });
+  CHECK(e == "configs/default.json: topology.decode.extra: unknown key");
+
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.rate_rps", "fast"}}); });
+  CHECK(e == "configs/default.json: workload.rate_rps: must be a number, got string");
+
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.rate_rps", "-5"}}); });
+  CHECK(contains(e, "configs/default.json: workload.rate_rps: must be between"));
+  CHECK(contains(e, "got -5"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"serving.kv_memory_fraction", "1.5"}}); });
+  CHECK(contains(e, "configs/default.json: serving.kv_memory_fraction: must be between 0.01 and 1, got 1.5"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"serving.max_decode_seqs", "2.5"}}); });
+  CHECK(contains(e, "configs/default.json: serving.max_decode_seqs: must be an integer"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.drain_after_warmup", "1"}}); });
+  CHECK(contains(e, "workload.drain_after_warmup: must be true or false"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"workload", "3"}}); });
+  CHECK(e == "configs/default.json: workload: must be an object, got number");
+
+  // Cross-field check: the prefill token budget must hold the longest prompt.
+  e = input_error_of([] { load_experiment(kDefault, {{"serving.prefill_token_budget", "512"}}); });
+  CHECK(contains(e, "serving.prefill_token_budget: must be at least workload.prompt_max_tokens (1024)"));
+
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"workload.prompt_min_tokens", "100"}, {"workload.prompt_max_tokens", "50"}});
+  });
+  CHECK(contains(e, "workload.prompt_max_tokens: must be between 100"));
+}
+
+TEST_CASE("config: enum choices list the allowed values")
+{
+  std::string e = input_error_of([] { load_experiment(kDefault, {{"router", "foo"}}); });
+  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c)");
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.kind", "chat"}}); });
+  CHECK(contains(e, "configs/default.json: workload.kind: unknown value 'chat'"));
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.routing", "magic"}}); });
+  CHECK(contains(e, "workload.routing: unknown value 'magic'"));
+  for (const auto& name : kDecodeRouterNames)
+    CHECK(load_experiment(kDefault, {{"router", name}}).router == name);
+}
+
+TEST_CASE("config: missing files are errors naming the file or the key that points to it")
+{
+  std::string e = input_error_of([] { load_experiment("configs/does-not-exist.json"); });
+  CHECK(e == "configs/does-not-exist.json: cannot open file");
+
+  e = input_error_of([] { load_experiment(kDefault, {{"model", "nope"}}); });
+  CHECK(contains(e, "configs/default.json: model: file not found"));
+  CHECK(contains(e, "models/nope.json"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"cluster", "nowhere"}}); });
+  CHECK(contains(e, "configs/default.json: cluster: file not found"));
+
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.lengths_file", "traces/missing.csv"}}); });
+  CHECK(contains(e, "configs/default.json: workload.lengths_file: file not found"));
+}
+
+TEST_CASE("config: a config in another directory with a typo deep inside names that file")
+{
+  TempDir d;
+  // The default config with one misspelt key, written elsewhere (models and traces still resolve
+  // against the project root, found from the working directory).
+  Json doc = load_json_file(kDefault);
+  doc["serving"]["kv_memory_fration"] = 0.5;
+  std::string cfg = d.write("exp.json", doc.dump(2));
+  std::string e   = input_error_of([&] { load_experiment(cfg); });
+  CHECK(e == cfg + ": serving.kv_memory_fration: unknown key");
+  doc["serving"].erase("kv_memory_fration");
+  CHECK_NOTHROW(load_experiment(d.write("ok.json", doc.dump(2))));
+
+  // A minimal config needs the topology's instance counts; the error says which.
+  std::string minimal = d.write("min.json", R"({"model": "qwen3-30b-a3b"})");
+  e                   = input_error_of([&] { load_experiment(minimal); });
+  CHECK(e == minimal + ": topology.prefill.instances: is required");
+
+  std::string arr = d.write("arr.json", "[1, 2]");
+  e               = input_error_of([&] { load_experiment(arr); });
+  CHECK(e == arr + ": (top level): must be a JSON object");
+}
+
+TEST_CASE("config: overrides are echoed in the resolved config and named or path models both resolve")
+{
+  Experiment x = load_experiment(kDefault, {{"workload.rate_rps", "80"}, {"model", "gpt-oss-120b"}, {"seed", "9"}});
+  CHECK(x.workload.rate_rps == 80);
+  CHECK(x.workload.measured_requests == 9600);
+  CHECK(x.model.name == "gpt-oss-120b");
+  CHECK(x.model.sliding_window == 128);
+  CHECK(x.seed == 9);
+  CHECK(x.resolved["workload"]["rate_rps"] == 80);
+  CHECK(x.resolved["model"] == "gpt-oss-120b");
+
+  // measured_requests defaults to rate x duration: 7.5 req/s x 40 s = 300; an explicit count wins.
+  Experiment m = load_experiment(kDefault, {{"workload.rate_rps", "7.5"}, {"workload.duration_s", "40"}});
+  CHECK(m.workload.measured_requests == 300);
+  m = load_experiment(kDefault, {{"workload.rate_rps", "7.5"}, {"workload.measured_requests", "123"}});
+  CHECK(m.workload.measured_requests == 123);
+
+  Experiment y = load_experiment(kDefault, {{"model", "models/gpt-oss-120b.json"}});
+  CHECK(y.model.name == "gpt-oss-120b");
+}
+
+TEST_CASE("config: a model that leaves no room for one request's KV cache is rejected")
+{
+  // Qwen3-30B weights are 61.08 GB: at 0.3 x 192 GB = 57.6 GB nothing is left.
+  std::string e = input_error_of([] { load_experiment(kDefault, {{"serving.kv_memory_fraction", "0.3"}}); });
+  CHECK(contains(e, "models/qwen3-30b-a3b.json: (weights): model weights leave no room"));
+  // 0.33 x 192 GB = 63.36 GB: 2.28 GB left, room for ~15 of the largest requests.
+  CHECK_NOTHROW(load_experiment(kDefault, {{"serving.kv_memory_fraction", "0.33"}}));
+}
+
+// Admission reserves whole KV blocks, ceil((prompt + output) / kv_block_tokens) x kv_block_tokens
+// tokens, so validation must check that rounded size: with prompt_max 1000 and 512 output tokens the
+// largest request needs 1520 tokens of blocks, not 1512. A KV memory between the two used to pass
+// validation and leave a decode worker spinning forever, at a fixed simulated time, on a request it
+// could never admit.
+TEST_CASE("config: the capacity check counts whole KV blocks")
+{
+  // weights 61.07776e9 B; a capacity of 1516 tokens x 98304 B sits between 1512 and 1520 tokens:
+  // fraction = (61.07776e9 + 1516 * 98304) / 192e9.
+  auto fraction = [](double tokens) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.12f", (61.07776e9 + tokens * 98304.0) / 192e9);
+    return std::string(text);
+  };
+  std::string e = input_error_of([&] {
+    load_experiment(kDefault, {{"workload.prompt_max_tokens", "1000"}, {"serving.kv_memory_fraction", fraction(1516)}});
+  });
+  CHECK(contains(e, "(weights): model weights leave no room"));
+  // 1521 tokens of room: the 1520-token request fits.
+  CHECK_NOTHROW(load_experiment(kDefault, {{"workload.prompt_max_tokens", "1000"},
+                                           {"serving.kv_memory_fraction", fraction(1521)}}));
+}
+
+// An unsigned JSON integer of 2^63 or more must not wrap when read: the message shows what the user wrote.
+TEST_CASE("config: integers beyond the long range are reported as written")
+{
+  std::string e = input_error_of([] { load_experiment(kDefault, {{"seed", "18446744073709551615"}}); });
+  CHECK(contains(e, "configs/default.json: seed: "));
+  CHECK(contains(e, "18446744073709551615"));
+}

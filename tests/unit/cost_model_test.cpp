@@ -1,0 +1,311 @@
+// CostModel (sim/cost/cost_model.hpp). Expected values are worked out by hand in the comments from
+// the physical meaning of each term (DESIGN.md section 6), not by re-running the implementation.
+#include "sim/config/hardware.hpp"
+#include "sim/config/model_spec.hpp"
+#include "sim/cost/cost_model.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace eldr;
+
+namespace {
+
+// A toy accelerator with round numbers.
+//   peak HBM 1e12 B/s, decode efficiency 0.5  -> achieved bw = 5e11 B/s
+//   dense 1e15 FLOP/s, GEMM efficiency 0.5    -> achieved     = 5e14 FLOP/s
+//   MoE layer at 10 distinct experts is 3x the time at 2.
+Hardware toy_hardware()
+{
+  Hardware h;
+  h.name              = "toy";
+  h.hbm_bytes         = 100e9;
+  h.hbm_bandwidth_Bps = 1e12;
+  h.dense_flops       = 1e15;
+  h.gemm_efficiency   = 0.5;
+  h.moe_distinct_lo   = 2;
+  h.moe_distinct_hi   = 10;
+  h.moe_time_ratio    = 3;
+  return h;
+}
+
+Calibration toy_calibration()
+{
+  Calibration c;
+  c.decode_bw_efficiency = 0.5;
+  c.step_overhead_s      = 1e-3;
+  c.prefill_overhead_s   = 2e-3;
+  return c;
+}
+
+// Two layers, 4 experts of 1 GB (reading one takes 1e9 / 5e11 = 2 ms), top-2.
+//   expert FLOPs per token per layer = 2 (FMA) * 3 (gate, up, down) * hidden 1000 * ffn 100 * top_k 2 = 1.2e6
+//   non-expert bytes 5e8 per layer (1 ms to read); bf16 -> 2.5e8 params -> 5e8 FLOPs per token per layer
+//   LM head 1e8 bytes (0.2 ms to read); KV 1e6 bytes per token.
+ModelSpec toy_model()
+{
+  ModelSpec m;
+  m.name                       = "toy";
+  m.layers                     = 2;
+  m.hidden                     = 1000;
+  m.experts                    = 4;
+  m.top_k                      = 2;
+  m.expert_ffn                 = 100;
+  m.q_heads                    = 4;
+  m.kv_heads                   = 2;
+  m.head_dim                   = 100;
+  m.expert_bytes               = 1e9;
+  m.non_expert_bytes_per_layer = 5e8;
+  m.embedding_bytes            = 2e8;
+  m.lm_head_bytes              = 1e8;
+  m.kv_bytes_per_token         = 1e6;
+  m.kv_block_tokens            = 16;
+  m.weight_bytes_per_param     = 2;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cost: MoE overhead follows from the measured 16->128 ratio (toy model by hand)")
+{
+  CostModel c(toy_model(), toy_hardware(), toy_calibration());
+  // e = 2 ms per expert. A layer costs a + D e; a + 10 e = 3 (a + 2 e)  =>  2 a = 4 e  =>  a = 4 ms.
+  CHECK(c.effective_bandwidth() == doctest::Approx(5e11));
+  CHECK(c.moe_overhead_s() == doctest::Approx(4e-3).epsilon(1e-12));
+  // Memory bound (batch 4: 4 * 1.2e6 / 5e14 = 9.6e-9 s of compute << 2 ms per expert).
+  CHECK(c.moe_layer_s(4, 2) == doctest::Approx(4e-3 + 2 * 2e-3).epsilon(1e-12));
+  CHECK(c.moe_layer_s(4, 10) == doctest::Approx(4e-3 + 10 * 2e-3).epsilon(1e-12));
+  CHECK(c.moe_layer_s(4, 10) / c.moe_layer_s(4, 2) == doctest::Approx(3.0).epsilon(1e-12));
+}
+
+TEST_CASE("cost: MoE layer becomes compute bound for huge batches (toy model by hand)")
+{
+  ModelSpec m     = toy_model();
+  m.expert_bytes  = 1e3;  // e = 1e3 / 5e11 = 2e-9 s, a = 2 e = 4e-9 s
+  CostModel c(m, toy_hardware(), toy_calibration());
+  // 1000 tokens * 1.2e6 FLOPs / 5e14 FLOP/s = 2.4e-6 s of compute > 2 experts * 2e-9 s of reads.
+  CHECK(c.moe_layer_s(1000, 2) == doctest::Approx(4e-9 + 2.4e-6).epsilon(1e-9));
+  // 1 token: 2.4e-9 s compute < 4e-9 s of reads -> memory bound.
+  CHECK(c.moe_layer_s(1, 2) == doctest::Approx(4e-9 + 4e-9).epsilon(1e-9));
+}
+
+TEST_CASE("cost: decode step time of a toy model computed by hand")
+{
+  CostModel c(toy_model(), toy_hardware(), toy_calibration());
+  const std::vector<uint16_t> distinct = {3, 5};
+
+  // Batch 4, 1000 context tokens in all, no sliding window.
+  //   step overhead                         1.0 ms
+  //   LM head 1e8 / 5e11                     0.2 ms
+  //   attention: 1000 tok * 1e6 B / 5e11     2.0 ms
+  //   dense: 2 layers * max(1 ms read, 4 * 5e8 / 5e14 = 4 us)  = 2.0 ms
+  //   MoE layer 0: 4 ms + 3 * 2 ms = 10 ms; layer 1: 4 ms + 5 * 2 ms = 14 ms
+  //   total = 1 + 0.2 + 2 + 2 + 10 + 14 = 29.2 ms
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 1000;
+  CHECK(c.decode_step_s(4, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+
+  // Batch 5000, no context: the dense part is compute bound, 5000 * 5e8 / 5e14 = 5 ms per layer (> 1 ms read);
+  // MoE compute 5000 * 1.2e6 / 5e14 = 12 us << reads, still memory bound.
+  //   total = 1 + 0.2 + 0 + 2 * 5 + 10 + 14 = 35.2 ms
+  AttentionLoad none;
+  CHECK(c.decode_step_s(5000, none, distinct) == doctest::Approx(35.2e-3).epsilon(1e-12));
+}
+
+TEST_CASE("cost: sliding-window layers read at most the window")
+{
+  ModelSpec m           = toy_model();
+  m.sliding_window      = 100;
+  m.sliding_kv_fraction = 0.5;
+  CostModel c(m, toy_hardware(), toy_calibration());
+  const std::vector<uint16_t> distinct = {2, 2};
+  AttentionLoad none;
+  const double base = c.decode_step_s(4, none, distinct);
+
+  // Half the KV bytes live on full-attention layers (all 1000 tokens), half on sliding layers
+  // (100 tokens): 1e6 * (0.5 * 1000 + 0.5 * 100) = 5.5e8 bytes -> 1.1 ms at 5e11 B/s.
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 100;
+  CHECK(c.decode_step_s(4, a, distinct) - base == doctest::Approx(1.1e-3).epsilon(1e-9));
+
+  // Doubling the context while the window stays full only adds the full-attention half:
+  // 1e6 * 0.5 * 1000 more bytes -> +1 ms.
+  AttentionLoad b = a;
+  b.context_tokens = 2000;
+  CHECK(c.decode_step_s(4, b, distinct) - c.decode_step_s(4, a, distinct) == doctest::Approx(1e-3).epsilon(1e-9));
+
+  // Without sliding layers, the whole context is read: 1000 * 1e6 / 5e11 = 2 ms.
+  CostModel full(toy_model(), toy_hardware(), toy_calibration());
+  CHECK(full.decode_step_s(4, a, distinct) - full.decode_step_s(4, none, distinct) ==
+        doctest::Approx(2e-3).epsilon(1e-9));
+}
+
+TEST_CASE("cost: causal attention pairs with and without a sliding window (by hand)")
+{
+  // Token i (0-based) attends to itself and the i before it: 1 + 2 + ... + n = n (n + 1) / 2.
+  CHECK(CostModel::causal_pairs(1, 0) == 1);
+  CHECK(CostModel::causal_pairs(4, 0) == 10);
+  CHECK(CostModel::causal_pairs(1000, 0) == 500500);
+  // A window of w keys: token i sees min(i + 1, w). n = 5, w = 2: 1 + 2 + 2 + 2 + 2 = 9.
+  CHECK(CostModel::causal_pairs(5, 2) == 9);
+  // A window longer than the prompt changes nothing.
+  CHECK(CostModel::causal_pairs(4, 10) == 10);
+  CHECK(CostModel::causal_pairs(4, 4) == 10);
+  // n = 1000, w = 100: 1 + ... + 100 = 5050, then 900 tokens x 100 = 90000.
+  CHECK(CostModel::causal_pairs(1000, 100) == 95050);
+}
+
+TEST_CASE("cost: prefill attention is quadratic in prompt length (compute bound by hand)")
+{
+  ModelSpec m          = toy_model();
+  m.kv_bytes_per_token = 1e3;
+  CostModel c(m, toy_hardware(), toy_calibration());
+  const std::vector<uint16_t> distinct = {4, 4};
+
+  // One prompt of n = 10000 tokens. Causal attention, per layer: each of q_heads = 4 heads computes
+  // n (n + 1) / 2 = 50,005,000 query-key dot products and as many weighted value sums, each
+  // head_dim = 100 multiply-adds of 2 FLOPs: 4 * 4 * 100 * 50,005,000 = 8.0008e10 FLOPs.
+  // Dense FLOPs per layer = 1e4 tokens * 5e8 + 8.0008e10 = 5.080008e12 -> / 5e14 = 10.160016 ms, more
+  // than the dense reads (5e8 weights + 1e4 * 1e3 B of KV written over 2 layers = 5.05e8 B -> 1.01 ms).
+  // MoE per layer: a = 4 ms + max(4 experts * 2 ms, 1e4 * 1.2e6 / 5e14 = 24 us) = 12 ms.
+  // Total = prefill overhead 2 ms + LM head 0.2 ms + 2 * (12 + 10.160016) ms = 46.520032 ms.
+  const std::vector<int> one_prompt = {10000};
+  const double one_long             = c.prefill_s(one_prompt, distinct);
+  CHECK(one_long == doctest::Approx(46.520032e-3).epsilon(1e-12));
+
+  // Ten prompts of 1000 tokens: same token count, 10 * 500,500 pairs -> 8.008e9 FLOPs per layer,
+  // dense 5.008008e12 / 5e14 = 10.016016 ms: 2 * (10.160016 - 10.016016) = 0.288 ms less.
+  const std::vector<int> ten_prompts(10, 1000);
+  const double ten_short = c.prefill_s(ten_prompts, distinct);
+  CHECK(one_long - ten_short == doctest::Approx(0.288e-3).epsilon(1e-9));
+
+  // Attention-dominated layers (huge heads: 4 * 4000 * 1000 = 1.6e7 FLOPs per pair). Isolate attention
+  // by comparing one prompt of n tokens with n one-token prompts (same tokens, n pairs in all):
+  // the difference is 1.6e7 * (n (n + 1) / 2 - n) = 1.6e7 * n (n - 1) / 2 FLOPs per layer.
+  ModelSpec big          = m;
+  big.q_heads            = 4000;
+  big.head_dim           = 1000;
+  big.kv_bytes_per_token = 1;
+  CostModel cb(big, toy_hardware(), toy_calibration());
+  const std::vector<uint16_t> one = {1, 1};
+  auto attention = [&](int n) {
+    return cb.prefill_s(std::vector<int>{n}, one) - cb.prefill_s(std::vector<int>(size_t(n), 1), one);
+  };
+  // n = 1e4: 1.6e7 * 49,995,000 = 7.9992e14 FLOPs -> 1.59984 s per layer, 3.19968 s for both.
+  CHECK(attention(10000) == doctest::Approx(3.19968).epsilon(1e-9));
+  // Doubling n: 2n (2n - 1) / (n (n - 1)) = 2 * 19999 / 9999 = 4.0002x.
+  CHECK(attention(20000) / attention(10000) == doctest::Approx(2.0 * 19999 / 9999).epsilon(1e-9));
+}
+
+TEST_CASE("cost: prefill attention on sliding layers sees at most the window")
+{
+  // Same attention-dominated toy, half the KV (and so half the layers' attention) sliding with a
+  // window of 100. One prompt of 1000: pairs = 0.5 * 500,500 + 0.5 * 95,050 = 297,775.
+  // 1000 one-token prompts: 1000 pairs. Difference per layer: 1.6e7 * 296,775 / 5e14 = 9.4968 ms;
+  // both cases are compute bound (1000-token layer: 5e11 + 1.6e10 FLOPs = 1.032 ms > 1.0 ms of reads).
+  ModelSpec big           = toy_model();
+  big.q_heads             = 4000;
+  big.head_dim            = 1000;
+  big.kv_bytes_per_token  = 1;
+  big.sliding_window      = 100;
+  big.sliding_kv_fraction = 0.5;
+  CostModel cb(big, toy_hardware(), toy_calibration());
+  const std::vector<uint16_t> one = {1, 1};
+  const double diff = cb.prefill_s(std::vector<int>{1000}, one) - cb.prefill_s(std::vector<int>(1000, 1), one);
+  CHECK(diff == doctest::Approx(2 * 9.4968e-3).epsilon(1e-9));
+
+  // A prompt within the window costs the same as without sliding layers.
+  ModelSpec full          = big;
+  full.sliding_window     = 0;
+  full.sliding_kv_fraction = 0;
+  CostModel cf(full, toy_hardware(), toy_calibration());
+  CHECK(cb.prefill_s(std::vector<int>{80}, one) == doctest::Approx(cf.prefill_s(std::vector<int>{80}, one)).epsilon(1e-12));
+  CHECK(cb.prefill_s(std::vector<int>{1000}, one) < cf.prefill_s(std::vector<int>{1000}, one));
+}
+
+TEST_CASE("cost: KV capacity is HBM share minus weights (by hand)")
+{
+  CostModel c(toy_model(), toy_hardware(), toy_calibration());
+  // weights = 2 layers * (4 experts * 1e9 + 5e8) + 2e8 embedding = 9.2e9 B; 0.9 * 100e9 - 9.2e9 = 80.8e9.
+  CHECK(c.kv_capacity_bytes(0.9) == doctest::Approx(80.8e9).epsilon(1e-12));
+  CHECK(c.kv_bytes(16) == doctest::Approx(16e6));
+
+  // Qwen3-30B-A3B on MI300X: weights = 48 * (128 * 9.44 MB + 38.3 MB) + 1.24 GB
+  //   = 48 * 1246.62 MB + 1.24 GB = 59.83776 GB + 1.24 GB = 61.07776 GB; 0.9 * 192 GB = 172.8 GB
+  //   -> 111.72224 GB of KV cache.
+  ModelSpec q = load_model("models/qwen3-30b-a3b.json");
+  Hardware h  = load_hardware("models/hardware/mi300x.json");
+  CostModel cq(q, h, q.calibration_for(h.name, "models/qwen3-30b-a3b.json"));
+  CHECK(q.weight_bytes() == doctest::Approx(61.07776e9).epsilon(1e-12));
+  CHECK(cq.kv_capacity_bytes(0.9) == doctest::Approx(111.72224e9).epsilon(1e-12));
+}
+
+namespace {
+struct Real {
+  ModelSpec model   = load_model("models/qwen3-30b-a3b.json");
+  Hardware hardware = load_hardware("models/hardware/mi300x.json");
+  CostModel cost{model, hardware, model.calibration_for(hardware.name, "models/qwen3-30b-a3b.json")};
+};
+}  // namespace
+
+TEST_CASE("cost: qwen3-30b MoE layer is 4.7x slower at 128 than at 16 distinct experts")
+{
+  Real r;
+  REQUIRE(r.hardware.moe_time_ratio == doctest::Approx(4.7));
+  for (int batch : {16, 32, 64, 128})
+    CHECK(r.cost.moe_layer_s(batch, 128) / r.cost.moe_layer_s(batch, 16) ==
+          doctest::Approx(r.hardware.moe_time_ratio).epsilon(1e-9));
+}
+
+TEST_CASE("cost: qwen3-30b MoE layer is nearly flat in batch 32 -> 128 at a fixed expert count")
+{
+  Real r;
+  for (int d : {16, 32, 64, 96, 128}) {
+    const double t32  = r.cost.moe_layer_s(32, d);
+    const double t128 = r.cost.moe_layer_s(128, d);
+    CAPTURE(d);
+    CHECK(t128 >= t32);
+    CHECK(t128 / t32 < 1.02);
+  }
+}
+
+TEST_CASE("cost: qwen3-30b decode step is strictly increasing in distinct experts")
+{
+  Real r;
+  AttentionLoad a;
+  a.context_tokens  = 64 * 600;
+  a.windowed_tokens = a.context_tokens;
+  double prev = 0;
+  for (int d = r.model.top_k; d <= r.model.experts; ++d) {
+    std::vector<uint16_t> distinct(size_t(r.model.layers), uint16_t(d));
+    const double t = r.cost.decode_step_s(64, a, distinct);
+    CAPTURE(d);
+    CHECK(t > prev);
+    prev = t;
+  }
+  // One more distinct expert on a single layer also costs more.
+  std::vector<uint16_t> distinct(size_t(r.model.layers), uint16_t(40));
+  const double base = r.cost.decode_step_s(64, a, distinct);
+  distinct[7]       = 41;
+  CHECK(r.cost.decode_step_s(64, a, distinct) > base);
+  // And each extra expert costs one expert read: 9.44e6 B at 5.3e12 B/s x the fitted decode efficiency.
+  const double bw = 5.3e12 * r.model.calibration.at("mi300x").decode_bw_efficiency;
+  CHECK(r.cost.decode_step_s(64, a, distinct) - base == doctest::Approx(9.44e6 / bw).epsilon(1e-6));
+}
+
+TEST_CASE("cost: qwen3-30b decode step grows with context (KV reads)")
+{
+  Real r;
+  std::vector<uint16_t> distinct(size_t(r.model.layers), uint16_t(64));
+  AttentionLoad a, b;
+  a.context_tokens = a.windowed_tokens = 10000;
+  b.context_tokens = b.windowed_tokens = 20000;
+  // 10000 more tokens * 98304 B at 5.3e12 B/s x the fitted decode efficiency.
+  const double bw = 5.3e12 * r.model.calibration.at("mi300x").decode_bw_efficiency;
+  CHECK(r.cost.decode_step_s(32, b, distinct) - r.cost.decode_step_s(32, a, distinct) ==
+        doctest::Approx(10000 * 98304 / bw).epsilon(1e-9));
+}

@@ -1,0 +1,252 @@
+// Workload generator (sim/workload/workload_generator.hpp): labels, lengths, arrivals, determinism.
+#include "sim/common/input_error.hpp"
+#include "sim/workload/workload_generator.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+using namespace eldr;
+
+namespace {
+
+WorkloadSpec spec(long warmup, long measured, double rate)
+{
+  WorkloadSpec s;
+  s.lengths_file      = "traces/task_lengths_cl100k.csv";
+  s.warmup_requests   = warmup;
+  s.measured_requests = measured;
+  s.rate_rps          = rate;
+  s.warmup_rate_rps   = 64;
+  return s;
+}
+
+bool same_content(const Request& a, const Request& b)
+{
+  return a.id == b.id && a.label == b.label && a.measured == b.measured && a.prompt_tokens == b.prompt_tokens &&
+         a.output_tokens == b.output_tokens && a.prefix_hash == b.prefix_hash && a.routing_seed == b.routing_seed;
+}
+
+// Prompt lengths per label, read independently of the generator: label datasets as documented in
+// workload_generator.cpp (code: HumanEval, MBPP; math: GSM8K; medical: PubMedQA, MedQA-USMLE;
+// legal: every LegalBench/ subset).
+std::map<std::string, std::set<int>> lengths_by_label()
+{
+  std::map<std::string, std::string> label_of = {{"HumanEval", "code"},  {"MBPP", "code"},
+                                                 {"GSM8K", "math"},      {"PubMedQA", "medical"},
+                                                 {"MedQA-USMLE", "medical"}};
+  std::map<std::string, std::set<int>> out;
+  std::ifstream in("traces/task_lengths_cl100k.csv");
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    std::stringstream ss(line);
+    std::string domain, dataset, item, tokens;
+    std::getline(ss, domain, ',');
+    std::getline(ss, dataset, ',');
+    std::getline(ss, item, ',');
+    std::getline(ss, tokens, ',');
+    std::string label;
+    if (label_of.count(dataset))
+      label = label_of[dataset];
+    else if (dataset.rfind("LegalBench/", 0) == 0)
+      label = "legal";
+    else
+      continue;
+    out[label].insert(std::stoi(tokens));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("workload: deterministic for a seed and different across seeds")
+{
+  Workload a = generate_workload(spec(100, 400, 20), 7);
+  Workload b = generate_workload(spec(100, 400, 20), 7);
+  Workload c = generate_workload(spec(100, 400, 20), 8);
+  REQUIRE(a.requests.size() == 500);
+  REQUIRE(b.requests.size() == 500);
+  long differ = 0;
+  for (size_t i = 0; i < 500; ++i) {
+    CHECK(same_content(a.requests[i], b.requests[i]));
+    CHECK(a.requests[i].arrival_s == b.requests[i].arrival_s);
+    differ += !same_content(a.requests[i], c.requests[i]);
+  }
+  CHECK(differ > 450);
+  CHECK(a.labels == std::vector<std::string>{"code", "math", "medical", "legal"});
+}
+
+TEST_CASE("workload: label shares follow 2779:2744:2545:3600 over 20k requests")
+{
+  Workload w = generate_workload(spec(0, 20000, 50), 3);
+  std::vector<long> counts(4, 0);
+  for (const Request& r : w.requests) {
+    REQUIRE(r.label < 4);
+    ++counts[r.label];
+  }
+  const double weights[4] = {2779, 2744, 2545, 3600};
+  const double total      = 2779 + 2744 + 2545 + 3600;  // 11668
+  for (int k = 0; k < 4; ++k) {
+    // Binomial sd at n = 20000, p ~ 0.25: 0.003. Allow 0.01.
+    CAPTURE(k);
+    CHECK(std::abs(double(counts[size_t(k)]) / 20000.0 - weights[k] / total) < 0.01);
+  }
+}
+
+TEST_CASE("workload: prompts are drawn from their label datasets and clipped to min..max")
+{
+  WorkloadSpec s       = spec(0, 5000, 50);
+  s.prompt_min_tokens  = 50;
+  s.prompt_max_tokens  = 300;
+  s.output_tokens      = 77;
+  Workload w           = generate_workload(s, 5);
+  auto lengths         = lengths_by_label();
+  long at_min = 0, at_max = 0, inside = 0;
+  for (const Request& r : w.requests) {
+    REQUIRE(r.prompt_tokens >= 50);
+    REQUIRE(r.prompt_tokens <= 300);
+    CHECK(r.output_tokens == 77);
+    if (r.prompt_tokens == 50)
+      ++at_min;
+    else if (r.prompt_tokens == 300)
+      ++at_max;
+    else {
+      ++inside;
+      // An unclipped length must occur among the label's dataset lengths.
+      CHECK(lengths[w.labels[r.label]].count(r.prompt_tokens) == 1);
+    }
+  }
+  // The data has prompts under 50 and over 300 tokens (e.g. GSM8K is short, LegalBench long): both
+  // bounds are hit, and most prompts are inside.
+  CHECK(at_min > 0);
+  CHECK(at_max > 0);
+  CHECK(inside > 2500);
+
+  // Default bounds 4..1024.
+  Workload d = generate_workload(spec(0, 5000, 50), 5);
+  for (const Request& r : d.requests) {
+    CHECK(r.prompt_tokens >= 4);
+    CHECK(r.prompt_tokens <= 1024);
+  }
+}
+
+TEST_CASE("workload: warm-up requests come first then the measured ones and ids are indices")
+{
+  Workload w = generate_workload(spec(100, 300, 7.5), 1);
+  REQUIRE(w.requests.size() == 400);
+  for (size_t i = 0; i < w.requests.size(); ++i) {
+    CHECK(w.requests[i].id == i);
+    CHECK(w.requests[i].measured == (i >= 100));
+  }
+}
+
+TEST_CASE("workload: arrivals increase within each phase with mean gap 1/rate")
+{
+  const double rate = 40;
+  Workload w        = generate_workload(spec(5000, 20000, rate), 9);
+  double prev = 0, gaps_warm = 0, gaps_meas = 0;
+  long bad = 0;
+  for (const Request& r : w.requests) {
+    if (r.id == 5000)
+      prev = 0;  // the measured phase restarts from its own origin
+    bad += !(r.arrival_s > prev);
+    (r.measured ? gaps_meas : gaps_warm) += r.arrival_s - prev;
+    prev = r.arrival_s;
+  }
+  CHECK(bad == 0);
+  // Mean of n exponential gaps: relative sd 1/sqrt(n) (0.7% at 20k, 1.4% at 5k).
+  CHECK(gaps_meas / 20000 == doctest::Approx(1.0 / rate).epsilon(0.03));
+  CHECK(gaps_warm / 5000 == doctest::Approx(1.0 / 64).epsilon(0.05));
+  // Coefficient of variation of exponential gaps is 1 (Poisson arrivals).
+  double sum = 0, sum2 = 0;
+  for (size_t i = 5001; i < w.requests.size(); ++i) {
+    double g = w.requests[i].arrival_s - w.requests[i - 1].arrival_s;
+    sum += g;
+    sum2 += g * g;
+  }
+  const double n    = double(w.requests.size() - 5001);
+  const double mean = sum / n;
+  const double sd   = std::sqrt(sum2 / n - mean * mean);
+  CHECK(sd / mean == doctest::Approx(1.0).epsilon(0.05));
+}
+
+TEST_CASE("workload: request contents are identical across rates (common random numbers)")
+{
+  Workload slow = generate_workload(spec(200, 1000, 20), 4);
+  Workload fast = generate_workload(spec(200, 1000, 80), 4);
+  REQUIRE(slow.requests.size() == fast.requests.size());
+  for (size_t i = 0; i < slow.requests.size(); ++i) {
+    const Request& a = slow.requests[i];
+    const Request& b = fast.requests[i];
+    CHECK(same_content(a, b));
+    if (a.measured)
+      // Same exponential draws scaled by the rate: 4x the rate, a quarter of the time.
+      CHECK(b.arrival_s == doctest::Approx(a.arrival_s / 4).epsilon(1e-9));
+    else
+      CHECK(b.arrival_s == a.arrival_s);  // warm-up does not depend on the measured rate
+  }
+  // More measured requests extend the stream without changing its prefix.
+  Workload more = generate_workload(spec(200, 1500, 20), 4);
+  for (size_t i = 0; i < slow.requests.size(); ++i) {
+    CHECK(same_content(slow.requests[i], more.requests[i]));
+    CHECK(slow.requests[i].arrival_s == more.requests[i].arrival_s);
+  }
+}
+
+TEST_CASE("workload: prefix hashes and routing seeds are distinct per request")
+{
+  Workload w = generate_workload(spec(0, 10000, 50), 2);
+  std::set<uint64_t> prefixes, seeds;
+  for (const Request& r : w.requests) {
+    prefixes.insert(r.prefix_hash);
+    seeds.insert(r.routing_seed);
+  }
+  CHECK(prefixes.size() == 10000);
+  CHECK(seeds.size() == 10000);
+}
+
+TEST_CASE("workload: bad length files are input errors")
+{
+  WorkloadSpec s  = spec(0, 10, 1);
+  s.lengths_file  = "traces/definitely-missing.csv";
+  CHECK_THROWS_AS(generate_workload(s, 1), InputError);
+
+  auto dir = std::filesystem::temp_directory_path() / ("eldr-unit-wl-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bad_header = (dir / "h.csv").string();
+  std::ofstream(bad_header) << "a,b,c\n";
+  s.lengths_file = bad_header;
+  try {
+    generate_workload(s, 1);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find(bad_header + ": header") == 0);
+  }
+  auto bad_value = (dir / "v.csv").string();
+  std::ofstream(bad_value) << "domain,dataset,item_id,prompt_tokens\ncode,HumanEval,x,12a\n";
+  s.lengths_file = bad_value;
+  try {
+    generate_workload(s, 1);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find(bad_value + ": line 2: prompt_tokens") == 0);
+  }
+  auto no_legal = (dir / "n.csv").string();
+  std::ofstream(no_legal) << "domain,dataset,item_id,prompt_tokens\ncode,HumanEval,x,12\nmath,GSM8K,y,5\n"
+                             "medical,PubMedQA,z,7\n";
+  s.lengths_file = no_legal;
+  try {
+    generate_workload(s, 1);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find(no_legal + ": legal: no rows") == 0);
+  }
+  std::filesystem::remove_all(dir);
+}
