@@ -1,7 +1,6 @@
 #include "sim/cluster/decode_worker.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_decode, s4u, "eldr-sim decode workers");
 
@@ -46,12 +45,10 @@ void DecodeWorker::admit()
 {
   auto& pending     = s_.decode_arrivals[size_t(index_)].items;
   const double now  = sg4::Engine::get_clock();
-  const int block   = s_.experiment.model.kv_block_tokens;
   WorkerCounters& c = s_.recorder.decode_worker(index_);
   while (!pending.empty() && int(batch_.size()) < s_.experiment.serving.max_decode_seqs) {
     const Request* r = pending.front();
-    double blocks    = std::ceil(double(r->prompt_tokens + r->output_tokens) / block);
-    double need      = s_.cost.kv_bytes(blocks * block);
+    double need      = s_.experiment.model.kv_reserved_bytes(r->prompt_tokens + r->output_tokens);
     xbt_assert(need <= kv_capacity_, "request %u needs %.3g GB of KV cache, more than decode worker %d holds (%.3g GB)",
                r->id, need / 1e9, index_, kv_capacity_ / 1e9);
     if (kv_used_ + need > kv_capacity_)

@@ -1,6 +1,5 @@
 #include "sim/config/experiment.hpp"
 
-#include <cmath>
 #include <filesystem>
 #include <set>
 #include <unistd.h>
@@ -211,10 +210,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
 
   // The largest request must fit in a decode worker's KV memory next to the weights.
   double kv_capacity = x.hardware.hbm_bytes * x.serving.kv_memory_fraction - x.model.weight_bytes();
-  // Admission reserves whole KV blocks for prompt + output: check the same rounded size.
-  const int block    = x.model.kv_block_tokens;
-  double largest_tokens = std::ceil(double(x.workload.prompt_max_tokens + x.workload.output_tokens) / block) * block;
-  double largest     = largest_tokens * x.model.kv_bytes_per_token;
+  // Admission reserves whole KV blocks for prompt + output: check the same size.
+  double largest     = x.model.kv_reserved_bytes(x.workload.prompt_max_tokens + x.workload.output_tokens);
   if (kv_capacity < largest)
     throw InputError(model_file, "(weights)",
                      "model weights leave no room for one request's KV cache on '" + x.hardware.name + "' (" +

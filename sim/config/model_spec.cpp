@@ -8,6 +8,12 @@ double ModelSpec::weight_bytes() const
   return layers * (experts * expert_bytes + non_expert_bytes_per_layer) + embedding_bytes;
 }
 
+double ModelSpec::kv_reserved_bytes(int tokens) const
+{
+  const long blocks = (long(tokens) + kv_block_tokens - 1) / kv_block_tokens;
+  return double(blocks) * kv_block_tokens * kv_bytes_per_token;
+}
+
 double ModelSpec::expert_flops_per_token() const
 {
   return 2.0 * 3.0 * hidden * double(expert_ffn) * top_k;  // gate, up and down projections

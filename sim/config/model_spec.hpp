@@ -38,6 +38,8 @@ struct ModelSpec {
   std::map<std::string, Calibration> calibration;  // by hardware name
 
   double weight_bytes() const;
+  // KV memory a sequence of `tokens` occupies: whole blocks of kv_block_tokens.
+  double kv_reserved_bytes(int tokens) const;
   double expert_flops_per_token() const;      // one layer, all top-k experts
   double non_expert_flops_per_token() const;  // one layer, without attention scores
   const Calibration& calibration_for(const std::string& hardware, const std::string& file) const;
