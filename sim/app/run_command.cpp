@@ -4,7 +4,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/metrics/result_writer.hpp"
 #include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/workload_generator.hpp"
+#include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -55,7 +55,7 @@ int run(const RunOptions& o)
   std::string out = o.out;
   if (out.empty())
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;
-  Workload w   = generate_workload(x.workload, x.seed);
+  Workload w   = make_workload(x);
   auto routing = make_routing_source(x);
   if (!o.quiet)
     std::fprintf(stderr, "eldrsim: %s, %s, %s, %d prefill + %d decode, %.0f req/s, %ld measured + %ld warm-up requests\n",

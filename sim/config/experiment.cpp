@@ -168,7 +168,19 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   topo.finish();
 
   auto w                 = r.object("workload");
-  x.workload.kind        = w.choice("kind", "task", {"task"});
+  x.workload.kind        = w.choice("kind", "task", {"task", "language", "trace"});
+  x.workload.calibration_requests = w.integer("calibration_requests", 1000, 0, 100000000);
+  x.workload.arrivals    = w.choice("arrivals", "poisson", {"poisson", "trace"});
+  if (x.workload.kind == "trace") {
+    std::string dir = w.require_string("trace");
+    x.workload.trace_dir = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
+    if (!fs::is_regular_file(fs::path(x.workload.trace_dir) / "trace.json"))
+      w.fail("trace", "not a trace directory (no trace.json): " + x.workload.trace_dir);
+  } else {
+    w.ignore("trace");
+    if (x.workload.arrivals == "trace")
+      w.fail("arrivals", "'trace' needs workload.kind 'trace'");
+  }
   x.workload.rate_rps    = w.number("rate_rps", 60, 1e-6, 1e7);
   x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
   x.workload.measured_requests = w.integer("measured_requests", 0, 0, 100000000);
@@ -180,11 +192,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
   x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
   x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
-  std::string lengths           = w.string("lengths_file", "traces/task_lengths_cl100k.csv");
+  // Prompt lengths: task prompts from the task datasets; language (chat) prompts from the Azure 2023
+  // conversation trace's context lengths.
+  std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/azure2023_conv.csv"
+                                                                               : "traces/task_lengths_cl100k.csv");
   x.workload.lengths_file       = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
   if (!fs::is_regular_file(x.workload.lengths_file))
     w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
-  x.workload.routing = w.choice("routing", "uniform", {"uniform"});
+  x.workload.routing = w.choice("routing", "uniform", {"uniform", "generated", "trace"});
+  if (x.workload.routing == "trace" && x.workload.kind != "trace")
+    w.fail("routing", "'trace' replays a trace's routing file and needs workload.kind 'trace'");
   w.finish();
 
   auto s                          = r.object("serving");

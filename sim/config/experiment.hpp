@@ -26,7 +26,10 @@ struct Topology {
 };
 
 struct WorkloadSpec {
-  std::string kind        = "task";
+  std::string kind        = "task";  // task | language | trace
+  std::string trace_dir;             // kind trace: resolved trace directory
+  std::string arrivals    = "poisson";  // poisson at rate_rps, or "trace": the trace's own times
+  long calibration_requests = 1000;  // kept apart from served requests (router fitting)
   double rate_rps         = 60;
   long measured_requests  = 0;  // 0: rate_rps x duration_s
   double duration_s       = 120;
@@ -37,7 +40,7 @@ struct WorkloadSpec {
   int prompt_min_tokens   = 4;
   int prompt_max_tokens   = 1024;
   std::string lengths_file;  // resolved path
-  std::string routing = "uniform";
+  std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
 };
 
 struct ServingSpec {

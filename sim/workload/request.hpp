@@ -15,11 +15,13 @@ struct Request {
   int output_tokens     = 0;      // including the first token, sampled by the prefill worker
   uint64_t prefix_hash  = 0;      // hash of the prompt's first block: prefill affinity key
   uint64_t routing_seed = 0;      // per-request stream of the expert routing source
+  int32_t routing_record = -1;    // replayed traces: the request's record in the routing file
 };
 
 struct Workload {
   std::vector<std::string> labels;
-  std::vector<Request> requests;  // in arrival order; ids are indices
+  std::vector<Request> requests;     // served, in arrival order; ids are indices
+  std::vector<Request> calibration;  // never served: what routers may fit on (ids index this vector)
 };
 
 }  // namespace eldr

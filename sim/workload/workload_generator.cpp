@@ -19,6 +19,19 @@ const std::vector<TaskLabel>& task_labels()
   return labels;
 }
 
+const std::vector<TaskLabel>& language_labels()
+{
+  static const std::vector<TaskLabel> labels = {
+      {"en", 46.8, {}}, {"zh", 30.0, {}}, {"ru", 9.5, {}}, {"fr", 2.2, {}}, {"rest", 11.5, {}},
+  };
+  return labels;
+}
+
+const std::vector<TaskLabel>& labels_of(const std::string& kind)
+{
+  return kind == "language" ? language_labels() : task_labels();
+}
+
 static bool dataset_matches(const std::string& dataset, const std::string& wanted)
 {
   return dataset == wanted || (dataset.size() > wanted.size() && dataset.compare(0, wanted.size(), wanted) == 0 &&
@@ -66,16 +79,103 @@ LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<T
   return table;
 }
 
+LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
+{
+  std::ifstream in(csv_path);
+  if (!in)
+    throw InputError(csv_path, "", "cannot open file");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("TIMESTAMP,ContextTokens,GeneratedTokens", 0) != 0)
+    throw InputError(csv_path, "header", "expected 'TIMESTAMP,ContextTokens,GeneratedTokens'");
+  std::vector<int> pool;
+  long lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty())
+      continue;
+    auto a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+    int tokens = -1;
+    try {
+      size_t used = 0;
+      std::string field = a == std::string::npos ? "" : line.substr(a + 1, b - a - 1);
+      tokens            = std::stoi(field, &used);
+      if (used != field.size())
+        tokens = -1;
+    } catch (const std::exception&) {
+    }
+    if (tokens < 0)
+      throw InputError(csv_path, "line " + std::to_string(lineno) + ": ContextTokens", "not a non-negative integer");
+    pool.push_back(tokens);
+  }
+  if (pool.empty())
+    throw InputError(csv_path, "", "no rows");
+  LengthTable table;
+  for (const auto& l : labels)
+    table[l.name] = pool;
+  return table;
+}
+
+namespace {
+
+// Draws request contents: label by weight, prompt length from the label's pool, fresh hashes.
+class RequestDrawer {
+public:
+  RequestDrawer(const WorkloadSpec& spec)
+      : spec_(spec)
+      , labels_(labels_of(spec.kind))
+      , lengths_(spec.kind == "language" ? load_chat_lengths(spec.lengths_file, labels_)
+                                         : load_prompt_lengths(spec.lengths_file, labels_))
+  {
+    for (const auto& l : labels_)
+      total_weight_ += l.weight;
+  }
+  std::vector<std::string> label_names() const
+  {
+    std::vector<std::string> v;
+    for (const auto& l : labels_)
+      v.push_back(l.name);
+    return v;
+  }
+  Request draw(Rng& content) const
+  {
+    Request r;
+    double u = content.uniform01() * total_weight_;
+    size_t k = 0;
+    while (k + 1 < labels_.size() && u >= labels_[k].weight) {
+      u -= labels_[k].weight;
+      ++k;
+    }
+    r.label          = uint16_t(k);
+    const auto& pool = lengths_.at(labels_[k].name);
+    int prompt       = pool[content.below(pool.size())];
+    r.prompt_tokens  = std::clamp(prompt, spec_.prompt_min_tokens, spec_.prompt_max_tokens);
+    r.output_tokens  = spec_.output_tokens;
+    r.prefix_hash    = content();  // every synthetic prompt is distinct
+    r.routing_seed   = content();
+    return r;
+  }
+
+private:
+  const WorkloadSpec& spec_;
+  const std::vector<TaskLabel>& labels_;
+  LengthTable lengths_;
+  double total_weight_ = 0;
+};
+
+}  // namespace
+
 Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
 {
-  const auto& labels = task_labels();
-  LengthTable lengths = load_prompt_lengths(spec.lengths_file, labels);
-
+  RequestDrawer drawer(spec);
   Workload w;
-  double total_weight = 0;
-  for (const auto& l : labels) {
-    w.labels.push_back(l.name);
-    total_weight += l.weight;
+  w.labels = drawer.label_names();
+
+  Rng calibration(seed, "workload.calibration");
+  for (long i = 0; i < spec.calibration_requests; ++i) {
+    Request r  = drawer.draw(calibration);
+    r.id       = uint32_t(i);
+    r.measured = false;
+    w.calibration.push_back(r);
   }
 
   Rng content(seed, "workload.requests");
@@ -85,7 +185,7 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   w.requests.reserve(size_t(n));
   double t_warm = 0, t_meas = 0;
   for (long i = 0; i < n; ++i) {
-    Request r;
+    Request r  = drawer.draw(content);
     r.id       = uint32_t(i);
     r.measured = i >= spec.warmup_requests;
     if (r.measured)
@@ -93,20 +193,6 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
     else
       t_warm += warm_arrivals.exponential(spec.warmup_rate_rps);
     r.arrival_s = r.measured ? t_meas : t_warm;
-
-    double u = content.uniform01() * total_weight;
-    size_t k = 0;
-    while (k + 1 < labels.size() && u >= labels[k].weight) {
-      u -= labels[k].weight;
-      ++k;
-    }
-    r.label               = uint16_t(k);
-    const auto& pool      = lengths[labels[k].name];
-    int prompt            = pool[content.below(pool.size())];
-    r.prompt_tokens       = std::clamp(prompt, spec.prompt_min_tokens, spec.prompt_max_tokens);
-    r.output_tokens       = spec.output_tokens;
-    r.prefix_hash         = content();  // every synthetic prompt is distinct
-    r.routing_seed        = content();
     w.requests.push_back(r);
   }
   return w;

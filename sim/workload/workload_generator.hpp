@@ -21,9 +21,18 @@ struct TaskLabel {
 
 // code / math / medical / legal in the proportions of the ELDR task workload (2779 : 2744 : 2545 : 3600).
 const std::vector<TaskLabel>& task_labels();
+// en / zh / ru / fr / rest as in a published 9,930-conversation WildChat sample (46.8 / 30.0 / 9.5 /
+// 2.2 %, the rest 11.5 %): en + zh about 77 % of traffic.
+const std::vector<TaskLabel>& language_labels();
+const std::vector<TaskLabel>& labels_of(const std::string& kind);
 
 LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels);
+// Context lengths of a chat trace in the Azure 2023 format (TIMESTAMP,ContextTokens,GeneratedTokens),
+// the same pool for every label.
+LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels);
 
+// Workload kinds "task" and "language". Calibration requests (spec.calibration_requests) come from
+// their own random stream, so their number does not change the served requests.
 // Arrival times are relative to the start of each request's phase: warm-up requests from 0, measured
 // requests from the start of the measured phase, which the simulation fixes (after the warm-up arrivals,
 // or once the warm-up has drained). Request contents do not depend on the rates, so runs at different

@@ -6,7 +6,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/metrics/run_recorder.hpp"
 #include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/workload_generator.hpp"
+#include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
 
@@ -41,7 +41,7 @@ inline SmallRun run_small(const std::vector<Override>& extra = {})
 {
   SmallRun s;
   s.x      = load_experiment("configs/default.json", small_overrides(extra));
-  s.w      = generate_workload(s.x.workload, s.x.seed);
+  s.w      = make_workload(s.x);
   auto src = make_routing_source(s.x);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   return s;
