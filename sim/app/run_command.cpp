@@ -56,7 +56,7 @@ int run(const RunOptions& o)
   if (out.empty())
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x);
+  auto routing = make_routing_source(x, w);
   if (!o.quiet)
     std::fprintf(stderr, "eldrsim: %s, %s, %s, %d prefill + %d decode, %.0f req/s, %ld measured + %ld warm-up requests\n",
                  o.config.c_str(), x.model.name.c_str(), x.router.c_str(), x.topology.prefill.instances,

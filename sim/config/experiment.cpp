@@ -202,6 +202,17 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.routing = w.choice("routing", "uniform", {"uniform", "generated", "trace"});
   if (x.workload.routing == "trace" && x.workload.kind != "trace")
     w.fail("routing", "'trace' replays a trace's routing file and needs workload.kind 'trace'");
+  std::string profile = w.string("routing_profile", x.model.name);
+  if (x.workload.routing == "generated") {
+    x.workload.routing_profile_file = resolve_named_file(root, "models/routing", profile);
+    require_file(x.workload.routing_profile_file, w, "routing_profile");
+    x.routing_profile = load_routing_profile(x.workload.routing_profile_file, root);
+    if (x.routing_profile.model != x.model.name)
+      throw InputError(x.workload.routing_profile_file, "model",
+                       "profile is for '" + x.routing_profile.model + "' but the experiment runs '" + x.model.name + "'");
+    x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind,
+                               x.workload.routing_profile_file);
+  }
   w.finish();
 
   auto s                          = r.object("serving");

@@ -4,6 +4,7 @@
 #include "sim/config/cluster_spec.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
+#include "sim/config/routing_profile.hpp"
 
 #include <cstdint>
 #include <string>
@@ -41,6 +42,7 @@ struct WorkloadSpec {
   int prompt_max_tokens   = 1024;
   std::string lengths_file;  // resolved path
   std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
+  std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
 };
 
 struct ServingSpec {
@@ -58,6 +60,7 @@ struct Experiment {
   Hardware hardware;
   ModelSpec model;
   Calibration calibration;
+  RoutingProfile routing_profile;  // workload.routing "generated" only
   Topology topology;
   WorkloadSpec workload;
   ServingSpec serving;

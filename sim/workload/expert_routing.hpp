@@ -30,6 +30,22 @@ struct TokenRef {
 // Adds `token`'s choices into a per-layer union (an AVX2 clone where the CPU has it).
 void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
 
+// ORs whole-token records pool[record(i) * words ...] for i in [0, n) into a union, prefetching a few
+// records ahead so the ORs do not wait on the cache: the inner loop of pooled sources.
+template <class RecordOf>
+void accumulate_records(const uint64_t* pool, size_t words, size_t n, RecordOf record, std::span<uint64_t> union_masks)
+{
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) {
+      const uint64_t* next = pool + record(i + kAhead) * words;
+      for (size_t line = 0; line < words; line += 8)
+        __builtin_prefetch(next + line);
+    }
+    accumulate(union_masks, {pool + record(i) * words, words});
+  }
+}
+
 class ExpertRoutingSource {
 public:
   virtual ~ExpertRoutingSource() = default;

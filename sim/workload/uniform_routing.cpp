@@ -15,7 +15,7 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
   const size_t record    = size_t(shape_.words()) * sizeof(uint64_t);
   const size_t pool_size = std::bit_floor(std::max<size_t>(pool_bytes / record, 256));
   pool_mask_             = uint64_t(pool_size - 1);
-  pool_.assign(size_t(pool_size) * shape_.words(), 0);
+  pool_ = HugePageBuffer(pool_size * size_t(shape_.words()));
 
   Rng rng(seed, "routing.uniform");
   std::vector<int> perm(size_t(model.experts));
@@ -45,20 +45,9 @@ std::span<const uint64_t> UniformRouting::token_experts(const Request& r, int to
 
 void UniformRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
-  // Hash a few tokens ahead and prefetch their records, so the ORs do not wait on the cache.
-  constexpr size_t kAhead = 4;
-  const size_t words      = size_t(shape_.words());
-  const size_t n          = tokens.size();
-  for (size_t i = 0; i < std::min(n, kAhead); ++i)
-    __builtin_prefetch(&pool_[record_of(*tokens[i].request, tokens[i].position) * words]);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const uint64_t* next = &pool_[record_of(*tokens[i + kAhead].request, tokens[i + kAhead].position) * words];
-      for (size_t line = 0; line < words; line += 8)
-        __builtin_prefetch(next + line);
-    }
-    accumulate(union_masks, {&pool_[record_of(*tokens[i].request, tokens[i].position) * words], words});
-  }
+  accumulate_records(
+      pool_.data(), size_t(shape_.words()), tokens.size(),
+      [&](size_t i) { return record_of(*tokens[i].request, tokens[i].position); }, union_masks);
 }
 
 }  // namespace eldr

@@ -2,6 +2,7 @@
 // The no-locality reference: every token picks top_k distinct experts uniformly at random at every
 // layer, independently of its request, label and position.
 #include "sim/config/model_spec.hpp"
+#include "sim/common/huge_page_buffer.hpp"
 #include "sim/workload/expert_routing.hpp"
 
 #include <vector>
@@ -27,7 +28,7 @@ private:
   size_t record_of(const Request& r, int token) const;
   RoutingShape shape_;
   uint64_t pool_mask_ = 0;
-  std::vector<uint64_t> pool_;
+  HugePageBuffer pool_;  // [record][words]
 };
 
 }  // namespace eldr

@@ -42,7 +42,7 @@ inline SmallRun run_small(const std::vector<Override>& extra = {})
   SmallRun s;
   s.x      = load_experiment("configs/default.json", small_overrides(extra));
   s.w      = make_workload(s.x);
-  auto src = make_routing_source(s.x);
+  auto src = make_routing_source(s.x, s.w);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   return s;
 }

@@ -1,0 +1,56 @@
+#include "sim/config/routing_profile.hpp"
+#include "sim/common/json_reader.hpp"
+
+#include <filesystem>
+
+namespace eldr {
+
+const LabelLocality& RoutingProfile::locality(const std::string& kind, const std::string& file) const
+{
+  auto it = kinds.find(kind);
+  if (it == kinds.end())
+    throw InputError(file, "kinds." + kind, "the routing profile has no parameters for workload kind '" + kind + "'");
+  return it->second;
+}
+
+RoutingProfile load_routing_profile(const std::string& path, const std::string& project_root)
+{
+  Json j = load_json_file(path);
+  JsonReader r(j, path);
+  RoutingProfile p;
+  p.model               = r.require_string("model");
+  p.subtopics_per_label = int(r.integer("subtopics_per_label", 8, 1, 256));
+  p.palette_records     = int(r.integer("palette_records", 512, 16, 1 << 16));
+  if ((p.palette_records & (p.palette_records - 1)) != 0)
+    r.fail("palette_records", "must be a power of two");
+  p.popularity_sigma = r.number("popularity_sigma", 1.0, 0, 10);
+  p.phase_drift      = r.number("phase_drift", 0.3, 0, 10);
+  p.request_mix_max  = r.number("request_mix_max", 0.5, 0, 1);
+  p.layer_floor      = r.number("layer_floor", 0.3, 0, 1);
+  p.layer_peak       = r.number("layer_peak", 0.55, 0, 1);
+  p.layer_width      = r.number("layer_width", 0.3, 0.01, 10);
+  auto kinds         = r.object("kinds");
+  for (const auto& k : kinds.keys()) {
+    auto o = kinds.object(k);
+    LabelLocality l;
+    l.label_strength    = o.require_number("label_strength", 0, 10);
+    l.subtopic_strength = o.require_number("subtopic_strength", 0, 10);
+    o.finish();
+    p.kinds[k] = l;
+  }
+  kinds.finish();
+  std::string counts = r.string("language_counts_file", "");
+  if (!counts.empty()) {
+    namespace fs           = std::filesystem;
+    p.language_counts_file = fs::path(counts).is_absolute() ? counts : (fs::path(project_root) / counts).string();
+    if (!fs::is_regular_file(p.language_counts_file))
+      r.fail("language_counts_file", "file not found: " + p.language_counts_file);
+  }
+  r.ignore("source");
+  r.ignore("notes");
+  r.ignore("calibration");
+  r.finish();
+  return p;
+}
+
+}  // namespace eldr

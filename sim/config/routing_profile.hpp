@@ -1,0 +1,36 @@
+#pragma once
+// Parameters of the generative MoE routing model for one model (models/routing/<model>.json). What
+// they mean and how they were calibrated: docs/routing-model.md.
+#include <map>
+#include <string>
+
+namespace eldr {
+
+class JsonReader;
+
+struct LabelLocality {
+  double label_strength    = 1.0;  // scale of the label's own expert preferences
+  double subtopic_strength = 0.8;  // scale of a sub-topic's preferences within its label
+};
+
+struct RoutingProfile {
+  std::string model;
+  int subtopics_per_label   = 8;
+  int palette_records       = 512;   // pre-sampled tokens per (label, sub-topic, phase)
+  double popularity_sigma   = 1.0;   // scale of the shared (generalist) expert preferences: popularity skew
+  double phase_drift        = 0.3;   // decode preferences drift from prefill by this much
+  double request_mix_max    = 0.5;   // a request draws up to this share of tokens from a second sub-topic
+  // Label discriminativeness by depth x = l/(L-1): floor + (1-floor) exp(-((x-peak)/width)^2).
+  double layer_floor = 0.3;
+  double layer_peak  = 0.55;
+  double layer_width = 0.3;
+  std::map<std::string, LabelLocality> kinds;  // by workload kind: task, language
+  // Optional real per-language expert counts (language kind): label preferences are taken from them.
+  std::string language_counts_file;
+
+  const LabelLocality& locality(const std::string& kind, const std::string& file) const;
+};
+
+RoutingProfile load_routing_profile(const std::string& path, const std::string& project_root);
+
+}  // namespace eldr

@@ -1,0 +1,296 @@
+#include "sim/workload/generated_routing.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/common/rng.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+namespace eldr {
+
+namespace {
+
+double normal(Rng& rng)
+{
+  // Box-Muller; one deviate per call keeps the stream simple.
+  double u1 = 1.0 - rng.uniform01();
+  double u2 = rng.uniform01();
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// Vose's alias table for O(1) draws from a discrete distribution.
+class AliasTable {
+public:
+  explicit AliasTable(const std::vector<double>& p)
+  {
+    const size_t n = p.size();
+    prob_.resize(n);
+    alias_.resize(n);
+    std::vector<double> scaled(n);
+    std::vector<size_t> small, large;
+    for (size_t i = 0; i < n; ++i) {
+      scaled[i] = p[i] * double(n);
+      (scaled[i] < 1.0 ? small : large).push_back(i);
+    }
+    while (!small.empty() && !large.empty()) {
+      size_t s = small.back(), l = large.back();
+      small.pop_back();
+      large.pop_back();
+      prob_[s]  = scaled[s];
+      alias_[s] = uint32_t(l);
+      scaled[l] = scaled[l] + scaled[s] - 1.0;
+      (scaled[l] < 1.0 ? small : large).push_back(l);
+    }
+    for (size_t i : large)
+      prob_[i] = 1.0;
+    for (size_t i : small)
+      prob_[i] = 1.0;
+  }
+  // One 64-bit draw: the high half picks the column (multiply-shift), the low half the coin.
+  uint32_t draw(Rng& rng) const
+  {
+    const uint64_t x = rng();
+    const size_t i   = size_t(((x >> 32) * uint64_t(prob_.size())) >> 32);
+    return double(x & 0xffffffffULL) * 0x1.0p-32 < prob_[i] ? uint32_t(i) : alias_[i];
+  }
+
+private:
+  std::vector<double> prob_;
+  std::vector<uint32_t> alias_;
+};
+
+// Per-language log-frequencies of real expert counts (lang,layer,e0..eN), for the language kind.
+std::map<std::string, std::vector<double>> read_language_log_freq(const std::string& path, int layers, int experts)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, "", "cannot open file");
+  std::string line;
+  std::getline(in, line);
+  std::map<std::string, std::vector<double>> counts;
+  long lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty())
+      continue;
+    std::stringstream ss(line);
+    std::string lang, cell;
+    std::getline(ss, lang, ',');
+    std::getline(ss, cell, ',');
+    int layer = std::atoi(cell.c_str());
+    if (layer < 0 || layer >= layers)
+      throw InputError(path, "line " + std::to_string(lineno), "layer " + cell + " outside the model's " +
+                                                                   std::to_string(layers) + " layers");
+    auto& v = counts[lang];
+    v.resize(size_t(layers) * experts, 0);
+    int e = 0;
+    while (std::getline(ss, cell, ',')) {
+      if (e >= experts)
+        throw InputError(path, "line " + std::to_string(lineno), "more expert columns than the model's experts");
+      v[size_t(layer) * experts + e++] = std::atof(cell.c_str());
+    }
+    if (e != experts)
+      throw InputError(path, "line " + std::to_string(lineno), "expected " + std::to_string(experts) + " expert columns");
+  }
+  for (auto& [lang, v] : counts)
+    for (int l = 0; l < layers; ++l) {
+      double total = 0;
+      for (int e = 0; e < experts; ++e)
+        total += v[size_t(l) * experts + e];
+      for (int e = 0; e < experts; ++e) {
+        double& c = v[size_t(l) * experts + e];
+        c         = std::log((c + 0.5) / (total + 0.5 * experts));
+      }
+    }
+  return counts;
+}
+
+}  // namespace
+
+double layer_weight(const RoutingProfile& p, int layer, int layers)
+{
+  const double x = layers > 1 ? double(layer) / double(layers - 1) : 0.5;
+  const double z = (x - p.layer_peak) / p.layer_width;
+  return p.layer_floor + (1.0 - p.layer_floor) * std::exp(-z * z);
+}
+
+GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
+                                   const std::vector<std::string>& labels, uint64_t seed,
+                                   const std::string& profile_file)
+{
+  shape_.layers          = model.layers;
+  shape_.experts         = model.experts;
+  shape_.top_k           = model.top_k;
+  shape_.words_per_layer = (model.experts + 63) / 64;
+  labels_                = int(labels.size());
+  subtopics_             = profile.subtopics_per_label;
+  records_               = profile.palette_records;
+  mix_max_               = subtopics_ > 1 ? profile.request_mix_max : 0.0;
+  build_logits(profile, kind, labels, seed, profile_file);
+  sample_palettes(seed);
+}
+
+void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& kind,
+                                    const std::vector<std::string>& labels, uint64_t seed,
+                                    const std::string& profile_file)
+{
+  const int L = shape_.layers, E = shape_.experts, S = subtopics_, C = labels_;
+  const size_t cells = size_t(L) * E;
+  const LabelLocality& loc = p.locality(kind, profile_file);
+  Rng rng(seed, "routing.generated.preferences");
+  auto draw = [&](std::vector<double>& v) {
+    v.resize(cells);
+    for (double& x : v)
+      x = normal(rng);
+  };
+
+  // Shared popularity and per-label preferences: real per-language counts where given, else random.
+  std::vector<double> shared;
+  std::vector<std::vector<double>> label(static_cast<size_t>(C));
+  std::map<std::string, std::vector<double>> real;
+  if (kind == "language" && !p.language_counts_file.empty())
+    real = read_language_log_freq(p.language_counts_file, L, E);
+  draw(shared);
+  for (auto& v : label)
+    draw(v);
+  if (!real.empty()) {
+    // Shared = mean log-frequency over the measured languages; a label = its language's deviation from
+    // it. Labels without data ("rest") average the languages not named as labels; a label with neither
+    // ("ru") keeps random preferences of the same spread as the measured deviations.
+    std::vector<double> mean(cells, 0);
+    for (const auto& [lang, v] : real)
+      for (size_t i = 0; i < cells; ++i)
+        mean[i] += v[i] / double(real.size());
+    double spread = 0;
+    for (const auto& [lang, v] : real)
+      for (size_t i = 0; i < cells; ++i)
+        spread += (v[i] - mean[i]) * (v[i] - mean[i]);
+    spread = std::sqrt(spread / double(cells * real.size()));
+    shared = mean;
+    for (int c = 0; c < C; ++c) {
+      auto it = real.find(labels[size_t(c)]);
+      std::vector<double>& v = label[size_t(c)];
+      if (it != real.end()) {
+        for (size_t i = 0; i < cells; ++i)
+          v[i] = it->second[i] - mean[i];
+      } else if (labels[size_t(c)] == "rest") {
+        std::vector<double> acc(cells, 0);
+        int n = 0;
+        for (const auto& [lang, lv] : real)
+          if (std::find(labels.begin(), labels.end(), lang) == labels.end()) {
+            for (size_t i = 0; i < cells; ++i)
+              acc[i] += lv[i] - mean[i];
+            ++n;
+          }
+        for (size_t i = 0; i < cells; ++i)
+          v[i] = n ? acc[i] / n : v[i] * spread;
+      } else {
+        for (double& x : v)
+          x *= spread;
+      }
+    }
+  }
+
+  // Sub-topic preferences and prefill->decode drift are always drawn.
+  logits_.assign(size_t(C) * S * 2 * cells, 0.f);
+  std::vector<double> sub, drift;
+  for (int c = 0; c < C; ++c)
+    for (int s = 0; s < S; ++s) {
+      draw(sub);
+      draw(drift);
+      for (int phase = 0; phase < 2; ++phase) {
+        float* out = &logits_[((size_t(c) * S + s) * 2 + phase) * cells];
+        for (int l = 0; l < L; ++l) {
+          const double w = layer_weight(p, l, L);
+          for (int e = 0; e < E; ++e) {
+            size_t i = size_t(l) * E + e;
+            double z = p.popularity_sigma * shared[i] + w * loc.label_strength * label[size_t(c)][i] +
+                       w * loc.subtopic_strength * sub[i] + (phase == 1 ? p.phase_drift * drift[i] : 0.0);
+            out[i] = float(z);
+          }
+        }
+      }
+    }
+}
+
+void GeneratedRouting::sample_palettes(uint64_t seed)
+{
+  const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
+  const size_t words = size_t(shape_.words());
+  const int P        = palettes();
+  pool_ = HugePageBuffer(size_t(P) * records_ * words);
+  Rng rng(seed, "routing.generated.palettes");
+  std::vector<double> prob(static_cast<size_t>(E));
+  for (int pal = 0; pal < P; ++pal)
+    for (int l = 0; l < L; ++l) {
+      const float* z = &logits_[(size_t(pal) * L + l) * E];
+      double zmax    = *std::max_element(z, z + E);
+      double total   = 0;
+      for (int e = 0; e < E; ++e)
+        total += prob[size_t(e)] = std::exp(double(z[e]) - zmax);
+      for (double& x : prob)
+        x /= total;
+      AliasTable table(prob);
+      // Plackett-Luce top-k: draw from the softmax, rejecting experts already picked, until k distinct.
+      for (int rec = 0; rec < records_; ++rec) {
+        uint64_t* mask = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
+        for (int picked = 0; picked < shape_.top_k;) {
+          uint32_t e = table.draw(rng);
+          uint64_t bit = uint64_t(1) << (e % 64);
+          if (mask[e / 64] & bit)
+            continue;
+          mask[e / 64] |= bit;
+          ++picked;
+        }
+      }
+    }
+}
+
+GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
+{
+  Traits t;
+  const uint64_t h = splitmix64(r.routing_seed ^ 0x5bd1e9955bd1e995ULL);
+  t.primary        = int(h % uint64_t(subtopics_));
+  t.secondary      = subtopics_ > 1 ? int((uint64_t(t.primary) + 1 + (h >> 20) % uint64_t(subtopics_ - 1)) % subtopics_)
+                                    : t.primary;
+  t.mix = mix_max_ * double((h >> 40) & 0xffffff) / double(1 << 24);
+  return t;
+}
+
+int GeneratedRouting::palette_of(const Request& r, int token) const
+{
+  const Traits t   = traits(r);
+  const uint64_t h = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
+  const bool second = double(h & 0xffffff) / double(1 << 24) < t.mix;
+  const int phase   = token >= r.prompt_tokens ? 1 : 0;
+  return (int(r.label) * subtopics_ + (second ? t.secondary : t.primary)) * 2 + phase;
+}
+
+size_t GeneratedRouting::record_of(const Request& r, int token) const
+{
+  const uint64_t h = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
+  return size_t(palette_of(r, token)) * size_t(records_) + size_t((h >> 32) & uint64_t(records_ - 1));
+}
+
+std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int token) const
+{
+  return {&pool_[record_of(r, token) * size_t(shape_.words())], size_t(shape_.words())};
+}
+
+void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+{
+  accumulate_records(
+      pool_.data(), size_t(shape_.words()), tokens.size(),
+      [&](size_t i) { return record_of(*tokens[i].request, tokens[i].position); }, union_masks);
+}
+
+std::span<const float> GeneratedRouting::palette_logits(int palette) const
+{
+  const size_t cells = size_t(shape_.layers) * shape_.experts;
+  return {&logits_[size_t(palette) * cells], cells};
+}
+
+}  // namespace eldr

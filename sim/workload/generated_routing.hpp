@@ -1,0 +1,61 @@
+#pragma once
+// The generative model of MoE routing (docs/routing-model.md). Every (label, sub-topic, phase) has
+// expert preferences per layer: logits = shared popularity + label preferences (strongest in the
+// middle layers) + sub-topic preferences + for decode a drift from prefill. A token picks top_k
+// distinct experts per layer from the softmax of its palette's logits (Plackett-Luce, i.e. sampling
+// without replacement). A request has a primary and a secondary sub-topic of its label and draws a
+// random share of its tokens from the secondary one: requests of a kind are alike, not identical.
+//
+// Speed: tokens are not sampled one by one. Each (label, sub-topic, phase) holds a palette of
+// pre-sampled whole-token records, and a token picks a record by a hash of (request, position), as
+// UniformRouting does; the batch union then costs a few ORs per token.
+#include "sim/config/model_spec.hpp"
+#include "sim/config/routing_profile.hpp"
+#include "sim/common/huge_page_buffer.hpp"
+#include "sim/workload/expert_routing.hpp"
+
+#include <string>
+#include <vector>
+
+namespace eldr {
+
+class GeneratedRouting : public ExpertRoutingSource {
+public:
+  GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
+                   const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "");
+
+  const RoutingShape& shape() const override { return shape_; }
+  std::span<const uint64_t> token_experts(const Request& r, int token) const override;
+  void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+
+  struct Traits {
+    int primary   = 0;  // sub-topic indices within the request's label
+    int secondary = 0;
+    double mix    = 0;  // share of tokens drawn from the secondary sub-topic
+  };
+  Traits traits(const Request& r) const;
+  // The palette token `token` of `r` draws from, and its logits (layers x experts): the gate scores a
+  // router would see; their softmax per layer are the gate probabilities.
+  int palette_of(const Request& r, int token) const;
+  std::span<const float> palette_logits(int palette) const;
+  int palettes() const { return int(logits_.size() / size_t(shape_.layers * shape_.experts)); }
+
+private:
+  size_t record_of(const Request& r, int token) const;
+  void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
+                    uint64_t seed, const std::string& profile_file);
+  void sample_palettes(uint64_t seed);
+
+  RoutingShape shape_;
+  int labels_    = 0;
+  int subtopics_ = 0;
+  int records_   = 0;
+  double mix_max_ = 0;
+  std::vector<float> logits_;  // [palette][layer][expert]
+  HugePageBuffer pool_;  // [palette][record][words]
+};
+
+// Per-layer label discriminativeness at depth x = l / (layers - 1).
+double layer_weight(const RoutingProfile& p, int layer, int layers);
+
+}  // namespace eldr
