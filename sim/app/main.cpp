@@ -15,6 +15,9 @@ int main(int argc, char** argv)
   app.set_version_flag("--version", "eldrsim 0.1");
   std::vector<eldr::app::Command> commands = {eldr::app::add_run_command(app), eldr::app::add_table_command(app),
                                                eldr::app::add_routers_command(app)};
+  auto* trace = app.add_subcommand("trace", "Generate, import and inspect traces");
+  trace->require_subcommand(1);
+  commands.push_back(eldr::app::add_trace_stats_command(*trace));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

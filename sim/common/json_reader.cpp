@@ -182,6 +182,14 @@ JsonReader JsonReader::object(const std::string& key)
   return JsonReader(*v, file_, key_path(key));
 }
 
+const Json& JsonReader::raw(const std::string& key)
+{
+  const Json* v = find(key);
+  if (!v)
+    fail(key, "is required");
+  return *v;
+}
+
 std::vector<std::string> JsonReader::keys() const
 {
   std::vector<std::string> out;

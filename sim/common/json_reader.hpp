@@ -39,6 +39,8 @@ public:
   std::vector<long> integer_list(const std::string& key, const std::vector<long>& def, long min, long max);
   // A nested object (absent: an empty one) read by its own reader.
   JsonReader object(const std::string& key);
+  // The value at `key` as parsed (an error if absent); marks the key known.
+  const Json& raw(const std::string& key);
   // The object's keys, in file order.
   std::vector<std::string> keys() const;
   // Marks a key as known without reading it (free-form text such as "source").

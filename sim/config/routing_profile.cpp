@@ -13,6 +13,16 @@ const LabelLocality& RoutingProfile::locality(const std::string& kind, const std
   return it->second;
 }
 
+// A [lo, hi] pair of numbers.
+static std::pair<double, double> read_range(JsonReader& r, const std::string& key)
+{
+  r.ignore(key);
+  const Json& v = r.raw(key);
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() || v[0].get<double>() > v[1].get<double>())
+    r.fail(key, "must be a range [lo, hi] of two numbers, lo <= hi");
+  return {v[0].get<double>(), v[1].get<double>()};
+}
+
 RoutingProfile load_routing_profile(const std::string& path, const std::string& project_root)
 {
   Json j = load_json_file(path);
@@ -46,6 +56,17 @@ RoutingProfile load_routing_profile(const std::string& path, const std::string& 
     if (!fs::is_regular_file(p.language_counts_file))
       r.fail("language_counts_file", "file not found: " + p.language_counts_file);
   }
+  auto t  = r.object("targets");
+  auto dr = t.object("distinct_reduction");
+  for (const auto& k : dr.keys())
+    p.targets.distinct_reduction[k] = read_range(dr, k);
+  p.targets.pearson_prefill_decode = t.number("pearson_prefill_decode", 0, -1, 1);
+  p.targets.spearman_counts_idf    = t.number("spearman_counts_idf", 0, -1, 1);
+  p.targets.spearman_binary        = t.number("spearman_binary", 0, -1, 1);
+  if (t.has("top_expert_share"))
+    p.targets.top_expert_share = read_range(t, "top_expert_share");
+  t.ignore("source");
+  t.finish();
   r.ignore("source");
   r.ignore("notes");
   r.ignore("calibration");

@@ -13,6 +13,16 @@ struct LabelLocality {
   double subtopic_strength = 0.8;  // scale of a sub-topic's preferences within its label
 };
 
+// What the generated routing should reproduce (DESIGN.md section 5), printed by `eldrsim trace stats`
+// beside the measured values and checked by the calibration tests.
+struct RoutingTargets {
+  std::map<std::string, std::pair<double, double>> distinct_reduction;  // by workload kind: [lo, hi]
+  double pearson_prefill_decode = 0;
+  double spearman_counts_idf    = 0;
+  double spearman_binary        = 0;
+  std::pair<double, double> top_expert_share{0, 1};
+};
+
 struct RoutingProfile {
   std::string model;
   int subtopics_per_label   = 8;
@@ -27,6 +37,7 @@ struct RoutingProfile {
   std::map<std::string, LabelLocality> kinds;  // by workload kind: task, language
   // Optional real per-language expert counts (language kind): label preferences are taken from them.
   std::string language_counts_file;
+  RoutingTargets targets;
 
   const LabelLocality& locality(const std::string& kind, const std::string& file) const;
 };

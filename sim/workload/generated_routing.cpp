@@ -256,7 +256,8 @@ GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
   t.primary        = int(h % uint64_t(subtopics_));
   t.secondary      = subtopics_ > 1 ? int((uint64_t(t.primary) + 1 + (h >> 20) % uint64_t(subtopics_ - 1)) % subtopics_)
                                     : t.primary;
-  t.mix = mix_max_ * double((h >> 40) & 0xffffff) / double(1 << 24);
+  t.prefill_mix = mix_max_ * double((h >> 40) & 0xffffff) / double(1 << 24);
+  t.decode_mix  = mix_max_ * double(splitmix64(h) & 0xffffff) / double(1 << 24);
   return t;
 }
 
@@ -264,8 +265,8 @@ int GeneratedRouting::palette_of(const Request& r, int token) const
 {
   const Traits t   = traits(r);
   const uint64_t h = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
-  const bool second = double(h & 0xffffff) / double(1 << 24) < t.mix;
   const int phase   = token >= r.prompt_tokens ? 1 : 0;
+  const bool second = double(h & 0xffffff) / double(1 << 24) < (phase ? t.decode_mix : t.prefill_mix);
   return (int(r.label) * subtopics_ + (second ? t.secondary : t.primary)) * 2 + phase;
 }
 

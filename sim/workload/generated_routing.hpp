@@ -4,7 +4,8 @@
 // middle layers) + sub-topic preferences + for decode a drift from prefill. A token picks top_k
 // distinct experts per layer from the softmax of its palette's logits (Plackett-Luce, i.e. sampling
 // without replacement). A request has a primary and a secondary sub-topic of its label and draws a
-// random share of its tokens from the secondary one: requests of a kind are alike, not identical.
+// random share of its tokens from the secondary one, a share drawn separately for its prompt and its
+// output: requests of a kind are alike, not identical, and a prompt predicts its output imperfectly.
 //
 // Speed: tokens are not sampled one by one. Each (label, sub-topic, phase) holds a palette of
 // pre-sampled whole-token records, and a token picks a record by a hash of (request, position), as
@@ -31,7 +32,8 @@ public:
   struct Traits {
     int primary   = 0;  // sub-topic indices within the request's label
     int secondary = 0;
-    double mix    = 0;  // share of tokens drawn from the secondary sub-topic
+    double prefill_mix = 0;  // share of prompt tokens drawn from the secondary sub-topic
+    double decode_mix  = 0;  // share of output tokens drawn from it
   };
   Traits traits(const Request& r) const;
   // The palette token `token` of `r` draws from, and its logits (layers x experts): the gate scores a

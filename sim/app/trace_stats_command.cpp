@@ -1,0 +1,116 @@
+#include "sim/app/commands.hpp"
+#include "sim/common/atomic_file.hpp"
+#include "sim/common/json_reader.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/routing_stats.hpp"
+#include "sim/workload/workload_factory.hpp"
+
+#include <cstdio>
+#include <memory>
+
+namespace eldr::app {
+
+namespace {
+
+struct StatsOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  int requests = 400;
+  long seed    = 1;
+  std::string json;
+};
+
+std::string range(std::pair<double, double> r, double scale = 1.0)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f-%.2f", r.first * scale, r.second * scale);
+  return buf;
+}
+
+int stats(const StatsOptions& o)
+{
+  std::vector<Override> overrides;
+  for (const auto& s : o.sets) {
+    auto eq = s.find('=');
+    if (eq == std::string::npos)
+      throw InputError("--set", s, "expected KEY=VALUE");
+    overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
+  }
+  Experiment x = load_experiment(o.config, overrides);
+  Workload w   = make_workload(x);
+  auto source  = make_routing_source(x, w);
+  RoutingStatsOptions opt;
+  opt.requests   = o.requests;
+  opt.seed       = uint64_t(o.seed);
+  RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
+
+  const bool has_targets     = x.workload.routing == "generated";
+  const RoutingTargets& tg   = x.routing_profile.targets;
+  const std::string kind     = x.workload.kind;
+  std::printf("routing statistics: %s, %s workload, %s routing, %d sampled requests\n", x.model.name.c_str(),
+              kind.c_str(), x.workload.routing.c_str(), s.sampled_requests);
+  std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n");
+  std::printf("%8s %12s %12s %11s %12s\n", "batch", "same label", "mixed", "reduction", "target");
+  auto red = tg.distinct_reduction.find(kind);
+  for (const auto& b : s.locality)
+    std::printf("%8d %12.1f %12.1f %10.1f%% %12s\n", b.batch, b.distinct_same, b.distinct_mixed, 100 * b.reduction(),
+                has_targets && red != tg.distinct_reduction.end() ? (range(red->second, 100) + "%").c_str() : "-");
+  auto target = [&](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    return has_targets && v != 0 ? std::string(buf) : std::string("-");
+  };
+  std::printf("\n%-58s %9s %9s\n", "statistic", "measured", "target");
+  std::printf("%-58s %9.3f %9s\n", "prefill vs decode expert frequencies, Pearson per request",
+              s.pearson_prefill_decode, target(tg.pearson_prefill_decode).c_str());
+  std::printf("%-58s %9.3f %9s\n", "signature vs decode profile, Spearman: counts x IDF", s.spearman_counts_idf,
+              target(tg.spearman_counts_idf).c_str());
+  std::printf("%-58s %9.3f %9s\n", "                                      binary", s.spearman_binary,
+              target(tg.spearman_binary).c_str());
+  std::printf("%-58s %9.3f %9s\n", "                                      raw counts", s.spearman_counts, "-");
+  std::printf("%-58s %9.3f %9s\n", "                                      sqrt counts", s.spearman_sqrt, "-");
+  std::printf("%-58s %9.3f %9s\n", "top expert's share of a layer's picks, mean over layers", s.top_share_mean,
+              has_targets ? range(tg.top_expert_share).c_str() : "-");
+  std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.top_share_min,
+              s.top_share_max, "-");
+  std::printf("%-58s %9.4f %9s\n", "                                      uniform", s.top_share_uniform, "-");
+
+  if (!o.json.empty()) {
+    Json j;
+    j["model"]    = x.model.name;
+    j["workload"] = kind;
+    j["routing"]  = x.workload.routing;
+    j["sampled_requests"] = s.sampled_requests;
+    Json loc = Json::array();
+    for (const auto& b : s.locality)
+      loc.push_back({{"batch", b.batch}, {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
+                     {"reduction", b.reduction()}});
+    j["locality"]               = loc;
+    j["pearson_prefill_decode"] = s.pearson_prefill_decode;
+    j["spearman"] = {{"counts", s.spearman_counts}, {"counts_idf", s.spearman_counts_idf}, {"sqrt_counts", s.spearman_sqrt},
+                     {"binary", s.spearman_binary}};
+    j["top_expert_share"] = {{"mean", s.top_share_mean}, {"min", s.top_share_min}, {"max", s.top_share_max},
+                             {"uniform", s.top_share_uniform}};
+    write_file_atomically(o.json, j.dump(2) + "\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_trace_stats_command(CLI::App& trace)
+{
+  auto o    = std::make_shared<StatsOptions>();
+  auto* sub = trace.add_subcommand("stats", "Measure the expert-routing locality of an experiment's workload "
+                                            "(generated or replayed) against the calibration targets");
+  sub->add_option("config", o->config, "Experiment config (JSON); its workload and workload.routing are measured")
+      ->required();
+  sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set workload.kind=language");
+  sub->add_option("--requests", o->requests, "Requests sampled (default 400)")->check(CLI::Range(2, 1000000));
+  sub->add_option("--seed", o->seed, "Sampling seed (default 1)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--json", o->json, "Also write the statistics as JSON to this file");
+  return {sub, [o] { return stats(*o); }};
+}
+
+}  // namespace eldr::app

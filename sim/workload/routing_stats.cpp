@@ -1,0 +1,204 @@
+#include "sim/workload/routing_stats.hpp"
+#include "sim/common/rng.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+namespace eldr {
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y)
+{
+  const size_t n = x.size();
+  if (n < 2)
+    return 0;
+  double mx = std::accumulate(x.begin(), x.end(), 0.0) / double(n);
+  double my = std::accumulate(y.begin(), y.end(), 0.0) / double(n);
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+    syy += (y[i] - my) * (y[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0.0;
+}
+
+static std::vector<double> ranks(const std::vector<double>& v)
+{
+  std::vector<size_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < idx.size();) {
+    size_t j = i;
+    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]])
+      ++j;
+    double avg = (double(i) + double(j)) / 2.0 + 1.0;
+    for (size_t k = i; k <= j; ++k)
+      r[idx[k]] = avg;
+    i = j + 1;
+  }
+  return r;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y)
+{
+  return pearson(ranks(x), ranks(y));
+}
+
+namespace {
+
+// Adds a token's picks to per-(layer, expert) counts.
+void add_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std::vector<float>& counts)
+{
+  for (int l = 0; l < shape.layers; ++l)
+    for (int w = 0; w < shape.words_per_layer; ++w) {
+      uint64_t bits = masks[size_t(l * shape.words_per_layer + w)];
+      while (bits) {
+        int e = std::countr_zero(bits);
+        counts[size_t(l) * shape.experts + size_t(w * 64 + e)] += 1.f;
+        bits &= bits - 1;
+      }
+    }
+}
+
+double cosine(const std::vector<double>& a, const std::vector<double>& b)
+{
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ab += a[i] * b[i];
+    aa += a[i] * a[i];
+    bb += b[i] * b[i];
+  }
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
+}
+
+}  // namespace
+
+RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
+                             const ExpertRoutingSource& source, const RoutingStatsOptions& opt)
+{
+  const RoutingShape& shape = source.shape();
+  const size_t cells        = size_t(shape.layers) * shape.experts;
+  Rng rng(opt.seed, "stats.routing");
+  RoutingStats st;
+  if (pool.empty())
+    return st;
+
+  // Sample requests.
+  std::vector<const Request*> sample;
+  for (int i = 0; i < opt.requests; ++i)
+    sample.push_back(&pool[rng.below(pool.size())]);
+  st.sampled_requests = int(sample.size());
+
+  // Per-request prefill and decode counts.
+  std::vector<std::vector<float>> pre(sample.size(), std::vector<float>(cells, 0.f));
+  std::vector<std::vector<float>> dec(sample.size(), std::vector<float>(cells, 0.f));
+  std::vector<double> layer_totals(cells, 0.0);
+  for (size_t i = 0; i < sample.size(); ++i) {
+    const Request& r = *sample[i];
+    for (int t = 0; t < r.prompt_tokens + r.output_tokens; ++t)
+      add_counts(source.token_experts(r, t), shape, t < r.prompt_tokens ? pre[i] : dec[i]);
+    for (size_t c = 0; c < cells; ++c)
+      layer_totals[c] += pre[i][c] + dec[i][c];
+  }
+
+  // Prefill vs decode, per request.
+  double psum = 0;
+  for (size_t i = 0; i < sample.size(); ++i)
+    psum += pearson(std::vector<double>(pre[i].begin(), pre[i].end()), std::vector<double>(dec[i].begin(), dec[i].end()));
+  st.pearson_prefill_decode = psum / double(sample.size());
+
+  // Popularity skew.
+  st.top_share_min     = 1;
+  st.top_share_uniform = 1.0 / shape.experts;
+  for (int l = 0; l < shape.layers; ++l) {
+    const double* row = &layer_totals[size_t(l) * shape.experts];
+    double total = std::accumulate(row, row + shape.experts, 0.0);
+    double share = total > 0 ? *std::max_element(row, row + shape.experts) / total : 0;
+    st.top_share_mean += share / shape.layers;
+    st.top_share_min = std::min(st.top_share_min, share);
+    st.top_share_max = std::max(st.top_share_max, share);
+  }
+
+  // IDF over the calibration prompts: ln((N+1)/(df+1)).
+  const std::vector<Request>& idf_set = calibration.empty() ? pool : calibration;
+  std::vector<double> df(cells, 0.0);
+  std::vector<uint64_t> seen(size_t(shape.words()));
+  for (const Request& r : idf_set) {
+    std::fill(seen.begin(), seen.end(), 0);
+    for (int t = 0; t < r.prompt_tokens; ++t)
+      accumulate(seen, source.token_experts(r, t));
+    for (int l = 0; l < shape.layers; ++l)
+      for (int e = 0; e < shape.experts; ++e)
+        if (seen[size_t(l * shape.words_per_layer + e / 64)] >> (e % 64) & 1)
+          df[size_t(l) * shape.experts + e] += 1;
+  }
+  std::vector<double> idf(cells);
+  for (size_t c = 0; c < cells; ++c)
+    idf[c] = std::log((double(idf_set.size()) + 1) / (df[c] + 1));
+
+  // Signatures per variant and decode profiles.
+  auto signature = [&](size_t i, int variant) {
+    std::vector<double> v(cells);
+    for (size_t c = 0; c < cells; ++c) {
+      double x = pre[i][c];
+      v[c]     = variant == 0 ? x : variant == 1 ? x * idf[c] : variant == 2 ? std::sqrt(x) : (x > 0 ? 1.0 : 0.0);
+    }
+    return v;
+  };
+  std::vector<std::vector<std::vector<double>>> sig(4);
+  for (int v = 0; v < 4; ++v)
+    for (size_t i = 0; i < sample.size(); ++i)
+      sig[size_t(v)].push_back(signature(i, v));
+  std::vector<std::vector<double>> prof;
+  for (size_t i = 0; i < sample.size(); ++i)
+    prof.emplace_back(dec[i].begin(), dec[i].end());
+  std::vector<double> target;
+  std::vector<std::vector<double>> sims(4);
+  for (int p = 0; p < opt.pairs; ++p) {
+    size_t a = rng.below(sample.size()), b = rng.below(sample.size() - 1);
+    if (b >= a)
+      ++b;
+    target.push_back(cosine(prof[a], prof[b]));
+    for (int v = 0; v < 4; ++v)
+      sims[size_t(v)].push_back(cosine(sig[size_t(v)][a], sig[size_t(v)][b]));
+  }
+  st.spearman_counts     = spearman(sims[0], target);
+  st.spearman_counts_idf = spearman(sims[1], target);
+  st.spearman_sqrt       = spearman(sims[2], target);
+  st.spearman_binary     = spearman(sims[3], target);
+
+  // Batch locality: one random output token per sequence, batches of one label vs of the whole mix.
+  std::map<int, std::vector<const Request*>> by_label;
+  for (const Request& r : pool)
+    by_label[r.label].push_back(&r);
+  std::vector<uint64_t> u(size_t(shape.words()));
+  auto batch_distinct = [&](auto pick, int size) {
+    std::fill(u.begin(), u.end(), 0);
+    for (int k = 0; k < size; ++k) {
+      const Request* r = pick();
+      int t            = r->prompt_tokens + 1 + int(rng.below(uint64_t(std::max(1, r->output_tokens - 1))));
+      accumulate(u, source.token_experts(*r, t));
+    }
+    std::vector<uint16_t> d(size_t(shape.layers));
+    return double(count_distinct(u, shape, d)) / shape.layers;
+  };
+  for (int size : opt.batch_sizes) {
+    BatchLocality b;
+    b.batch = size;
+    for (int k = 0; k < opt.batches; ++k) {
+      // The label of a same-label batch follows the traffic mix (a random request's label).
+      const auto& members = by_label[pool[rng.below(pool.size())].label];
+      b.distinct_same += batch_distinct([&] { return members[rng.below(members.size())]; }, size);
+      b.distinct_mixed += batch_distinct([&] { return &pool[rng.below(pool.size())]; }, size);
+    }
+    b.distinct_same /= opt.batches;
+    b.distinct_mixed /= opt.batches;
+    st.locality.push_back(b);
+  }
+  return st;
+}
+
+}  // namespace eldr

@@ -1,0 +1,50 @@
+#pragma once
+// Measures the locality properties of an expert-routing source over a workload's requests: the
+// statistics DESIGN.md section 5 sets as targets for the generator, computed the same way for
+// generated and replayed (real) routing. Monte-Carlo over sampled requests, batches and pairs;
+// deterministic for a seed.
+#include "sim/workload/expert_routing.hpp"
+#include "sim/workload/request.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace eldr {
+
+struct RoutingStatsOptions {
+  int requests                 = 400;   // requests sampled for per-request statistics and as batch members
+  int batches                  = 200;   // batches per size and kind
+  std::vector<int> batch_sizes = {8, 16, 32, 64, 80};
+  int pairs                    = 4000;  // request pairs for the signature correlations
+  uint64_t seed                = 1;
+};
+
+struct BatchLocality {
+  int batch             = 0;
+  double distinct_same  = 0;  // mean distinct experts per layer, batches of one label
+  double distinct_mixed = 0;  // same, batches drawn from the whole mix
+  double reduction() const { return distinct_mixed > 0 ? 1.0 - distinct_same / distinct_mixed : 0.0; }
+};
+
+struct RoutingStats {
+  int sampled_requests = 0;
+  // One random output token per sequence (as a decode step sees it), same-label vs mixed batches.
+  std::vector<BatchLocality> locality;
+  // Per request, Pearson correlation of prefill and decode per-(layer, expert) activation counts.
+  double pearson_prefill_decode = 0;
+  // Over random request pairs, Spearman correlation between prompt-signature cosine similarity and
+  // decode-profile cosine similarity, per signature variant.
+  double spearman_counts = 0, spearman_counts_idf = 0, spearman_sqrt = 0, spearman_binary = 0;
+  // Share of a layer's picks taken by its most popular expert (mean, min, max over layers), and uniform.
+  double top_share_mean = 0, top_share_min = 0, top_share_max = 0, top_share_uniform = 0;
+};
+
+// `pool`: requests to sample from (served ones); `calibration`: the IDF set (the pool when empty).
+RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
+                             const ExpertRoutingSource& source, const RoutingStatsOptions& opt);
+
+// Rank correlation with average ranks for ties.
+double spearman(const std::vector<double>& x, const std::vector<double>& y);
+double pearson(const std::vector<double>& x, const std::vector<double>& y);
+
+}  // namespace eldr
