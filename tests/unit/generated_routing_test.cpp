@@ -1,0 +1,174 @@
+// GeneratedRouting (sim/workload/generated_routing.hpp) and the routing statistics
+// (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
+// DESIGN.md section 5 as measured by the same code `eldrsim trace stats` uses.
+#include "sim/config/experiment.hpp"
+#include "sim/workload/generated_routing.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/routing_stats.hpp"
+#include "sim/workload/workload_factory.hpp"
+
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <vector>
+
+using namespace eldr;
+
+namespace {
+
+Experiment generated(const std::string& model, const std::string& kind)
+{
+  return load_experiment("configs/default.json", {{"workload.routing", "generated"},
+                                                  {"model", model},
+                                                  {"workload.kind", kind},
+                                                  {"workload.warmup_requests", "0"},
+                                                  {"workload.measured_requests", "3000"},
+                                                  {"workload.calibration_requests", "300"}});
+}
+
+RoutingStats stats_of(const std::string& model, const std::string& kind, int requests = 300)
+{
+  Experiment x = generated(model, kind);
+  Workload w   = make_workload(x);
+  auto src     = make_routing_source(x, w);
+  RoutingStatsOptions opt;
+  opt.requests    = requests;
+  opt.batches     = 120;
+  opt.batch_sizes = {16, 32, 64, 80};
+  opt.pairs       = 3000;
+  return measure_routing(w.requests, w.calibration, *src, opt);
+}
+
+}  // namespace
+
+TEST_CASE("statistics helpers: pearson and spearman against hand values")
+{
+  // x = 1..5, y = 2x: both 1. y reversed: -1. Spearman of a monotone non-linear map: 1.
+  std::vector<double> x{1, 2, 3, 4, 5}, y{2, 4, 6, 8, 10}, r{5, 4, 3, 2, 1}, sq{1, 4, 9, 16, 25};
+  CHECK(pearson(x, y) == doctest::Approx(1.0));
+  CHECK(pearson(x, r) == doctest::Approx(-1.0));
+  CHECK(spearman(x, sq) == doctest::Approx(1.0));
+  CHECK(pearson(x, sq) < 0.99);
+  // Ties get average ranks: x = {1,1,2}, y = {1,2,3}: ranks {1.5,1.5,3} vs {1,2,3};
+  // pearson of those = 0.8660254 (by hand: cov 0.5, sd 0.7071 and 1 over n-1... = sqrt(3)/2).
+  CHECK(spearman({1, 1, 2}, {1, 2, 3}) == doctest::Approx(std::sqrt(3.0) / 2));
+}
+
+TEST_CASE("generated routing: every token picks top_k distinct experts per layer, deterministically")
+{
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  auto a       = make_routing_source(x, w);
+  auto b       = make_routing_source(x, w);
+  const RoutingShape& s = a->shape();
+  CHECK(s.layers == 48);
+  CHECK(s.experts == 128);
+  for (int i = 0; i < 50; ++i) {
+    const Request& r = w.requests[size_t(i)];
+    for (int t : {0, r.prompt_tokens - 1, r.prompt_tokens, r.prompt_tokens + 300}) {
+      auto m1 = a->token_experts(r, t);
+      auto m2 = b->token_experts(r, t);
+      for (int l = 0; l < s.layers; ++l) {
+        int n = std::popcount(m1[size_t(2 * l)]) + std::popcount(m1[size_t(2 * l + 1)]);
+        REQUIRE(n == 8);
+      }
+      CHECK(std::equal(m1.begin(), m1.end(), m2.begin()));
+    }
+  }
+}
+
+TEST_CASE("generated routing: prompt and output tokens use their request's label and phase palettes")
+{
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  RoutingProfile p = x.routing_profile;
+  GeneratedRouting g(x.model, p, "task", w.labels, x.seed);
+  const int S = p.subtopics_per_label;
+  for (int i = 0; i < 200; ++i) {
+    const Request& r = w.requests[size_t(i)];
+    auto tr          = g.traits(r);
+    CHECK(tr.primary != tr.secondary);
+    for (int t : {0, r.prompt_tokens + 5}) {
+      int pal = g.palette_of(r, t);
+      CHECK(pal / 2 / S == r.label);
+      CHECK(pal % 2 == (t >= r.prompt_tokens ? 1 : 0));
+      int sub = pal / 2 % S;
+      CHECK((sub == tr.primary || sub == tr.secondary));
+    }
+  }
+}
+
+TEST_CASE("generated routing: middle layers are the most label-discriminative")
+{
+  RoutingProfile p;
+  CHECK(layer_weight(p, 0, 48) < layer_weight(p, 26, 48));
+  CHECK(layer_weight(p, 47, 48) < layer_weight(p, 26, 48));
+  CHECK(layer_weight(p, 0, 48) >= p.layer_floor);
+}
+
+// The calibration targets, with the tolerance a Monte-Carlo estimate over a few hundred requests needs.
+TEST_CASE("calibration: qwen3-30b-a3b task routing meets the DESIGN section 5 targets")
+{
+  RoutingStats s = stats_of("qwen3-30b-a3b", "task");
+  for (const auto& b : s.locality) {
+    CAPTURE(b.batch);
+    CHECK(b.reduction() > 0.16);  // 17-21% fewer distinct experts in same-task batches
+    CHECK(b.reduction() < 0.23);
+  }
+  CHECK(s.pearson_prefill_decode == doctest::Approx(0.90).epsilon(0.04));
+  CHECK(s.spearman_counts_idf == doctest::Approx(0.76).epsilon(0.08));
+  CHECK(s.spearman_binary < s.spearman_counts_idf - 0.15);  // binary indicators clearly worse
+  CHECK(s.top_share_mean > 4 * s.top_share_uniform);        // popularity skew several times uniform
+}
+
+TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less (Pearson ~0.70)")
+{
+  RoutingStats s = stats_of("gpt-oss-120b", "task");
+  CHECK(s.pearson_prefill_decode == doctest::Approx(0.70).epsilon(0.07));
+  for (const auto& b : s.locality)
+    if (b.batch >= 32) {
+      CAPTURE(b.batch);
+      CHECK(b.reduction() > 0.16);
+      CHECK(b.reduction() < 0.24);
+    }
+  CHECK(s.spearman_binary < s.spearman_counts_idf);
+}
+
+TEST_CASE("calibration: gemma-4-26b-a4b task routing: prefill predicts decode best (Pearson ~0.92)")
+{
+  RoutingStats s = stats_of("gemma-4-26b-a4b", "task");
+  CHECK(s.pearson_prefill_decode == doctest::Approx(0.92).epsilon(0.03));
+  for (const auto& b : s.locality) {
+    CAPTURE(b.batch);
+    CHECK(b.reduction() > 0.16);
+    CHECK(b.reduction() < 0.23);
+  }
+}
+
+TEST_CASE("calibration: language batches are less local than task batches")
+{
+  RoutingStats task = stats_of("qwen3-30b-a3b", "task", 200);
+  RoutingStats lang = stats_of("qwen3-30b-a3b", "language", 200);
+  for (size_t i = 0; i < task.locality.size(); ++i) {
+    CAPTURE(task.locality[i].batch);
+    CHECK(lang.locality[i].reduction() > 0.04);
+    CHECK(lang.locality[i].reduction() < task.locality[i].reduction() - 0.05);
+  }
+}
+
+TEST_CASE("calibration: uniform routing has no locality and no skew")
+{
+  Experiment x = load_experiment("configs/default.json", {{"workload.warmup_requests", "0"},
+                                                          {"workload.measured_requests", "2000"},
+                                                          {"workload.calibration_requests", "200"}});
+  Workload w = make_workload(x);
+  auto src   = make_routing_source(x, w);
+  RoutingStatsOptions opt;
+  opt.requests    = 150;
+  opt.batches     = 100;
+  opt.batch_sizes = {32};
+  RoutingStats s = measure_routing(w.requests, w.calibration, *src, opt);
+  CHECK(std::abs(s.locality[0].reduction()) < 0.01);
+  CHECK(s.top_share_mean < 2.5 * s.top_share_uniform);
+}
