@@ -159,7 +159,8 @@ TEST_CASE("calibration: language batches are less local than task batches")
 
 TEST_CASE("calibration: uniform routing has no locality and no skew")
 {
-  Experiment x = load_experiment("configs/default.json", {{"workload.warmup_requests", "0"},
+  Experiment x = load_experiment("configs/default.json", {{"workload.routing", "uniform"},
+                                                          {"workload.warmup_requests", "0"},
                                                           {"workload.measured_requests", "2000"},
                                                           {"workload.calibration_requests", "200"}});
   Workload w = make_workload(x);
