@@ -249,31 +249,52 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
     }
 }
 
+namespace {
+
+// Uniform integer in [0, n) from 32 random bits (multiply-shift: no division on the hot path).
+inline uint32_t scaled(uint64_t bits32, uint32_t n)
+{
+  return uint32_t(((bits32 & 0xffffffffULL) * n) >> 32);
+}
+
+inline uint64_t token_hash(const Request& r, int token)
+{
+  return splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
+}
+
+}  // namespace
+
 GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
 {
   Traits t;
   const uint64_t h = splitmix64(r.routing_seed ^ 0x5bd1e9955bd1e995ULL);
-  t.primary        = int(h % uint64_t(subtopics_));
-  t.secondary      = subtopics_ > 1 ? int((uint64_t(t.primary) + 1 + (h >> 20) % uint64_t(subtopics_ - 1)) % subtopics_)
-                                    : t.primary;
-  t.prefill_mix = mix_max_ * double((h >> 40) & 0xffffff) / double(1 << 24);
-  t.decode_mix  = mix_max_ * double(splitmix64(h) & 0xffffff) / double(1 << 24);
+  const auto S     = uint32_t(subtopics_);
+  t.primary        = int(scaled(h, S));
+  t.secondary      = S > 1 ? int((uint32_t(t.primary) + 1 + scaled(h >> 32, S - 1)) % S) : t.primary;
+  const uint64_t g = splitmix64(h);
+  t.prefill_mix    = mix_max_ * double(g & 0xffffff) / double(1 << 24);
+  t.decode_mix     = mix_max_ * double((g >> 24) & 0xffffff) / double(1 << 24);
   return t;
+}
+
+// The palette of a token given its hash: the low 24 bits choose the sub-topic, the high 32 the record.
+static int palette_for(const GeneratedRouting::Traits& t, const Request& r, int token, uint64_t h, int subtopics)
+{
+  const int phase   = token >= r.prompt_tokens ? 1 : 0;
+  const bool second = double(h & 0xffffff) / double(1 << 24) < (phase ? t.decode_mix : t.prefill_mix);
+  return (int(r.label) * subtopics + (second ? t.secondary : t.primary)) * 2 + phase;
 }
 
 int GeneratedRouting::palette_of(const Request& r, int token) const
 {
-  const Traits t   = traits(r);
-  const uint64_t h = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
-  const int phase   = token >= r.prompt_tokens ? 1 : 0;
-  const bool second = double(h & 0xffffff) / double(1 << 24) < (phase ? t.decode_mix : t.prefill_mix);
-  return (int(r.label) * subtopics_ + (second ? t.secondary : t.primary)) * 2 + phase;
+  return palette_for(traits(r), r, token, token_hash(r, token), subtopics_);
 }
 
 size_t GeneratedRouting::record_of(const Request& r, int token) const
 {
-  const uint64_t h = splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
-  return size_t(palette_of(r, token)) * size_t(records_) + size_t((h >> 32) & uint64_t(records_ - 1));
+  const uint64_t h = token_hash(r, token);
+  return size_t(palette_for(traits(r), r, token, h, subtopics_)) * size_t(records_) +
+         size_t((h >> 32) & uint64_t(records_ - 1));
 }
 
 std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int token) const
