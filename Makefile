@@ -9,7 +9,7 @@ DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nloh
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy
 
-.PHONY: all deps build run test bench clean
+.PHONY: all deps build run test bench esft clean
 
 all: build
 
@@ -45,6 +45,15 @@ test: build
 bench: build
 	$(BUILD)/bench/eldr_bench
 	bench/time_runs.sh $(BUILD)/eldrsim
+
+# Real routing replayed: import the ESFT per-token routing (from the team's shared data, see
+# docs/trace-format.md) once, then simulate it.
+traces/esft/trace.json: | build
+	$(BUILD)/eldrsim trace import esft --out traces/esft --calibration 40 --repeat 4
+
+esft: build traces/esft/trace.json
+	$(BUILD)/eldrsim trace stats configs/esft.json
+	$(BUILD)/eldrsim run configs/esft.json --out results/esft
 
 clean:
 	rm -rf $(BUILD)

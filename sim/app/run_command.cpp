@@ -57,11 +57,13 @@ int run(const RunOptions& o)
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;
   Workload w   = make_workload(x);
   auto routing = make_routing_source(x, w);
+  long measured = 0;
+  for (const Request& r : w.requests)
+    measured += r.measured;
   if (!o.quiet)
     std::fprintf(stderr, "eldrsim: %s, %s, %s, %d prefill + %d decode, %.0f req/s, %ld measured + %ld warm-up requests\n",
                  o.config.c_str(), x.model.name.c_str(), x.router.c_str(), x.topology.prefill.instances,
-                 x.topology.decode.instances, x.workload.rate_rps, x.workload.measured_requests,
-                 x.workload.warmup_requests);
+                 x.topology.decode.instances, x.workload.rate_rps, measured, long(w.requests.size()) - measured);
   RunRecorder rec = run_simulation(x, w, *routing, {.progress = !o.quiet});
   write_results(out, x, w, rec);
   RunSummary s = summarize_run(x, w, rec);

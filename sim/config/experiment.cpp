@@ -175,7 +175,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     std::string dir = w.require_string("trace");
     x.workload.trace_dir = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
     if (!fs::is_regular_file(fs::path(x.workload.trace_dir) / "trace.json"))
-      w.fail("trace", "not a trace directory (no trace.json): " + x.workload.trace_dir);
+      w.fail("trace", "not a trace directory (no trace.json): " + x.workload.trace_dir +
+                          " (make one with `eldrsim trace import ...`; see docs/trace-format.md)");
   } else {
     w.ignore("trace");
     if (x.workload.arrivals == "trace")

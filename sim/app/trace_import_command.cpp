@@ -1,0 +1,130 @@
+// eldrsim trace import {esft,azure,mooncake}: public data into trace directories (docs/trace-format.md).
+#include "sim/app/commands.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/workload/trace_importers.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+namespace eldr::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Default inputs live under the project root (or next to it: ../shared/data).
+std::string from_root(const std::string& rel)
+{
+  return (fs::path(project_root(".")) / rel).lexically_normal().string();
+}
+
+void print(const char* kind, const ImportReport& rep)
+{
+  for (const auto& line : rep.summary())
+    std::printf("%s: %s\n", kind, line.c_str());
+}
+
+struct ImportOptions {
+  EsftImportOptions esft;
+  RequestTraceImportOptions azure, mooncake;
+  std::string esft_domains;
+  bool no_shuffle = false;
+  bool quiet      = false;
+};
+
+void add_request_trace_options(CLI::App* sub, RequestTraceImportOptions& o, const std::string& default_input,
+                               const std::string& default_label)
+{
+  sub->add_option("input", o.input, "Input file (default " + default_input + " under the project root)");
+  sub->add_option("--out", o.out_dir, "Trace directory to write (created if needed)")->required();
+  sub->add_option("--label", o.label, "The requests' label (default " + default_label + ")");
+  sub->add_option("--limit", o.limit, "Import only the first N rows (0: all)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--time-scale", o.time_scale, "Multiply arrival times by this (0.5 doubles the rate)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-prompt", o.max_prompt,
+                  "Clip prompts longer than N tokens to N (0: keep them; runs need serving.prefill_token_budget >= "
+                  "the longest prompt)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--drop-long", o.drop_long, "With --max-prompt: drop such rows instead of clipping them");
+}
+
+}  // namespace
+
+Command add_trace_import_command(CLI::App& trace)
+{
+  auto o    = std::make_shared<ImportOptions>();
+  auto* sub = trace.add_subcommand("import", "Import public data (ESFT routing, Azure 2023, Mooncake) as a trace directory");
+  sub->require_subcommand(1);
+
+  auto* esft = sub->add_subcommand("esft", "ESFT per-token routing of DeepSeek-V2-Lite (4 task domains): requests + "
+                                           "routing.bin, for models/deepseek-v2-lite.json");
+  esft->add_option("--data", o->esft.data_dir,
+                   "ESFT routing directory (default ../shared/data/routing/esft_deepseek_v2_lite from the project root)");
+  esft->add_option("--out", o->esft.out_dir, "Trace directory to write (created if needed)")->required();
+  esft->add_option("--domains", o->esft_domains, "Comma-separated domains (default law,intent,summary,translation)");
+  esft->add_option("--prompt-fraction", o->esft.prompt_fraction,
+                   "Share of each sequence's tokens taken as the prompt (default 0.4)")
+      ->check(CLI::Range(0.0, 1.0));
+  esft->add_option("--rate", o->esft.rate_rps, "Poisson arrival rate, requests/s (default 10)")->check(CLI::PositiveNumber);
+  esft->add_option("--seed", o->esft.seed, "Seed of the shuffle and the arrivals (default 1)");
+  esft->add_option("--calibration", o->esft.calibration,
+                   "Flag the first N sequences (after the shuffle) as calibration requests (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  esft->add_flag("--no-shuffle", o->no_shuffle, "Keep domain and sequence order instead of a seeded shuffle");
+  esft->add_option("--sequences", o->esft.sequences_per_domain, "Only the first N sequences of each domain (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  esft->add_option("--repeat", o->esft.repeat,
+                   "Serve each non-calibration sequence N times (copies share the routing record; default 1)")
+      ->check(CLI::PositiveNumber);
+
+  auto* azure = sub->add_subcommand("azure", "Azure LLM inference trace 2023 CSV: arrivals and lengths, one label");
+  add_request_trace_options(azure, o->azure, "traces/azure2023_conv.csv", "code if the file name has 'code', else chat");
+  auto* moon = sub->add_subcommand("mooncake", "Mooncake trace JSONL: arrivals, lengths, prefix block hashes, one label");
+  add_request_trace_options(moon, o->mooncake, "traces/mooncake_conversation.jsonl", "chat");
+
+  for (auto* s : {esft, azure, moon})
+    s->add_flag("--quiet,-q", o->quiet, "Print nothing on success");
+
+  return {sub, [o, esft, azure, moon] {
+            ImportReport rep;
+            const char* kind = "";
+            if (esft->parsed()) {
+              EsftImportOptions e = o->esft;
+              if (e.data_dir.empty())
+                e.data_dir = from_root("../shared/data/routing/esft_deepseek_v2_lite");
+              if (!o->esft_domains.empty()) {
+                e.domains.clear();
+                std::string d;
+                for (char c : o->esft_domains + ",")
+                  if (c == ',') {
+                    if (!d.empty())
+                      e.domains.push_back(d);
+                    d.clear();
+                  } else {
+                    d += c;
+                  }
+              }
+              e.shuffle = !o->no_shuffle;
+              rep       = import_esft(e);
+              kind      = "esft";
+            } else if (azure->parsed()) {
+              RequestTraceImportOptions a = o->azure;
+              if (a.input.empty())
+                a.input = from_root("traces/azure2023_conv.csv");
+              rep  = import_azure(a);
+              kind = "azure";
+            } else {
+              RequestTraceImportOptions m = o->mooncake;
+              if (m.input.empty())
+                m.input = from_root("traces/mooncake_conversation.jsonl");
+              rep  = import_mooncake(m);
+              kind = "mooncake";
+            }
+            if (!o->quiet)
+              print(kind, rep);
+            return 0;
+          }};
+}
+
+}  // namespace eldr::app

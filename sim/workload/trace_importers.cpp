@@ -1,0 +1,481 @@
+#include "sim/workload/trace_importers.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/common/json_reader.hpp"
+#include "sim/common/rng.hpp"
+#include "sim/workload/routing_file.hpp"
+#include "sim/workload/trace_format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace eldr {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// DeepSeek-V2-Lite's routed MoE: 26 layers (the first of its 27 is dense), 64 experts, top-6.
+constexpr int kEsftLayers  = 26;
+constexpr int kEsftExperts = 64;
+constexpr int kEsftTopK    = 6;
+constexpr int kDefaultPrefillBudget = 8192;  // configs/default.json serving.prefill_token_budget
+
+std::string fmt(const char* f, double v)
+{
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep)
+{
+  std::string s;
+  for (const auto& x : v)
+    s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+void strip_cr(std::string& line)
+{
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+}
+
+std::vector<std::string> split_csv(const std::string& line)
+{
+  std::vector<std::string> cols;
+  std::stringstream ss(line);
+  for (std::string c; std::getline(ss, c, ',');)
+    cols.push_back(c);
+  if (!line.empty() && line.back() == ',')
+    cols.emplace_back();
+  return cols;
+}
+
+long parse_long(const std::string& text, const std::string& file, const std::string& field, long min)
+{
+  long v = 0;
+  try {
+    size_t used = 0;
+    v           = std::stol(text, &used);
+    if (used != text.size())
+      throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw InputError(file, field, "not an integer: '" + text + "'");
+  }
+  if (v < min)
+    throw InputError(file, field, "must be at least " + std::to_string(min) + ", got " + std::to_string(v));
+  return v;
+}
+
+// Prompt length rules shared by the request-trace importers. Returns false when the row is dropped.
+bool apply_limits(const RequestTraceImportOptions& o, TraceRequest& q, int block_tokens, ImportReport& rep)
+{
+  if (q.prompt_tokens < 1) {
+    q.prompt_tokens = 1;
+    ++rep.clamped_prompts;
+  }
+  if (q.output_tokens < 2) {
+    q.output_tokens = 2;
+    ++rep.clamped_outputs;
+  }
+  if (o.max_prompt > 0 && q.prompt_tokens > o.max_prompt) {
+    if (o.drop_long) {
+      ++rep.dropped_long;
+      return false;
+    }
+    q.prompt_tokens = o.max_prompt;
+    if (block_tokens > 0)
+      q.prefix_hashes.resize(std::min(q.prefix_hashes.size(), size_t((o.max_prompt + block_tokens - 1) / block_tokens)));
+    ++rep.clipped_prompts;
+  }
+  return true;
+}
+
+void finish_report(ImportReport& rep, const std::vector<TraceRequest>& reqs)
+{
+  rep.requests = long(reqs.size());
+  for (const auto& q : reqs) {
+    rep.calibration += q.calibration;
+    rep.prompts_over_8192 += q.prompt_tokens > kDefaultPrefillBudget;
+    rep.max_prompt_written = std::max(rep.max_prompt_written, q.prompt_tokens);
+  }
+  rep.duration_s = reqs.empty() ? 0 : reqs.back().arrival_s;
+}
+
+std::string options_text(const RequestTraceImportOptions& o)
+{
+  std::string s = "label " + o.label;
+  if (o.limit > 0)
+    s += ", first " + std::to_string(o.limit) + " rows";
+  if (o.time_scale != 1)
+    s += ", arrival times x " + fmt("%g", o.time_scale);
+  if (o.max_prompt > 0)
+    s += std::string(", prompts over ") + std::to_string(o.max_prompt) + " tokens " + (o.drop_long ? "dropped" : "clipped");
+  return s + ", outputs raised to at least 2 tokens";
+}
+
+}  // namespace
+
+std::vector<std::string> ImportReport::summary() const
+{
+  std::vector<std::string> v;
+  v.push_back("read " + std::to_string(rows) + " rows, wrote " + std::to_string(requests) + " requests (" +
+              std::to_string(calibration) + " calibration) spanning " + fmt("%.1f", duration_s) + " s to " + out_dir);
+  if (skipped_short)
+    v.push_back("skipped " + std::to_string(skipped_short) + " sequences too short for 1 prompt + 2 output tokens");
+  if (clipped_prompts)
+    v.push_back("clipped " + std::to_string(clipped_prompts) + " prompts to --max-prompt");
+  if (dropped_long)
+    v.push_back("dropped " + std::to_string(dropped_long) + " rows with prompts over --max-prompt");
+  if (clamped_outputs)
+    v.push_back("raised " + std::to_string(clamped_outputs) + " outputs to the minimum of 2 tokens");
+  if (clamped_prompts)
+    v.push_back("raised " + std::to_string(clamped_prompts) + " empty prompts to 1 token");
+  if (routing_tokens)
+    v.push_back("routing: " + std::to_string(routing_tokens) + " tokens, " + fmt("%.2f", double(routing_bytes) / 1e6) +
+                " MB");
+  v.push_back("longest prompt " + std::to_string(max_prompt_written) + " tokens" +
+              (prompts_over_8192 ? "; " + std::to_string(prompts_over_8192) +
+                                       " prompts exceed the default serving.prefill_token_budget of 8192: raise it or "
+                                       "re-import with --max-prompt"
+                                 : std::string()));
+  return v;
+}
+
+int64_t parse_timestamp_ns(const std::string& text)
+{
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0, used = 0;
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2d %2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &s, &used) != 6)
+    return -1;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 || h < 0 || mi < 0 || s < 0)
+    return -1;
+  int64_t frac_ns = 0;
+  size_t p        = size_t(used);
+  if (p < text.size()) {
+    if (text[p] != '.')
+      return -1;
+    int64_t scale = 100000000;
+    for (++p; p < text.size(); ++p, scale /= 10) {
+      if (text[p] < '0' || text[p] > '9')
+        return -1;
+      frac_ns += (text[p] - '0') * scale;  // digits beyond nanoseconds add 0
+    }
+  }
+  // Days from civil (H. Hinnant's algorithm).
+  const int yy       = y - (mo <= 2);
+  const int era      = (yy >= 0 ? yy : yy - 399) / 400;
+  const unsigned yoe = unsigned(yy - era * 400);
+  const unsigned doy = unsigned((153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1);
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  const int64_t days = int64_t(era) * 146097 + int64_t(doe) - 719468;
+  return ((days * 24 + h) * 60 + mi) * 60 * 1000000000LL + int64_t(s) * 1000000000LL + frac_ns;
+}
+
+// ---------------------------------------------------------------------------------------------- ESFT
+
+ImportReport import_esft(const EsftImportOptions& o)
+{
+  if (!(o.prompt_fraction > 0 && o.prompt_fraction < 1))
+    throw InputError("--prompt-fraction", "", "must be between 0 and 1 (exclusive)");
+  if (!(o.rate_rps > 0))
+    throw InputError("--rate", "", "must be positive");
+  if (o.repeat < 1)
+    throw InputError("--repeat", "", "must be at least 1");
+  if (o.domains.empty())
+    throw InputError("--domains", "", "no domains");
+  ImportReport rep;
+  rep.out_dir = o.out_dir;
+  const size_t token_bytes = size_t(kEsftLayers) * kEsftTopK;
+
+  struct Sequence {
+    uint16_t label;
+    uint32_t record;
+    int prompt, output;
+    const uint8_t* ids;  // n x 26 x 6 source ids
+  };
+  std::vector<Sequence> seqs;
+  std::vector<std::vector<uint8_t>> bins(o.domains.size());  // every domain's ids, read before anything is written
+
+  for (size_t d = 0; d < o.domains.size(); ++d) {
+    const std::string& dom = o.domains[d];
+    const std::string bin  = (fs::path(o.data_dir) / ("esft_" + dom + "_top6_u8.bin")).string();
+    const std::string csv  = (fs::path(o.data_dir) / ("esft_" + dom + "_seqlens.csv")).string();
+    std::ifstream bin_in(bin, std::ios::binary | std::ios::ate);
+    if (!bin_in)
+      throw InputError(bin, "", "cannot open (is --data the ESFT routing directory?)");
+    const auto bin_size = uint64_t(bin_in.tellg());
+    if (bin_size % token_bytes != 0)
+      throw InputError(bin, "", std::to_string(bin_size) + " bytes is not a whole number of tokens of " +
+                                    std::to_string(token_bytes) + " bytes (26 layers x 6 ids)");
+    std::vector<uint8_t>& ids = bins[d];
+    ids.resize(static_cast<size_t>(bin_size));
+    bin_in.seekg(0);
+    bin_in.read(reinterpret_cast<char*>(ids.data()), std::streamsize(bin_size));
+    if (!bin_in)
+      throw InputError(bin, "", "read failed");
+    const uint64_t bin_tokens = bin_size / token_bytes;
+
+    std::ifstream csv_in(csv);
+    if (!csv_in)
+      throw InputError(csv, "", "cannot open");
+    std::string line;
+    if (!std::getline(csv_in, line) || (strip_cr(line), line != "seq_index,num_tokens,token_offset"))
+      throw InputError(csv, "header", "expected 'seq_index,num_tokens,token_offset'");
+    long lineno = 1, taken = 0;
+    while (std::getline(csv_in, line)) {
+      ++lineno;
+      strip_cr(line);
+      if (line.empty())
+        continue;
+      if (o.sequences_per_domain > 0 && taken >= o.sequences_per_domain)
+        break;
+      const auto cols = split_csv(line);
+      const std::string where = "line " + std::to_string(lineno);
+      if (cols.size() != 3)
+        throw InputError(csv, where, "expected 3 columns");
+      const long n      = parse_long(cols[1], csv, where + ": num_tokens", 1);
+      const long offset = parse_long(cols[2], csv, where + ": token_offset", 0);
+      if (uint64_t(offset) + uint64_t(n) > bin_tokens)
+        throw InputError(csv, where, "tokens [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                                         ") lie beyond the " + std::to_string(bin_tokens) + " tokens of " + bin);
+      ++taken;
+      ++rep.rows;
+      if (n < 3) {
+        ++rep.skipped_short;
+        continue;
+      }
+      const int prompt = int(std::clamp<long>(long(std::floor(double(n) * o.prompt_fraction)), 1, n - 2));
+      // Check the source ids here, so an error names the source file and token.
+      const uint8_t* p = &ids[size_t(offset) * token_bytes];
+      for (long t = 0; t < n; ++t)
+        for (int l = 0; l < kEsftLayers; ++l) {
+          uint64_t seen = 0;
+          for (int j = 0; j < kEsftTopK; ++j) {
+            const unsigned e = p[(size_t(t) * kEsftLayers + size_t(l)) * kEsftTopK + size_t(j)];
+            if (e >= unsigned(kEsftExperts) || (seen >> e & 1)) {
+              const std::string field = "token " + std::to_string(offset + t) + " (sequence " + cols[0] + ") layer " +
+                                        std::to_string(l);
+              throw InputError(bin, field, "expert id " + std::to_string(e) +
+                                               (e >= unsigned(kEsftExperts) ? " >= " + std::to_string(kEsftExperts)
+                                                                            : std::string(" appears twice")));
+            }
+            seen |= uint64_t(1) << e;
+          }
+        }
+      seqs.push_back({uint16_t(d), uint32_t(seqs.size()), prompt, int(n - prompt), p});
+      rep.routing_tokens += uint64_t(n);
+    }
+  }
+  if (seqs.empty())
+    throw InputError(o.data_dir, "", "no usable sequences");
+  if (o.calibration >= long(seqs.size()))
+    throw InputError("--calibration", "", std::to_string(o.calibration) + " calibration sequences leave none to serve (" +
+                                              std::to_string(seqs.size()) + " usable sequences)");
+
+  // Routing records in domain and sequence order (record i = sequence i).
+  const std::string routing_name = "routing.bin";
+  RoutingWriter writer((fs::path(o.out_dir) / routing_name).string(), kEsftLayers, kEsftExperts, kEsftTopK, false);
+  for (const Sequence& sq : seqs)
+    writer.add_record_u8(uint32_t(sq.prompt), uint32_t(sq.output),
+                         {sq.ids, size_t(sq.prompt + sq.output) * token_bytes});
+
+  // Order: a seeded shuffle of the sequences; the first N are calibration, the others are served
+  // (each `repeat` times, shuffled again so that copies spread out).
+  Rng order_rng(o.seed, "import.esft.order");
+  auto shuffle = [&](auto& v) {
+    for (size_t i = v.size(); i > 1; --i)
+      std::swap(v[i - 1], v[size_t(order_rng.below(i))]);
+  };
+  if (o.shuffle)
+    shuffle(seqs);
+  std::vector<const Sequence*> served;
+  for (int rep_i = 0; rep_i < o.repeat; ++rep_i)
+    for (size_t i = size_t(o.calibration); i < seqs.size(); ++i)
+      served.push_back(&seqs[i]);
+  if (o.shuffle && o.repeat > 1)
+    shuffle(served);
+
+  std::vector<TraceRequest> reqs;
+  auto add = [&](const Sequence& s, bool calibration, double t) {
+    TraceRequest q;
+    q.id             = uint32_t(reqs.size());
+    q.arrival_s      = t;
+    q.prompt_tokens  = s.prompt;
+    q.output_tokens  = s.output;
+    q.label          = s.label;
+    q.calibration    = calibration;
+    q.routing_record = int32_t(s.record);
+    reqs.push_back(q);
+  };
+  for (long i = 0; i < o.calibration; ++i)
+    add(seqs[size_t(i)], true, 0.0);
+  Rng arrivals(o.seed, "import.esft.arrivals");
+  double t = 0;
+  for (const Sequence* s : served) {
+    t += arrivals.exponential(o.rate_rps);
+    add(*s, false, t);
+  }
+
+  writer.close();
+  rep.routing_bytes = writer.bytes_written();
+  TraceManifest m;
+  m.model        = TraceModel{"deepseek-v2-lite", kEsftLayers, kEsftExperts, kEsftTopK};
+  m.labels       = o.domains;
+  m.routing_file = routing_name;
+  m.source = "ESFT expert routing (deepseek-ai/ESFT results/expert_scores/{" + join(o.domains, ",") +
+             "}, ESFT-vanilla-lite = DeepSeek-V2-Lite architecture; repo code MIT, result files state no licence), "
+             "teacher-forced whole sequences, via ../shared/data/routing/esft_deepseek_v2_lite. Imported by "
+             "`eldrsim trace import esft`: one request per sequence labelled by its domain; prompt = the first " +
+             fmt("%g", o.prompt_fraction) + " of its tokens (floor, at least 1, leaving at least 2 output tokens), " +
+             "output = the rest; " + std::to_string(rep.skipped_short) + " sequences under 3 tokens skipped" +
+             (o.sequences_per_domain > 0 ? "; first " + std::to_string(o.sequences_per_domain) + " sequences per domain"
+                                         : std::string()) +
+             "; " + (o.shuffle ? "shuffled" : "in domain order") + " with seed " + std::to_string(o.seed) + "; first " +
+             std::to_string(o.calibration) + " flagged calibration; served sequences x " + std::to_string(o.repeat) +
+             "; Poisson arrivals at " + fmt("%g", o.rate_rps) + " req/s (ESFT has no times).";
+  write_trace(o.out_dir, m, reqs);
+  finish_report(rep, reqs);
+  return rep;
+}
+
+// --------------------------------------------------------------------------------------------- Azure
+
+ImportReport import_azure(const RequestTraceImportOptions& opt)
+{
+  RequestTraceImportOptions o = opt;
+  if (o.label.empty())
+    o.label = fs::path(o.input).filename().string().find("code") != std::string::npos ? "code" : "chat";
+  if (!(o.time_scale > 0))
+    throw InputError("--time-scale", "", "must be positive");
+  std::ifstream in(o.input);
+  if (!in)
+    throw InputError(o.input, "", "cannot open file");
+  std::string line;
+  if (!std::getline(in, line) || (strip_cr(line), line.rfind("TIMESTAMP,ContextTokens,GeneratedTokens", 0) != 0))
+    throw InputError(o.input, "header", "expected 'TIMESTAMP,ContextTokens,GeneratedTokens'");
+  ImportReport rep;
+  rep.out_dir = o.out_dir;
+  std::vector<TraceRequest> reqs;
+  long lineno = 1;
+  int64_t t0 = 0, last = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    strip_cr(line);
+    if (line.empty())
+      continue;
+    if (o.limit > 0 && rep.rows >= o.limit)
+      break;
+    const std::string where = "line " + std::to_string(lineno);
+    const auto cols         = split_csv(line);
+    if (cols.size() != 3)
+      throw InputError(o.input, where, "expected 3 columns");
+    const int64_t ns = parse_timestamp_ns(cols[0]);
+    if (ns < 0)
+      throw InputError(o.input, where + ": TIMESTAMP", "not a 'YYYY-MM-DD hh:mm:ss.fraction' time: '" + cols[0] + "'");
+    if (rep.rows == 0)
+      t0 = last = ns;
+    if (ns < last)
+      throw InputError(o.input, where + ": TIMESTAMP", "earlier than the previous row (rows must be in time order)");
+    last = ns;
+    ++rep.rows;
+    TraceRequest q;
+    q.prompt_tokens = int(std::min<long>(parse_long(cols[1], o.input, where + ": ContextTokens", 0), 1 << 30));
+    q.output_tokens = int(std::min<long>(parse_long(cols[2], o.input, where + ": GeneratedTokens", 0), 1 << 30));
+    if (!apply_limits(o, q, 0, rep))
+      continue;
+    q.id        = uint32_t(reqs.size());
+    q.arrival_s = double(ns - t0) * 1e-9 * o.time_scale;
+    reqs.push_back(q);
+  }
+  if (reqs.empty())
+    throw InputError(o.input, "", "no requests");
+  TraceManifest m;
+  m.labels = {o.label};
+  m.source = "Azure LLM inference trace 2023 (Azure/AzurePublicDataset data/AzureLLMInferenceTrace_{conv,code}.csv, "
+             "2023-11-16; CC-BY-4.0, cite Splitwise, ISCA'24), from " + fs::path(o.input).filename().string() +
+             ". Imported by `eldrsim trace import azure`: arrival = TIMESTAMP - first row's, prompt = ContextTokens, "
+             "output = GeneratedTokens; " + options_text(o) + ". No routing.";
+  write_trace(o.out_dir, m, reqs);
+  finish_report(rep, reqs);
+  return rep;
+}
+
+// ------------------------------------------------------------------------------------------ Mooncake
+
+ImportReport import_mooncake(const RequestTraceImportOptions& opt)
+{
+  RequestTraceImportOptions o = opt;
+  if (o.label.empty())
+    o.label = "chat";
+  if (!(o.time_scale > 0))
+    throw InputError("--time-scale", "", "must be positive");
+  constexpr int kBlock = 512;  // Mooncake hash_ids cover 512-token blocks
+  std::ifstream in(o.input);
+  if (!in)
+    throw InputError(o.input, "", "cannot open file");
+  ImportReport rep;
+  rep.out_dir = o.out_dir;
+  std::vector<TraceRequest> reqs;
+  std::string line;
+  long lineno = 0;
+  double t0 = 0, last = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    strip_cr(line);
+    if (line.empty())
+      continue;
+    if (o.limit > 0 && rep.rows >= o.limit)
+      break;
+    const std::string where = "line " + std::to_string(lineno);
+    Json row;
+    try {
+      row = Json::parse(line);
+    } catch (const Json::parse_error&) {
+      throw InputError(o.input, where, "invalid JSON");
+    }
+    JsonReader r(row, o.input, where);
+    const double ts = r.require_number("timestamp", 0);
+    TraceRequest q;
+    q.prompt_tokens = int(r.require_integer("input_length", 0, 1 << 30));
+    q.output_tokens = int(r.require_integer("output_length", 0, 1 << 30));
+    for (long h : r.integer_list("hash_ids", {}, 0, std::numeric_limits<long>::max()))
+      q.prefix_hashes.push_back(uint64_t(h));
+    r.finish();
+    if (rep.rows == 0)
+      t0 = last = ts;
+    if (ts < last)
+      throw InputError(o.input, where + ".timestamp", "earlier than the previous row (rows must be in time order)");
+    last = ts;
+    ++rep.rows;
+    const size_t blocks = size_t((std::max(q.prompt_tokens, 1) + kBlock - 1) / kBlock);
+    if (q.prefix_hashes.size() > blocks)
+      throw InputError(o.input, where + ".hash_ids", std::to_string(q.prefix_hashes.size()) + " hashes for " +
+                                                         std::to_string(q.prompt_tokens) + " tokens (" +
+                                                         std::to_string(blocks) + " blocks of 512)");
+    if (!apply_limits(o, q, kBlock, rep))
+      continue;
+    q.id        = uint32_t(reqs.size());
+    q.arrival_s = (ts - t0) * 1e-3 * o.time_scale;
+    reqs.push_back(q);
+  }
+  if (reqs.empty())
+    throw InputError(o.input, "", "no requests");
+  TraceManifest m;
+  m.labels              = {o.label};
+  m.prefix_block_tokens = kBlock;
+  m.source = "Mooncake conversation trace (kvcache-ai/Mooncake FAST25-release/traces/conversation_trace.jsonl, "
+             "Apache-2.0), from " + fs::path(o.input).filename().string() +
+             ". Imported by `eldrsim trace import mooncake`: arrival = (timestamp - first row's) ms, prompt = "
+             "input_length, output = output_length, prefix_hashes = hash_ids as given (512-token blocks); " +
+             options_text(o) + ". No routing.";
+  write_trace(o.out_dir, m, reqs);
+  finish_report(rep, reqs);
+  return rep;
+}
+
+}  // namespace eldr

@@ -1,0 +1,71 @@
+#pragma once
+// Importers of public data into trace directories (docs/trace-format.md, "Importers"):
+//   ESFT      per-token top-6 routing of DeepSeek-V2-Lite over four task domains: requests + routing
+//   Azure     Azure LLM inference trace 2023 (TIMESTAMP, ContextTokens, GeneratedTokens): arrivals + lengths
+//   Mooncake  Mooncake FAST'25 trace JSONL (timestamp ms, input/output length, hash_ids): arrivals,
+//             lengths and prefix block hashes
+// Input problems are InputError naming the input file and line.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace eldr {
+
+struct ImportReport {
+  std::string out_dir;
+  long rows            = 0;  // input rows (sequences for ESFT) considered
+  long requests        = 0;  // requests written
+  long calibration     = 0;  // of which flagged "calibration"
+  long skipped_short   = 0;  // ESFT: sequences too short for a prompt and two output tokens
+  long clipped_prompts = 0;  // prompts cut to --max-prompt
+  long dropped_long    = 0;  // rows dropped for a prompt over --max-prompt
+  long clamped_outputs = 0;  // outputs raised to the minimum of 2 tokens
+  long clamped_prompts = 0;  // prompts raised to the minimum of 1 token
+  long prompts_over_8192  = 0;  // written prompts longer than the default serving.prefill_token_budget
+  int max_prompt_written  = 0;
+  uint64_t routing_tokens = 0;
+  uint64_t routing_bytes  = 0;
+  double duration_s       = 0;  // last arrival
+  // One line per fact, for the command's output.
+  std::vector<std::string> summary() const;
+};
+
+struct EsftImportOptions {
+  std::string data_dir;  // holds esft_<domain>_top6_u8.bin and esft_<domain>_seqlens.csv
+  std::string out_dir;
+  std::vector<std::string> domains = {"law", "intent", "summary", "translation"};
+  double prompt_fraction    = 0.4;  // prompt = floor(tokens x fraction), at least 1, at most tokens - 2
+  double rate_rps           = 10;   // Poisson arrivals (ESFT has no times)
+  uint64_t seed             = 1;
+  long calibration          = 0;    // the first N sequences (after the shuffle) become calibration requests
+  bool shuffle              = true;
+  long sequences_per_domain = 0;    // 0: all; else the first N of each domain (before the shuffle)
+  int repeat                = 1;    // served requests per sequence (copies share the routing record)
+};
+
+struct RequestTraceImportOptions {
+  std::string input;
+  std::string out_dir;
+  std::string label;        // empty: the importer's default
+  long limit        = 0;    // 0: all rows; else the first N rows
+  double time_scale = 1;    // arrival times are multiplied by this (0.5: twice the rate)
+  int max_prompt    = 0;    // 0: no limit; else prompts longer than this are clipped (or dropped)
+  bool drop_long    = false;
+};
+
+// ESFT's per-token routing (data_dir from ../shared/data/routing/esft_deepseek_v2_lite): one request
+// per sequence, labelled by its domain, the first prompt_fraction of its tokens the prompt, the rest
+// the output; routing.bin holds each sequence's ids (no gates). Model: deepseek-v2-lite (26 MoE
+// layers, 64 experts, top-6).
+ImportReport import_esft(const EsftImportOptions& o);
+// Azure 2023 CSV: arrivals relative to the first row, prompt = ContextTokens, output =
+// GeneratedTokens (at least 2). Label default: "code" if the file name contains "code", else "chat".
+ImportReport import_azure(const RequestTraceImportOptions& o);
+// Mooncake JSONL: arrivals (ms) relative to the first row, prompt = input_length, output =
+// output_length (at least 2), prefix_hashes = hash_ids (512-token blocks). Label default "chat".
+ImportReport import_mooncake(const RequestTraceImportOptions& o);
+
+// Seconds since 1970-01-01 as integer nanoseconds of "YYYY-MM-DD hh:mm:ss[.fraction]"; -1 if malformed.
+int64_t parse_timestamp_ns(const std::string& text);
+
+}  // namespace eldr

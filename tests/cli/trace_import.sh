@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# `eldrsim trace import` end to end: the three importers on the real data, runs of what they wrote,
+# and bad traces / bad import arguments (exit 2, one stderr line naming the file and the problem).
+# The full ESFT trace is imported into a scratch directory here, not read from traces/ (its 5.2 MB
+# routing file is not committed; see docs/trace-format.md).
+# Usage: trace_import.sh PATH/TO/eldrsim   (run from the project root)
+set -u
+ELDRSIM=${1:?usage: trace_import.sh PATH/TO/eldrsim}
+[ -f configs/esft.json ] || { echo "run from the project root (no configs/esft.json here)"; exit 1; }
+ESFT_DATA=../shared/data/routing/esft_deepseek_v2_lite
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-trace.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+failures=0
+pass=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { failures=$((failures + 1)); echo "FAIL $1"; }
+
+# expect_success NAME PATTERN -- ARGS: exit 0 and stdout containing PATTERN (fixed string).
+expect_success() {
+  local name=$1 pattern=$2
+  shift 3
+  if "$ELDRSIM" "$@" >"$TMP/stdout" 2>"$TMP/stderr" && grep -qF -- "$pattern" "$TMP/stdout"; then
+    ok "$name: $(grep -F -- "$pattern" "$TMP/stdout" | head -1)"
+  else
+    bad "$name: exit $?, stdout: $(head -c 400 "$TMP/stdout"), stderr: $(head -c 400 "$TMP/stderr")"
+    echo "     command: $ELDRSIM $*"
+  fi
+}
+
+# expect_error NAME PATTERN... -- ARGS: exit 2, one stderr line "eldrsim: error: ..." with every PATTERN.
+expect_error() {
+  local name=$1
+  shift
+  local patterns=()
+  while [ "$1" != "--" ]; do
+    patterns+=("$1")
+    shift
+  done
+  shift
+  "$ELDRSIM" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+  local rc=$? problems=()
+  [ "$rc" -eq 2 ] || problems+=("exit code $rc, want 2")
+  [ "$(wc -l <"$TMP/stderr")" -eq 1 ] || problems+=("$(wc -l <"$TMP/stderr") lines on stderr, want 1")
+  grep -q '^eldrsim: error: ' "$TMP/stderr" || problems+=("stderr does not start with 'eldrsim: error: '")
+  for p in "${patterns[@]}"; do
+    grep -qF -- "$p" "$TMP/stderr" || problems+=("stderr lacks '$p'")
+  done
+  if [ ${#problems[@]} -eq 0 ]; then
+    ok "$name: $(cat "$TMP/stderr")"
+  else
+    bad "$name: $(printf '%s; ' "${problems[@]}")"
+    echo "     command: $ELDRSIM $*"
+    echo "     stderr:  $(cat "$TMP/stderr")"
+  fi
+}
+
+RUN_TRACE=(--set workload.kind=trace --set workload.arrivals=trace --set workload.warmup_requests=0 -q)
+
+# --- ESFT: 213 sequences of 4 domains, 40 calibration, the other 173 served twice.
+expect_success "import esft" "wrote 386 requests (40 calibration)" -- \
+  trace import esft --data "$ESFT_DATA" --out "$TMP/esft" --calibration 40 --repeat 2
+expect_success "esft routing tokens" "routing: 33279 tokens" -- \
+  trace import esft --data "$ESFT_DATA" --out "$TMP/esft" --calibration 40 --repeat 2
+if "$ELDRSIM" run configs/esft.json --set workload.trace="$TMP/esft" -q --out "$TMP/run-esft" &&
+  grep -q '"unfinished": 0' "$TMP/run-esft/summary.json"; then
+  ok "configs/esft.json replays the imported ESFT trace, every request finishes"
+else
+  bad "configs/esft.json on the imported ESFT trace"
+fi
+
+# --- Azure and Mooncake: lengths and arrivals, uniform routing on the default model.
+expect_success "import azure code" "read 500 rows, wrote 500 requests" -- \
+  trace import azure traces/azure2023_code.csv --out "$TMP/azure" --limit 500
+if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/azure" \
+  --set workload.calibration_requests=100 --requests 300 --out "$TMP/run-azure"; then
+  ok "an imported Azure trace runs"
+else
+  bad "run of the imported Azure trace"
+fi
+expect_success "import mooncake with --max-prompt" "clipped 217 prompts to --max-prompt" -- \
+  trace import mooncake --out "$TMP/moon" --limit 400 --max-prompt 8192
+if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/moon" \
+  --set workload.calibration_requests=0 --out "$TMP/run-moon"; then
+  ok "an imported Mooncake trace runs"
+else
+  bad "run of the imported Mooncake trace"
+fi
+expect_success "import mooncake as is" "exceed the default serving.prefill_token_budget" -- \
+  trace import mooncake --out "$TMP/moon-full" --limit 400
+
+# --- Bad traces.
+expect_error "replayed routing of another model" "esft/trace.json: model:" "does not match the experiment's model 'qwen3-30b-a3b'" \
+  "configs/default.json" -- \
+  run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/esft" --set workload.routing=trace --out "$TMP/x"
+expect_error "prompt over the prefill budget" "moon-full/requests.jsonl: line " ": prompt_tokens: " \
+  "exceed serving.prefill_token_budget" "--max-prompt" -- \
+  run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/moon-full" --set workload.calibration_requests=0 \
+  --out "$TMP/x"
+cp -r "$TMP/esft" "$TMP/esft-trunc"
+truncate -s 3000000 "$TMP/esft-trunc/routing.bin"
+expect_error "truncated routing file" "esft-trunc/routing.bin: header: index offset" "truncated" -- \
+  run configs/esft.json --set workload.trace="$TMP/esft-trunc" -q --out "$TMP/x"
+cp -r "$TMP/azure" "$TMP/azure-bad"
+sed -i '3s/"label":"code"/"label":"code","colour":1/' "$TMP/azure-bad/requests.jsonl"
+expect_error "unknown key in requests.jsonl" "azure-bad/requests.jsonl: line 3: colour: unknown key" -- \
+  run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/azure-bad" --out "$TMP/x"
+expect_error "routing replay without a routing file" "workload.routing" "has none (routing_file is null)" -- \
+  run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/azure" --set workload.routing=trace \
+  --set workload.calibration_requests=0 --out "$TMP/x"
+
+# --- Bad import arguments.
+expect_error "esft data directory missing" "esft_law_top6_u8.bin: cannot open" -- \
+  trace import esft --data "$TMP/nowhere" --out "$TMP/x"
+expect_error "azure input missing" "nowhere.csv: cannot open file" -- \
+  trace import azure "$TMP/nowhere.csv" --out "$TMP/x"
+expect_error "mooncake input that is a CSV" "azure2023_code.csv: line 1: invalid JSON" -- \
+  trace import mooncake traces/azure2023_code.csv --out "$TMP/x"
+for args in "trace import" "trace import esft" "trace import frobnicate --out $TMP/x"; do
+  # shellcheck disable=SC2086
+  "$ELDRSIM" $args >/dev/null 2>&1
+  rc=$?
+  if [ "$rc" -eq 2 ]; then ok "'$args' exits 2"; else bad "'$args' exited $rc, want 2"; fi
+done
+[ -e "$TMP/x" ] && bad "a failing command wrote $TMP/x" || ok "no failing command wrote an output"
+
+echo "$pass passed, $failures failed"
+[ "$failures" -eq 0 ]
