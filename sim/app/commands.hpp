@@ -2,7 +2,11 @@
 // eldrsim subcommands. Each registers itself and its options on the CLI11 app.
 #include <CLI/CLI.hpp>
 
+#include "sim/config/experiment.hpp"
+
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace eldr::app {
 
@@ -10,6 +14,9 @@ struct Command {
   CLI::App* sub;
   std::function<int()> run;  // returns the exit code
 };
+
+// `--set KEY=VALUE` options as config overrides (an InputError for a missing '=').
+std::vector<Override> parse_sets(const std::vector<std::string>& sets);
 
 Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);

@@ -17,6 +17,7 @@ int main(int argc, char** argv)
                                                eldr::app::add_routers_command(app)};
   auto* trace = app.add_subcommand("trace", "Generate, import and inspect traces");
   trace->require_subcommand(1);
+  commands.push_back(eldr::app::add_trace_gen_command(*trace));
   commands.push_back(eldr::app::add_trace_import_command(*trace));
   commands.push_back(eldr::app::add_trace_stats_command(*trace));
   try {

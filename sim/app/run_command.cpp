@@ -28,13 +28,7 @@ struct RunOptions {
 
 std::vector<Override> collect_overrides(const RunOptions& o)
 {
-  std::vector<Override> v;
-  for (const auto& s : o.sets) {
-    auto eq = s.find('=');
-    if (eq == std::string::npos)
-      throw InputError("--set", s, "expected KEY=VALUE");
-    v.emplace_back(s.substr(0, eq), s.substr(eq + 1));
-  }
+  std::vector<Override> v = parse_sets(o.sets);
   // The dedicated flags win over --set: they are the more specific request.
   if (!o.router.empty())
     v.emplace_back("router", Json(o.router).dump());

@@ -30,14 +30,7 @@ std::string range(std::pair<double, double> r, double scale = 1.0)
 
 int stats(const StatsOptions& o)
 {
-  std::vector<Override> overrides;
-  for (const auto& s : o.sets) {
-    auto eq = s.find('=');
-    if (eq == std::string::npos)
-      throw InputError("--set", s, "expected KEY=VALUE");
-    overrides.emplace_back(s.substr(0, eq), s.substr(eq + 1));
-  }
-  Experiment x = load_experiment(o.config, overrides);
+  Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
   auto source  = make_routing_source(x, w);
   RoutingStatsOptions opt;
