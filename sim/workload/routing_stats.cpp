@@ -98,7 +98,8 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   std::vector<double> layer_totals(cells, 0.0);
   for (size_t i = 0; i < sample.size(); ++i) {
     const Request& r = *sample[i];
-    for (int t = 0; t < r.prompt_tokens + r.output_tokens; ++t)
+    // Positions that run through the model: the prompt, and every output token but the last.
+    for (int t = 0; t < r.prompt_tokens + r.output_tokens - 1; ++t)
       add_counts(source.token_experts(r, t), shape, t < r.prompt_tokens ? pre[i] : dec[i]);
     for (size_t c = 0; c < cells; ++c)
       layer_totals[c] += pre[i][c] + dec[i][c];
@@ -179,7 +180,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     std::fill(u.begin(), u.end(), 0);
     for (int k = 0; k < size; ++k) {
       const Request* r = pick();
-      int t            = r->prompt_tokens + 1 + int(rng.below(uint64_t(std::max(1, r->output_tokens - 1))));
+      int t            = r->prompt_tokens + int(rng.below(uint64_t(r->output_tokens - 1)));
       accumulate(u, source.token_experts(*r, t));
     }
     std::vector<uint16_t> d(size_t(shape.layers));
