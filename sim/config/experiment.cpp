@@ -170,7 +170,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   auto w                 = r.object("workload");
   x.workload.kind        = w.choice("kind", "task", {"task", "language", "trace"});
   x.workload.calibration_requests = w.integer("calibration_requests", 1000, 0, 100000000);
-  x.workload.arrivals    = w.choice("arrivals", "poisson", {"poisson", "trace"});
+  x.workload.arrivals    = w.choice("arrivals", "poisson", {"poisson", "trace", "file"});
+  std::string arrivals_file = w.string("arrivals_file", "traces/azure2023_conv.csv");
+  if (x.workload.arrivals == "file") {
+    x.workload.arrivals_file =
+        fs::path(arrivals_file).is_absolute() ? arrivals_file : (fs::path(root) / arrivals_file).string();
+    if (!fs::is_regular_file(x.workload.arrivals_file))
+      w.fail("arrivals_file", "file not found: " + x.workload.arrivals_file);
+    if (x.workload.kind == "trace")
+      w.fail("arrivals", "'file' re-times generated workloads; a trace uses 'trace' or 'poisson'");
+  }
   if (x.workload.kind == "trace") {
     std::string dir = w.require_string("trace");
     x.workload.trace_dir = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();

@@ -29,7 +29,9 @@ struct Topology {
 struct WorkloadSpec {
   std::string kind        = "task";  // task | language | trace
   std::string trace_dir;             // kind trace: resolved trace directory
-  std::string arrivals    = "poisson";  // poisson at rate_rps, or "trace": the trace's own times
+  std::string arrivals    = "poisson";  // poisson at rate_rps; "trace": a trace's own times; "file": the
+                                        // gaps of arrivals_file (Azure 2023 CSV) rescaled to rate_rps
+  std::string arrivals_file;            // resolved; arrivals "file" only
   long calibration_requests = 1000;  // kept apart from served requests (router fitting)
   double rate_rps         = 60;
   long measured_requests  = 0;  // 0: rate_rps x duration_s

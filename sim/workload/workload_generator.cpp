@@ -1,6 +1,7 @@
 #include "sim/workload/workload_generator.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/workload/trace_importers.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -115,7 +116,68 @@ LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<Tas
   return table;
 }
 
+std::vector<double> load_arrival_gaps(const std::string& csv_path)
+{
+  std::ifstream in(csv_path);
+  if (!in)
+    throw InputError(csv_path, "", "cannot open file");
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("TIMESTAMP,", 0) != 0)
+    throw InputError(csv_path, "header", "expected 'TIMESTAMP,...' (the Azure 2023 trace format)");
+  std::vector<double> gaps;
+  int64_t last = -1;
+  long lineno  = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line == "\r")
+      continue;
+    const int64_t ns = parse_timestamp_ns(line.substr(0, line.find(',')));
+    if (ns < 0)
+      throw InputError(csv_path, "line " + std::to_string(lineno) + ": TIMESTAMP", "not a 'YYYY-MM-DD hh:mm:ss' time");
+    if (last >= 0) {
+      if (ns < last)
+        throw InputError(csv_path, "line " + std::to_string(lineno) + ": TIMESTAMP", "earlier than the previous row");
+      gaps.push_back(double(ns - last) * 1e-9);
+    }
+    last = ns;
+  }
+  double total = 0;
+  for (double g : gaps)
+    total += g;
+  if (gaps.empty() || total <= 0)
+    throw InputError(csv_path, "", "needs at least two rows spanning some time");
+  return gaps;
+}
+
 namespace {
+
+// Arrival gaps: Poisson at a rate, or a log's gaps in order (wrapping around), rescaled so their mean
+// rate is the configured one: the log's burstiness at the experiment's load.
+class ArrivalClock {
+public:
+  ArrivalClock(const WorkloadSpec& spec, uint64_t seed, const std::vector<double>& gaps)
+      : warm_(seed, "workload.arrivals.warmup"), measured_(seed, "workload.arrivals.measured"), gaps_(gaps)
+      , warm_rate_(spec.warmup_rate_rps), rate_(spec.rate_rps)
+  {
+    double total = 0;
+    for (double g : gaps_)
+      total += g;
+    mean_gap_ = gaps_.empty() ? 0 : total / double(gaps_.size());
+  }
+  double next_gap(bool measured)
+  {
+    const double rate = measured ? rate_ : warm_rate_;
+    if (gaps_.empty())
+      return (measured ? measured_ : warm_).exponential(rate);
+    return gaps_[next_++ % gaps_.size()] / mean_gap_ / rate;
+  }
+
+private:
+  Rng warm_, measured_;
+  const std::vector<double>& gaps_;
+  double warm_rate_, rate_, mean_gap_ = 0;
+  size_t next_ = 0;
+};
 
 // Draws request contents: label by weight, prompt length from the label's pool, fresh hashes.
 class RequestDrawer {
@@ -179,8 +241,9 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   }
 
   Rng content(seed, "workload.requests");
-  Rng warm_arrivals(seed, "workload.arrivals.warmup");
-  Rng measured_arrivals(seed, "workload.arrivals.measured");
+  const std::vector<double> gaps =
+      spec.arrivals == "file" ? load_arrival_gaps(spec.arrivals_file) : std::vector<double>{};
+  ArrivalClock clock(spec, seed, gaps);
   const long n = spec.warmup_requests + spec.measured_requests;
   w.requests.reserve(size_t(n));
   double t_warm = 0, t_meas = 0;
@@ -189,9 +252,9 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
     r.id       = uint32_t(i);
     r.measured = i >= spec.warmup_requests;
     if (r.measured)
-      t_meas += measured_arrivals.exponential(spec.rate_rps);
+      t_meas += clock.next_gap(true);
     else
-      t_warm += warm_arrivals.exponential(spec.warmup_rate_rps);
+      t_warm += clock.next_gap(false);
     r.arrival_s = r.measured ? t_meas : t_warm;
     w.requests.push_back(r);
   }

@@ -250,3 +250,27 @@ TEST_CASE("workload: bad length files are input errors")
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("workload: arrivals replayed from an Azure log keep its gaps in order, rescaled to the rate")
+{
+  // A hand-made log: gaps 1 s, 3 s, 2 s (mean 2 s). At 10 req/s the gaps become 0.05, 0.15, 0.10 s,
+  // then wrap around.
+  std::string path = (std::filesystem::temp_directory_path() / "eldr-arrivals-test.csv").string();
+  {
+    std::ofstream f(path);
+    f << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      << "2023-11-16 18:00:00.0000000,10,10\n2023-11-16 18:00:01.0000000,10,10\n"
+      << "2023-11-16 18:00:04.0000000,10,10\n2023-11-16 18:00:06.0000000,10,10\n";
+  }
+  std::vector<double> gaps = load_arrival_gaps(path);
+  REQUIRE(gaps.size() == 3);
+  CHECK(gaps[1] == doctest::Approx(3.0));
+  WorkloadSpec s     = spec(0, 6, 10);
+  s.arrivals         = "file";
+  s.arrivals_file    = path;
+  Workload w         = generate_workload(s, 1);
+  const double want[] = {0.05, 0.20, 0.30, 0.35, 0.50, 0.60};
+  for (int i = 0; i < 6; ++i)
+    CHECK(w.requests[size_t(i)].arrival_s == doctest::Approx(want[i]));
+  std::filesystem::remove(path);
+}
