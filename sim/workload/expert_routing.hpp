@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace eldr {
 
@@ -30,20 +31,19 @@ struct TokenRef {
 // Adds `token`'s choices into a per-layer union (an AVX2 clone where the CPU has it).
 void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
 
-// ORs whole-token records pool[record(i) * words ...] for i in [0, n) into a union, prefetching a few
-// records ahead so the ORs do not wait on the cache: the inner loop of pooled sources.
+// ORs the records at pool + offsets[i] (each `words` long) into a union, prefetching a few records
+// ahead so the ORs do not wait on the cache: the decode hot loop (an AVX2 clone where the CPU has it).
+void or_records(const uint64_t* pool, std::span<const size_t> offsets, size_t words, std::span<uint64_t> union_masks);
+
+// Pooled sources: token i's record is pool[record(i) * words ...].
 template <class RecordOf>
 void accumulate_records(const uint64_t* pool, size_t words, size_t n, RecordOf record, std::span<uint64_t> union_masks)
 {
-  constexpr size_t kAhead = 8;
-  for (size_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) {
-      const uint64_t* next = pool + record(i + kAhead) * words;
-      for (size_t line = 0; line < words; line += 8)
-        __builtin_prefetch(next + line);
-    }
-    accumulate(union_masks, {pool + record(i) * words, words});
-  }
+  thread_local std::vector<size_t> offsets;
+  offsets.resize(n);
+  for (size_t i = 0; i < n; ++i)
+    offsets[i] = record(i) * words;
+  or_records(pool, offsets, words, union_masks);
 }
 
 class ExpertRoutingSource {
