@@ -75,7 +75,10 @@ Command add_run_command(CLI::App& app)
   auto o   = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand("run", "Simulate one experiment and write summary.json and requests.csv");
   sub->add_option("config", o->config, "Experiment config (JSON), e.g. configs/default.json")->required();
-  sub->add_option("--router", o->router, "Decode router: random, round_robin, jsq, p2c");
+  std::string routers;
+  for (const auto& n : kDecodeRouterNames)
+    routers += (routers.empty() ? "" : ", ") + n;
+  sub->add_option("--router", o->router, "Decode router: " + routers);
   sub->add_option("--rate", o->rate, "Measured arrival rate, requests/s (workload.rate_rps)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--requests", o->requests, "Measured requests (workload.measured_requests)")

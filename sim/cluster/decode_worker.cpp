@@ -93,6 +93,10 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   rec.tokens_generated = seq.generated;
   ++rec.finish_count;
   kv_used_ -= seq.kv_bytes;
+  auto& mix = s_.recorder.decode_worker(index_).label_requests;
+  if (mix.size() <= r.label)
+    mix.resize(size_t(r.label) + 1, 0);
+  ++mix[r.label];
   --s_.decode_in_flight[size_t(index_)];
   ++s_.finished;
   if (!r.measured)

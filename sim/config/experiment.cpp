@@ -8,7 +8,7 @@ namespace eldr {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kDecodeRouterNames = {"random", "round_robin", "jsq", "p2c"};
+const std::vector<std::string> kDecodeRouterNames = {"random", "round_robin", "jsq", "p2c", "domain"};
 
 static bool has_project_layout(const fs::path& dir)
 {

@@ -66,7 +66,7 @@ static Json percentiles_json(const Percentiles& p)
   return j;
 }
 
-Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
+Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec, const std::vector<std::string>& labels)
 {
   // nlohmann::json keeps keys sorted: stable, byte-identical output for identical runs.
   Json j;
@@ -90,13 +90,19 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   j["measured_start_s"]                = rec.measured_start_s;
   j["sim_time_s"]                      = s.sim_time_s;
   Json workers                         = Json::array();
-  for (const WorkerCounters& c : rec.decode_workers())
+  for (const WorkerCounters& c : rec.decode_workers()) {
+    Json mix = Json::object();
+    for (size_t l = 0; l < c.label_requests.size() && l < labels.size(); ++l)
+      if (c.label_requests[l] > 0)
+        mix[labels[l]] = c.label_requests[l];
     workers.push_back({{"kv_capacity_bytes", c.kv_capacity_bytes},
+                       {"label_mix", mix},
                        {"kv_peak_bytes", c.kv_peak_bytes},
                        {"kv_received_bytes", c.kv_received_bytes},
                        {"tokens", c.tokens},
                        {"steps", c.steps},
                        {"peak_batch", c.peak_batch}});
+  }
   j["decode_workers"] = workers;
   j["config"]         = x.resolved;
   return j;
@@ -166,7 +172,7 @@ void write_results(const std::string& out_dir, const Experiment& x, const Worklo
   if (x.write_steps)
     write_file_atomically((d / "steps.csv").string(), steps_csv(rec));
   // summary.json last: its presence marks a complete result.
-  write_file_atomically((d / "summary.json").string(), summary_json(x, s, rec).dump(2) + "\n");
+  write_file_atomically((d / "summary.json").string(), summary_json(x, s, rec, w.labels).dump(2) + "\n");
 }
 
 }  // namespace eldr

@@ -25,7 +25,8 @@ struct RunSummary {
 
 // Metrics over measured requests; decode-step means over steps that start while a measured request is in flight.
 RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecorder& rec);
-Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec);
+// decode_workers[].label_mix counts the requests each worker served per label (all phases).
+Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec, const std::vector<std::string>& labels);
 std::string requests_csv(const Workload& w, const RunRecorder& rec);
 std::string steps_csv(const RunRecorder& rec);
 void write_results(const std::string& out_dir, const Experiment& x, const Workload& w, const RunRecorder& rec);

@@ -39,6 +39,7 @@ struct WorkerCounters {
   long tokens              = 0;
   long steps               = 0;
   int peak_batch           = 0;
+  std::vector<long> label_requests;  // requests served, by label index
 };
 
 class RunRecorder {

@@ -2,7 +2,12 @@
 #include "sim/common/rng.hpp"
 #include "sim/routing/decode_router.hpp"
 
+#include <span>
+
 namespace eldr {
+
+// The least-loaded worker in [first, first + count), ties broken uniformly at random by `rng`.
+int least_loaded(std::span<const int> in_flight, int first, int count, Rng& rng);
 
 // Join the shortest queue: the worker with the fewest in-flight requests; ties broken uniformly at
 // random (a fixed tie-break would pile bursts onto low indices).

@@ -141,6 +141,16 @@ inline void check_invariants(const SmallRun& s)
   const int D           = x.topology.decode.instances;
   REQUIRE(recs.size() == w.requests.size());
   REQUIRE(rc.decode_workers().size() == size_t(D));
+  // Every request is counted once in its decode worker's label mix, under its own label.
+  {
+    std::vector<long> by_label(w.labels.size(), 0), mixed(w.labels.size(), 0);
+    for (const Request& r : w.requests)
+      ++by_label[r.label];
+    for (const auto& c : rc.decode_workers())
+      for (size_t l = 0; l < c.label_requests.size(); ++l)
+        mixed[l] += c.label_requests[l];
+    CHECK(mixed == by_label);
+  }
 
   long bad_finish = 0, bad_tokens = 0, bad_order = 0, bad_workers = 0, bad_arrival = 0, bad_kv_time = 0;
   long bad_prefill_time = 0;

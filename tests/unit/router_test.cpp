@@ -16,6 +16,22 @@
 using namespace eldr;
 
 namespace {
+
+// A small workload with two labels in the calibration split: enough for routers that size pools from it.
+const Workload& workload()
+{
+  static const Workload w = [] {
+    Workload x;
+    x.labels = {"a", "b"};
+    for (int i = 0; i < 100; ++i) {
+      Request r;
+      r.label = uint16_t(i % 2);
+      x.calibration.push_back(r);
+    }
+    return x;
+  }();
+  return w;
+}
 DecodeLoadView view(const std::vector<int>& loads)
 {
   return DecodeLoadView{std::span<const int>(loads)};
@@ -160,9 +176,9 @@ TEST_CASE("routers: same seed gives the same sequence and different seeds differ
   std::vector<int> loads = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   for (const std::string name : {"random", "jsq", "p2c"}) {
     CAPTURE(name);
-    auto a = make_decode_router(name, 5);
-    auto b = make_decode_router(name, 5);
-    auto c = make_decode_router(name, 6);
+    auto a = make_decode_router(name, RouterSetup{16, 5, &workload()});
+    auto b = make_decode_router(name, RouterSetup{16, 5, &workload()});
+    auto c = make_decode_router(name, RouterSetup{16, 6, &workload()});
     auto sa = draws(*a, loads, 500);
     auto sb = draws(*b, loads, 500);
     auto sc = draws(*c, loads, 500);
@@ -174,7 +190,7 @@ TEST_CASE("routers: same seed gives the same sequence and different seeds differ
 TEST_CASE("routers: the factory builds every listed router and rejects unknown names")
 {
   for (const auto& name : kDecodeRouterNames) {
-    auto r = make_decode_router(name, 1);
+    auto r = make_decode_router(name, RouterSetup{3, 1, &workload()});
     REQUIRE(r);
     CHECK(r->name() == name);
     // Every router returns a valid index.
@@ -182,7 +198,7 @@ TEST_CASE("routers: the factory builds every listed router and rejects unknown n
     for (int w : draws(*r, loads, 50))
       CHECK((w >= 0 && w < 3));
   }
-  CHECK_THROWS_AS(make_decode_router("foo", 1), std::invalid_argument);
-  CHECK_THROWS_AS(make_decode_router("", 1), std::invalid_argument);
-  CHECK_THROWS_AS(make_decode_router("JSQ", 1), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_router("foo", RouterSetup{16, 1, nullptr}), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_router("", RouterSetup{16, 1, nullptr}), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_router("JSQ", RouterSetup{16, 1, nullptr}), std::invalid_argument);
 }
