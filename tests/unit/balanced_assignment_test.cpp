@@ -1,0 +1,321 @@
+// balanced_assignment (sim/routing/balanced_assignment.hpp): exactness against hand-computed cases,
+// brute force on tiny instances and Boost.Graph's min-cost flow on random ones; capacities; errors.
+#include "sim/common/rng.hpp"
+#include "sim/routing/balanced_assignment.hpp"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/successive_shortest_path_nonnegative_weights.hpp>  // before find_flow_cost: it needs its named params
+#include <boost/graph/find_flow_cost.hpp>
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+using namespace eldr;
+
+namespace {
+
+// The oracle: min-cost max-flow on source -> point (cap 1) -> cluster (cap 1, cost c) -> sink
+// (cap capacity[k]). Boost's successive shortest paths needs integer costs, so instances are integer.
+struct OracleResult {
+  long flow = 0;
+  long cost = 0;
+  std::vector<int> cluster;
+};
+
+OracleResult boost_min_cost_flow(const std::vector<long>& cost, int n, int k, const std::vector<int>& cap)
+{
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using Graph  = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+      boost::property<boost::edge_capacity_t, long,
+                      boost::property<boost::edge_residual_capacity_t, long,
+                                      boost::property<boost::edge_reverse_t, Traits::edge_descriptor,
+                                                      boost::property<boost::edge_weight_t, long>>>>>;
+  const int source = n + k, sink = n + k + 1;
+  Graph g(size_t(n + k + 2));
+  auto capacity = get(boost::edge_capacity, g);
+  auto reverse  = get(boost::edge_reverse, g);
+  auto weight   = get(boost::edge_weight, g);
+  auto residual = get(boost::edge_residual_capacity, g);
+  auto add      = [&](int u, int v, long c, long w) {
+    auto e = add_edge(size_t(u), size_t(v), g).first;
+    auto r = add_edge(size_t(v), size_t(u), g).first;
+    capacity[e] = c;
+    capacity[r] = 0;
+    weight[e]   = w;
+    weight[r]   = -w;
+    reverse[e]  = r;
+    reverse[r]  = e;
+    return e;
+  };
+  std::vector<Traits::edge_descriptor> source_edges, point_edges;
+  for (int i = 0; i < n; ++i)
+    source_edges.push_back(add(source, i, 1, 0));
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < k; ++c)
+      point_edges.push_back(add(i, n + c, 1, cost[size_t(i) * size_t(k) + size_t(c)]));
+  for (int c = 0; c < k; ++c)
+    add(n + c, sink, cap[size_t(c)], 0);
+  boost::successive_shortest_path_nonnegative_weights(g, size_t(source), size_t(sink));
+
+  OracleResult r;
+  r.cost = boost::find_flow_cost(g);
+  for (auto e : source_edges)
+    r.flow += capacity[e] - residual[e];
+  r.cluster.assign(size_t(n), -1);
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < k; ++c)
+      if (residual[point_edges[size_t(i) * size_t(k) + size_t(c)]] == 0)
+        r.cluster[size_t(i)] = c;
+  return r;
+}
+
+std::vector<double> as_double(const std::vector<long>& v) { return {v.begin(), v.end()}; }
+
+// Every point in a cluster, no cluster over capacity, total_cost = the sum it claims.
+void check_feasible(const BalancedAssignment& a, const std::vector<double>& cost, int n, int k,
+                    const std::vector<int>& cap)
+{
+  REQUIRE(a.cluster.size() == size_t(n));
+  std::vector<int> size(size_t(k), 0);
+  double total = 0;
+  for (int i = 0; i < n; ++i) {
+    const int c = a.cluster[size_t(i)];
+    REQUIRE(c >= 0);
+    REQUIRE(c < k);
+    ++size[size_t(c)];
+    total += cost[size_t(i) * size_t(k) + size_t(c)];
+  }
+  for (int c = 0; c < k; ++c)
+    CHECK(size[size_t(c)] <= cap[size_t(c)]);
+  CHECK(a.total_cost == doctest::Approx(total).epsilon(1e-12));
+}
+
+// The optimum by enumeration of all K^N assignments (tiny instances only).
+double brute_force(const std::vector<double>& cost, int n, int k, const std::vector<int>& cap)
+{
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<int> a(size_t(n), 0), size(size_t(k), 0);
+  std::function<void(int, double)> rec = [&](int i, double acc) {
+    if (i == n) {
+      best = std::min(best, acc);
+      return;
+    }
+    for (int c = 0; c < k; ++c) {
+      if (size[size_t(c)] == cap[size_t(c)])
+        continue;
+      ++size[size_t(c)];
+      rec(i + 1, acc + cost[size_t(i) * size_t(k) + size_t(c)]);
+      --size[size_t(c)];
+    }
+  };
+  rec(0, 0.0);
+  return best;
+}
+
+// Random capacities summing to at least n: the balanced default, uneven ones with spare, exactly n
+// (every cluster full at the end), and some zero capacities.
+std::vector<int> random_capacities(Rng& rng, int n, int k, int kind)
+{
+  std::vector<int> cap(size_t(k), 0);
+  if (kind == 0) {
+    std::fill(cap.begin(), cap.end(), balanced_capacity(n, k));
+    return cap;
+  }
+  // Spread n (plus some spare for kind 1) over the clusters at random.
+  const int total = kind == 1 ? n + int(rng.below(uint64_t(n / 2 + 2))) : n;
+  for (int u = 0; u < total; ++u)
+    ++cap[size_t(rng.below(uint64_t(k)))];
+  return cap;
+}
+
+}  // namespace
+
+TEST_CASE("balanced assignment: hand-computed cases")
+{
+  SUBCASE("two clusters of two: the cheapest detour, not the greedy order")
+  {
+    // Every point prefers cluster 0; two must go to cluster 1, and the cheapest detours are points
+    // 1 (+1) and 3 (+2): total 3. Filling cluster 0 in index order would cost 5 + 2 = 7.
+    const std::vector<double> cost = {0, 10, 0, 1, 0, 5, 0, 2};
+    const auto a                   = balanced_assignment(cost, 4, 2);
+    CHECK(a.cluster == std::vector<int>{0, 1, 0, 1});
+    CHECK(a.total_cost == 3);
+  }
+  SUBCASE("a 3 x 3 assignment problem with a unique optimum")
+  {
+    // Permutations: 012 -> 6, 021 -> 11, 102 -> 5, 120 -> 9, 201 -> 7, 210 -> 6.
+    const std::vector<double> cost = {4, 1, 3, 2, 0, 5, 3, 2, 2};
+    const auto a                   = balanced_assignment(cost, 3, 3);
+    CHECK(a.cluster == std::vector<int>{1, 0, 2});
+    CHECK(a.total_cost == 5);
+  }
+  SUBCASE("a move chain: the new point displaces a point that displaces another")
+  {
+    // cap 1 each. Points 0 and 2 both want cluster 0; point 2 would pay 9 elsewhere, so point 0
+    // gives way to cluster 1, which pushes point 1 on to cluster 2.
+    // Optimum: 2 -> 0 (0), 0 -> 1 (1), 1 -> 2 (1): total 2 (the other five permutations cost >= 9).
+    const std::vector<double> cost = {0, 1, 9, 9, 0, 1, 0, 9, 9};
+    const auto a                   = balanced_assignment(cost, 3, 3);
+    CHECK(a.cluster == std::vector<int>{1, 2, 0});
+    CHECK(a.total_cost == 2);
+  }
+  SUBCASE("uneven capacities with spare; a zero capacity is never used")
+  {
+    const std::vector<double> cost = {0, 1, 2, 0, 1, 2, 0, 1, 2};
+    const std::vector<int> cap     = {0, 2, 5};
+    const auto a                   = balanced_assignment(cost, 3, 3, cap);
+    check_feasible(a, cost, 3, 3, cap);
+    CHECK(a.total_cost == 1 + 1 + 2);
+  }
+  SUBCASE("one cluster, and no points")
+  {
+    const std::vector<double> cost = {0.5, 0.25, 2};
+    const auto a                   = balanced_assignment(cost, 3, 1);
+    CHECK(a.cluster == std::vector<int>{0, 0, 0});
+    CHECK(a.total_cost == 2.75);
+    CHECK(balanced_assignment(std::vector<double>{}, 0, 4).cluster.empty());
+  }
+  SUBCASE("all costs equal: any balanced split, deterministic")
+  {
+    const std::vector<double> cost(30, 1.0);
+    const auto a = balanced_assignment(cost, 10, 3);
+    check_feasible(a, cost, 10, 3, {4, 4, 4});
+    CHECK(a.cluster == balanced_assignment(cost, 10, 3).cluster);
+  }
+}
+
+TEST_CASE("balanced assignment: capacity helper")
+{
+  CHECK(balanced_capacity(1000, 16) == 63);
+  CHECK(balanced_capacity(960, 16) == 60);
+  CHECK(balanced_capacity(3, 5) == 1);
+  CHECK(balanced_capacity(0, 5) == 0);
+  CHECK_THROWS_AS(balanced_capacity(10, 0), std::invalid_argument);
+}
+
+TEST_CASE("balanced assignment: bad input is rejected")
+{
+  const std::vector<double> cost = {0, 1, 1, 0};
+  CHECK_THROWS_AS(balanced_assignment(cost, 2, 0), std::invalid_argument);
+  CHECK_THROWS_AS(balanced_assignment(cost, 3, 2), std::invalid_argument);  // size mismatch
+  CHECK_THROWS_AS(balanced_assignment(cost, 2, 2, std::vector<int>{1}), std::invalid_argument);
+  CHECK_THROWS_AS(balanced_assignment(cost, 2, 2, std::vector<int>{1, 0}), std::invalid_argument);
+  CHECK_THROWS_AS(balanced_assignment(cost, 2, 2, std::vector<int>{3, -1}), std::invalid_argument);
+  const std::vector<double> nan = {0, std::nan(""), 1, 0};
+  CHECK_THROWS_AS(balanced_assignment(nan, 2, 2), std::invalid_argument);
+  const std::vector<double> inf = {0, 1, std::numeric_limits<double>::infinity(), 0};
+  CHECK_THROWS_AS(balanced_assignment(inf, 2, 2), std::invalid_argument);
+}
+
+TEST_CASE("balanced assignment: equals brute force on 300 tiny instances")
+{
+  Rng rng(7, "test.assignment.tiny");
+  int checked = 0;
+  for (int t = 0; t < 300; ++t) {
+    const int n = 1 + int(rng.below(7));
+    const int k = 1 + int(rng.below(3));
+    // Half of them with few distinct costs (many ties), half with doubles.
+    std::vector<double> cost(size_t(n) * size_t(k));
+    for (auto& c : cost)
+      c = t % 2 ? double(rng.below(4)) : 2.0 * rng.uniform01();
+    const auto cap = random_capacities(rng, n, k, t % 3);
+    const auto a   = balanced_assignment(cost, n, k, cap);
+    check_feasible(a, cost, n, k, cap);
+    CHECK(a.total_cost == doctest::Approx(brute_force(cost, n, k, cap)).epsilon(1e-12));
+    ++checked;
+  }
+  CHECK(checked == 300);
+}
+
+TEST_CASE("balanced assignment: equals Boost.Graph's min-cost flow on 240 random instances")
+{
+  // Integer costs, as Boost's successive shortest paths requires: cosine distances in [0, 2] scaled
+  // by 1e6 and rounded (the production case), small integers (massive ties), and clustered costs
+  // (points that agree on a favourite cluster, so the capacities bind hard). On integer-valued
+  // doubles every step of balanced_assignment is exact, so the totals must be equal, not close.
+  Rng rng(11, "test.assignment.oracle");
+  int checked = 0, with_moves = 0;
+  for (int t = 0; t < 240; ++t) {
+    const int n    = 1 + int(rng.below(t < 200 ? 120 : 400));
+    const int k    = 1 + int(rng.below(t % 4 == 0 ? 24 : 16));
+    const int kind = t % 3;
+    std::vector<long> icost(size_t(n) * size_t(k));
+    const int style = (t / 3) % 3;
+    for (int i = 0; i < n; ++i) {
+      const int favourite = int(rng.below(uint64_t(std::max(1, k / 3))));  // skewed popularity
+      for (int c = 0; c < k; ++c) {
+        long v = 0;
+        if (style == 0)
+          v = std::lround(2.0 * rng.uniform01() * 1e6);
+        else if (style == 1)
+          v = long(rng.below(5));
+        else
+          v = std::lround((c == favourite ? 0.2 : 0.9 + rng.uniform01()) * 1e6);
+        icost[size_t(i) * size_t(k) + size_t(c)] = v;
+      }
+    }
+    const auto cap    = random_capacities(rng, n, k, kind);
+    const auto cost   = as_double(icost);
+    const auto mine   = balanced_assignment(cost, n, k, cap);
+    const auto oracle = boost_min_cost_flow(icost, n, k, cap);
+    REQUIRE(oracle.flow == n);
+    check_feasible(mine, cost, n, k, cap);
+    CHECK(mine.total_cost == double(oracle.cost));
+    // Where the optimum is unique the assignments agree too; count instances where the capacity
+    // made some point leave its cheapest cluster (so the test exercises more than argmin).
+    for (int i = 0; i < n; ++i) {
+      const long* row = icost.data() + size_t(i) * size_t(k);
+      if (row[mine.cluster[size_t(i)]] != *std::min_element(row, row + k)) {
+        ++with_moves;
+        break;
+      }
+    }
+    ++checked;
+  }
+  CHECK(checked == 240);
+  MESSAGE(with_moves << " of " << checked << " oracle instances needed non-greedy placements");
+  CHECK(with_moves > 150);
+}
+
+TEST_CASE("balanced assignment: equals Boost.Graph at production size (N = 1000, K = 16)")
+{
+  Rng rng(5, "test.assignment.large");
+  const int n = 1000, k = 16;
+  std::vector<long> icost(size_t(n) * size_t(k));
+  for (int i = 0; i < n; ++i) {
+    const int favourite = int(rng.below(6));
+    for (int c = 0; c < k; ++c)
+      icost[size_t(i) * size_t(k) + size_t(c)] =
+          std::lround((c == favourite ? 0.3 * rng.uniform01() : 0.5 + 1.5 * rng.uniform01()) * 1e6);
+  }
+  const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
+  const auto cost = as_double(icost);
+  const auto mine = balanced_assignment(cost, n, k);
+  check_feasible(mine, cost, n, k, cap);
+  CHECK(mine.total_cost == double(boost_min_cost_flow(icost, n, k, cap).cost));
+}
+
+TEST_CASE("balanced assignment: near-optimal on non-integer costs (Boost on the rounded matrix)")
+{
+  // Double costs: the optimum of the 1e9-rounded matrix bounds ours within N * 0.5e-9 either way.
+  Rng rng(13, "test.assignment.double");
+  for (int t = 0; t < 20; ++t) {
+    const int n = 50 + int(rng.below(150)), k = 2 + int(rng.below(15));
+    std::vector<double> cost(size_t(n) * size_t(k));
+    std::vector<long> icost(cost.size());
+    for (size_t e = 0; e < cost.size(); ++e) {
+      cost[e]  = 2.0 * rng.uniform01();
+      icost[e] = std::lround(cost[e] * 1e9);
+    }
+    const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
+    const auto mine = balanced_assignment(cost, n, k);
+    const double oracle = double(boost_min_cost_flow(icost, n, k, cap).cost) * 1e-9;
+    CHECK(std::abs(mine.total_cost - oracle) <= 1e-9 * n);
+  }
+}
