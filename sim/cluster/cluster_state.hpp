@@ -46,6 +46,7 @@ struct ClusterState {
       , decode_router(router)
       , prefill_router(x.topology.prefill.instances, x.serving.prefill_hash_vnodes, x.serving.prefill_load_factor)
       , recorder(rec)
+      , gates(make_gate_source(src))
       , prefill_queues(size_t(x.topology.prefill.instances))
       , decode_arrivals(size_t(x.topology.decode.instances))
       , prefill_in_flight(size_t(x.topology.prefill.instances), 0)
@@ -61,6 +62,7 @@ struct ClusterState {
   DecodeRouter& decode_router;
   PrefillRouter prefill_router;
   RunRecorder& recorder;
+  std::unique_ptr<GateSource> gates;  // gate values of the routing source, for routers that need them
 
   std::vector<simgrid::s4u::Host*> prefill_hosts;
   std::vector<simgrid::s4u::Host*> decode_hosts;

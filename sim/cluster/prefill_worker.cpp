@@ -50,7 +50,9 @@ void PrefillWorker::hand_off(const Request& r)
   rec.tokens_generated = 1;
   --s_.prefill_in_flight[size_t(index_)];
 
-  DecodeLoadView view{s_.decode_in_flight};
+  DecodeLoadView view{s_.decode_in_flight, now};
+  if (s_.decode_router.uses_prompt_profile())
+    s_.decode_router.observe_prompt(r, count_prompt(s_.routing, r, s_.decode_router.prompt_fields(), s_.gates.get()));
   int d = s_.decode_router.choose(r, view);
   xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
              std::string(s_.decode_router.name()).c_str(), d, view.workers());
@@ -59,7 +61,7 @@ void PrefillWorker::hand_off(const Request& r)
   rec.kv_start_s = now;
   // The KV cache moves as a host-to-host flow that contends with the others on the NICs; a zero-byte
   // doorbell (same route, so it never arrives after the flow ends) tells the decode side to watch it.
-  auto bytes = uint64_t(s_.cost.kv_bytes(r.prompt_tokens));
+  auto bytes = uint64_t(s_.cost.kv_bytes(r.prompt_tokens) + s_.decode_router.handoff_bytes(r));
   s_.kv_transfers[r.id] = sg4::Comm::sendto_async(s_.prefill_hosts[size_t(index_)], s_.decode_hosts[size_t(d)], bytes);
   s_.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }

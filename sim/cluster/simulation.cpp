@@ -78,7 +78,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   Platform platform = build_platform(engine, x.cluster);
 
   CostModel cost(x.model, x.hardware, x.calibration);
-  auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w});
+  auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w, &routing, &x});
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
   ClusterState s(x, w, cost, routing, *router, recorder);
 
@@ -96,6 +96,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   }
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();
+  recorder.router_stats = router->stats();
   return recorder;
 }
 

@@ -8,7 +8,7 @@ namespace eldr {
 
 namespace fs = std::filesystem;
 
-const std::vector<std::string> kDecodeRouterNames = {"random", "round_robin", "jsq", "p2c", "domain"};
+const std::vector<std::string> kDecodeRouterNames = {"random", "round_robin", "jsq", "p2c", "domain", "eldr"};
 
 static bool has_project_layout(const fs::path& dir)
 {
@@ -239,6 +239,25 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
 
   x.router = r.choice("router", "round_robin", kDecodeRouterNames);
   x.seed   = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
+
+  auto e                   = r.object("eldr");
+  std::string eldr_file    = e.string("model_file", "");
+  if (!eldr_file.empty()) {
+    x.eldr.model_file = fs::path(eldr_file).is_absolute() || fs::exists(eldr_file) ? eldr_file
+                                                                                   : (fs::path(root) / eldr_file).string();
+    require_file(x.eldr.model_file, e, "model_file");
+  }
+  x.eldr.variant = e.choice("variant", "counts_idf", {"counts", "counts_idf", "sqrt_counts", "binary", "gate_prob", "gate_score"});
+  x.eldr.kmeans  = e.choice("kmeans", "balanced", {"balanced", "vanilla"});
+  x.eldr.tau     = e.number("tau", 0.1, 0, 2);
+  x.eldr.min_two = e.boolean("min_two_candidates", true);
+  x.eldr.refit   = e.choice("refit", "online", {"online", "static"});
+  x.eldr.refit_window_s    = e.number("refit_window_s", 5, 1e-3, 1e6);
+  x.eldr.refit_interval_s  = e.number("refit_interval_s", 1, 1e-3, 1e6);
+  x.eldr.refit_iterations  = int(e.integer("refit_iterations", 3, 1, 1000));
+  x.eldr.mask_pairs        = int(e.integer("mask_pairs", 30000, 10, 10000000));
+  x.eldr.kmeans_iterations = int(e.integer("kmeans_iterations", 50, 1, 10000));
+  e.finish();
 
   auto out      = r.object("output");
   x.write_steps = out.boolean("steps_csv", false);

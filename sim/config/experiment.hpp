@@ -55,6 +55,21 @@ struct ServingSpec {
   double prefill_load_factor = 1.25;
 };
 
+// ELDR's parameters (DESIGN.md section 1); the fitted state lives in a router model file.
+struct EldrSpec {
+  std::string model_file;             // resolved; empty: fit on the workload's calibration split
+  std::string variant = "counts_idf"; // signature variant
+  std::string kmeans  = "balanced";   // balanced | vanilla
+  double tau          = 0.1;          // locality band
+  bool min_two        = true;         // with tau > 0, always keep at least two candidates
+  std::string refit   = "online";     // online | static
+  double refit_window_s   = 5;
+  double refit_interval_s = 1;
+  int refit_iterations    = 3;        // K-means iterations per online refit (warm-started)
+  int mask_pairs          = 30000;
+  int kmeans_iterations   = 50;
+};
+
 struct Experiment {
   std::string config_file;
   Json resolved;  // the config after --set overrides, echoed into summary.json
@@ -67,6 +82,7 @@ struct Experiment {
   WorkloadSpec workload;
   ServingSpec serving;
   std::string router = "round_robin";
+  EldrSpec eldr;
   uint64_t seed      = 1;
   bool write_steps   = false;
 };

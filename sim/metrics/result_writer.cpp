@@ -104,6 +104,10 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
                        {"peak_batch", c.peak_batch}});
   }
   j["decode_workers"] = workers;
+  Json stats          = Json::object();
+  for (const auto& [k, v] : rec.router_stats)
+    stats[k] = v;
+  j["router_stats"] = stats;
   j["config"]         = x.resolved;
   return j;
 }

@@ -3,6 +3,8 @@
 // Filled by the engine, read by the result writer and the tests. Plain data; no SimGrid.
 #include <cstdint>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace eldr {
@@ -53,6 +55,7 @@ public:
   void add_step(const StepRecord& s) { steps_.push_back(s); }
   const std::vector<StepRecord>& steps() const { return steps_; }
 
+  std::vector<std::pair<std::string, double>> router_stats;  // the decode router's counters at the end
   double measured_start_s = 0;  // when the measured phase began
   double end_s            = 0;  // simulated time when the run ended
 

@@ -1,9 +1,13 @@
 #pragma once
 // A decode routing policy: after prefill, which decode worker continues a request? Routers are plain
 // C++; they see the request and a read-only view of the decode workers' load, nothing else.
+#include "sim/routing/signature.hpp"
 #include "sim/workload/request.hpp"
 
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 #include <string_view>
 
 namespace eldr {
@@ -11,6 +15,7 @@ namespace eldr {
 // In-flight requests per decode worker, counted from the routing decision to the end of the decode.
 struct DecodeLoadView {
   std::span<const int> in_flight;
+  double now_s = 0;  // simulated time of the decision
   int workers() const { return int(in_flight.size()); }
 };
 
@@ -20,6 +25,16 @@ public:
   virtual std::string_view name() const = 0;
   // Returns a worker index in [0, load.workers()).
   virtual int choose(const Request& r, const DecodeLoadView& load) = 0;
+
+  // Routers that route on the prompt's experts (ELDR) get the request's prompt profile, counted by the
+  // prefill worker, right before choose(); prompt_fields() says which gate sums to gather.
+  virtual bool uses_prompt_profile() const { return false; }
+  virtual ProfileFields prompt_fields() const { return {}; }
+  virtual void observe_prompt(const Request& /*r*/, const PromptProfile& /*profile*/) {}
+  // Bytes the router's per-request state adds to the KV transfer (ELDR's signature travels with it).
+  virtual double handoff_bytes(const Request& /*r*/) const { return 0; }
+  // Counters reported in summary.json under router_stats (e.g. refits performed).
+  virtual std::vector<std::pair<std::string, double>> stats() const { return {}; }
 };
 
 }  // namespace eldr

@@ -1,5 +1,6 @@
 #include "sim/routing/router_factory.hpp"
 #include "sim/routing/domain_router.hpp"
+#include "sim/routing/eldr_router.hpp"
 #include "sim/routing/jsq_router.hpp"
 #include "sim/routing/p2c_router.hpp"
 #include "sim/routing/random_router.hpp"
@@ -22,6 +23,8 @@ std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const 
     return std::make_unique<P2cRouter>(seed);
   if (name == "domain")
     return std::make_unique<DomainRouter>(setup);
+  if (name == "eldr")
+    return make_eldr_router(setup);
   throw std::invalid_argument("unknown decode router '" + name + "'");
 }
 

@@ -295,7 +295,7 @@ TEST_CASE("config: unknown keys or wrong types or out-of-range values name file 
 TEST_CASE("config: enum choices list the allowed values")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"router", "foo"}}); });
-  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, domain)");
+  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, domain, eldr)");
   e = input_error_of([] { load_experiment(kDefault, {{"workload.kind", "chat"}}); });
   CHECK(contains(e, "configs/default.json: workload.kind: unknown value 'chat'"));
   e = input_error_of([] { load_experiment(kDefault, {{"workload.routing", "magic"}}); });

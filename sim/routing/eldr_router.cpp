@@ -1,0 +1,165 @@
+#include "sim/routing/eldr_router.hpp"
+
+#include "sim/common/input_error.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace eldr {
+
+EldrFitOptions eldr_fit_options(const Experiment& x)
+{
+  EldrFitOptions o;
+  o.variant           = *parse_signature_variant(x.eldr.variant);
+  o.kmeans            = x.eldr.kmeans == "vanilla" ? KMeansVariant::vanilla : KMeansVariant::balanced;
+  o.clusters          = x.topology.decode.instances;
+  o.mask_pairs        = x.eldr.mask_pairs;
+  o.kmeans_iterations = x.eldr.kmeans_iterations;
+  o.seed              = x.seed;
+  return o;
+}
+
+EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing)
+{
+  auto gates = make_gate_source(routing);
+  try {
+    return fit_eldr(w.calibration, routing, gates.get(), x.model.name, eldr_fit_options(x));
+  } catch (const std::invalid_argument& e) {
+    throw InputError(x.config_file, "eldr", e.what());
+  }
+}
+
+std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup)
+{
+  if (!setup.experiment || !setup.workload || !setup.routing)
+    throw std::invalid_argument("eldr router needs the experiment, its workload and its routing source");
+  const Experiment& x = *setup.experiment;
+  const std::string& file = x.eldr.model_file;
+  EldrModel m = file.empty() ? fit_eldr_for(x, *setup.workload, *setup.routing) : read_eldr_model(file);
+  const std::string where = file.empty() ? x.config_file : file;
+  if (m.centroids.rows != setup.decode_workers)
+    throw InputError(where, "centroids", std::to_string(m.centroids.rows) + " centroids for " +
+                                             std::to_string(setup.decode_workers) + " decode workers");
+  const RoutingShape& shape = setup.routing->shape();
+  if (m.layers != shape.layers || m.experts != shape.experts)
+    throw InputError(where, "layers", "fitted for " + std::to_string(m.layers) + " layers x " + std::to_string(m.experts) +
+                                          " experts, but the run's routing has " + std::to_string(shape.layers) + " x " +
+                                          std::to_string(shape.experts));
+  if (!gates_support(make_gate_source(*setup.routing).get(), m.variant))
+    throw InputError(where, "variant", "'" + std::string(to_string(m.variant)) + "' needs gate values the routing source lacks");
+  return std::make_unique<EldrRouter>(std::move(m), x.eldr);
+}
+
+EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec) : model_(std::move(model)), spec_(spec)
+{
+  RoutingShape shape;
+  shape.layers     = model_.layers;
+  shape.experts    = model_.experts;
+  transport_bytes_ = signature_transport_bytes(shape, model_.variant);
+  sims_.resize(size_t(model_.centroids.rows));
+  next_refit_s_ = spec_.refit_interval_s;
+}
+
+void EldrRouter::observe_prompt(const Request& r, const PromptProfile& profile)
+{
+  pending_       = model_.signature(profile);
+  pending_id_    = r.id;
+  pending_valid_ = true;
+}
+
+double EldrRouter::handoff_bytes(const Request&) const
+{
+  return double(transport_bytes_);
+}
+
+int EldrRouter::choose_signature(std::span<const float> signature, std::span<const int> in_flight)
+{
+  const int k = model_.centroids.rows;
+  if (int(in_flight.size()) != k)
+    throw std::invalid_argument("ELDR has " + std::to_string(k) + " centroids but the cluster has " +
+                                std::to_string(in_flight.size()) + " decode workers");
+  float best = -2;
+  for (int w = 0; w < k; ++w) {
+    sims_[size_t(w)] = dot(model_.centroids.row(w), signature);
+    best             = std::max(best, sims_[size_t(w)]);
+  }
+  // Band: within tau of the best. With tau > 0 and min_two, the runner-up joins a band of one.
+  const float floor = best - float(spec_.tau);
+  int candidates    = 0;
+  for (float s : sims_)
+    candidates += s >= floor;
+  float second = -2;
+  if (spec_.tau > 0 && spec_.min_two && candidates < 2 && k > 1) {
+    for (float s : sims_)
+      if (s < best)
+        second = std::max(second, s);
+  }
+  int choice = -1;
+  for (int w = 0; w < k; ++w) {
+    const float s = sims_[size_t(w)];
+    if (s < floor && s != second)
+      continue;
+    if (choice < 0 || in_flight[size_t(w)] < in_flight[size_t(choice)])
+      choice = w;
+  }
+  ++decisions_;
+  similarity_sum_ += best;
+  return choice;
+}
+
+int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
+{
+  if (!pending_valid_ || pending_id_ != r.id)
+    throw std::logic_error("ELDR: choose() without the request's prompt profile (observe_prompt) first");
+  pending_valid_ = false;
+  int w          = choose_signature(pending_, load.in_flight);
+  if (spec_.refit == "online") {
+    remember(load.now_s, std::move(pending_));
+    if (load.now_s >= next_refit_s_) {
+      refit(load.now_s);
+      next_refit_s_ = load.now_s + spec_.refit_interval_s;
+    }
+  }
+  return w;
+}
+
+void EldrRouter::remember(double now, Signature signature)
+{
+  window_.emplace_back(now, std::move(signature));
+  while (!window_.empty() && window_.front().first < now - spec_.refit_window_s)
+    window_.pop_front();
+}
+
+void EldrRouter::refit(double)
+{
+  const int k = model_.centroids.rows;
+  if (int(window_.size()) < k)
+    return;
+  const int dim = model_.dimension();
+  DenseMatrix points(int(window_.size()), dim);
+  int rows = 0;
+  for (const auto& [t, sig] : window_)
+    std::copy(sig.begin(), sig.end(), points.row(rows++).begin());
+  // All-zero signatures (prompts with nothing on the mask's layers) carry no locality: K-means places
+  // them anywhere, which is harmless.
+  KMeansOptions o;
+  o.variant        = model_.kmeans;
+  o.max_iterations = spec_.refit_iterations;
+  KMeansResult fit = fit_spherical_kmeans_warm(points, model_.centroids, o);
+  // Keep each worker's profile where it was: new centroid j goes to the old slot it is closest to.
+  std::vector<int> slot = match_centroids(model_.centroids, fit.centroids);
+  for (int j = 0; j < k; ++j) {
+    auto from = fit.centroids.row(j);
+    std::copy(from.begin(), from.end(), model_.centroids.row(slot[size_t(j)]).begin());
+  }
+  ++refits_;
+}
+
+std::vector<std::pair<std::string, double>> EldrRouter::stats() const
+{
+  return {{"refits", double(refits_)},
+          {"mask_layers", double(model_.mask.size())},
+          {"mean_best_similarity", decisions_ ? similarity_sum_ / double(decisions_) : 0.0}};
+}
+
+}  // namespace eldr

@@ -1,0 +1,61 @@
+#pragma once
+// ELDR, expert-locality-aware decode routing (DESIGN.md section 1). The request's signature (from its
+// prompt profile, handed over by the prefill worker) is compared with each decode worker's centroid;
+// candidates are the workers within `tau` of the best similarity (at least two when tau > 0 and
+// min_two is set); the least-loaded candidate wins, lowest index on ties. tau = 0 is pure locality,
+// tau >= 1 pure least-loaded. The online refit re-clusters the signatures routed in the last
+// refit_window_s every refit_interval_s (balanced K-means warm-started from the current centroids,
+// new centroids matched to workers by maximum cosine) so profiles follow the traffic.
+#include "sim/config/experiment.hpp"
+#include "sim/routing/decode_router.hpp"
+#include "sim/routing/eldr_model.hpp"
+#include "sim/routing/router_setup.hpp"
+
+#include <memory>
+
+#include <deque>
+
+namespace eldr {
+
+// The fit options an experiment's eldr section asks for, and the fit itself on its calibration split.
+EldrFitOptions eldr_fit_options(const Experiment& x);
+EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing);
+// The router for an experiment: its model file, or a fit on the calibration split; checked against
+// the cluster (one centroid per decode worker) and the routing's shape.
+std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
+
+class EldrRouter : public DecodeRouter {
+public:
+  EldrRouter(EldrModel model, const EldrSpec& spec);
+
+  std::string_view name() const override { return "eldr"; }
+  int choose(const Request& r, const DecodeLoadView& load) override;
+  bool uses_prompt_profile() const override { return true; }
+  ProfileFields prompt_fields() const override { return fields_for(model_.variant); }
+  void observe_prompt(const Request& r, const PromptProfile& profile) override;
+  double handoff_bytes(const Request& r) const override;
+  std::vector<std::pair<std::string, double>> stats() const override;
+
+  // Decision on a ready signature (what choose() does once observe_prompt has run): for tests/benches.
+  int choose_signature(std::span<const float> signature, std::span<const int> in_flight);
+  const EldrModel& model() const { return model_; }
+
+private:
+  void remember(double now, Signature signature);
+  void refit(double now);
+
+  EldrModel model_;
+  EldrSpec spec_;
+  size_t transport_bytes_ = 0;
+  uint32_t pending_id_    = 0;
+  bool pending_valid_     = false;
+  Signature pending_;
+  std::vector<float> sims_;
+  std::deque<std::pair<double, Signature>> window_;
+  double next_refit_s_ = 0;
+  long refits_         = 0;
+  long decisions_      = 0;
+  double similarity_sum_ = 0;
+};
+
+}  // namespace eldr

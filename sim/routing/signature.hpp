@@ -1,0 +1,173 @@
+#pragma once
+// ELDR expert signatures (DESIGN.md section 1). A request's prompt routing is summarised as a
+// PromptProfile: per (layer, expert) how many prompt tokens picked the expert, and optionally the
+// summed gate probabilities and raw gate scores of those picks. A signature keeps the layers of a
+// layer mask (layer_mask.hpp), in mask order, turns each cell into a value by the variant, and is
+// L2-normalised once over everything it keeps, so the cosine of two signatures is their dot product.
+//
+// Plain C++ (no SimGrid). All [layer][expert] arrays are layer-major: index l * experts + e.
+#include "sim/workload/expert_routing.hpp"
+#include "sim/workload/request.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace eldr {
+
+enum class SignatureVariant { counts, counts_idf, sqrt_counts, binary, gate_prob, gate_score };
+
+inline constexpr SignatureVariant kDefaultSignatureVariant = SignatureVariant::counts_idf;
+inline constexpr SignatureVariant kAllSignatureVariants[] = {
+    SignatureVariant::counts, SignatureVariant::counts_idf, SignatureVariant::sqrt_counts,
+    SignatureVariant::binary, SignatureVariant::gate_prob,  SignatureVariant::gate_score};
+
+// "counts", "counts_idf", "sqrt_counts", "binary", "gate_prob", "gate_score".
+std::string_view to_string(SignatureVariant v);
+std::optional<SignatureVariant> parse_signature_variant(std::string_view name);
+
+// --- Gate values ---------------------------------------------------------------------------------
+
+// The gate values of the experts a token picked: what the gate_prob and gate_score variants sum.
+class GateSource {
+public:
+  virtual ~GateSource() = default;
+  // Whether raw gate scores (the router's logits) are known; probabilities always are.
+  virtual bool has_scores() const = 0;
+  // Token `token` of `r`, one value per pick, layer-major, each layer's picks in ascending expert id
+  // (the order of the set bits of the token's masks): `prob` and `score` hold layers x top_k floats
+  // each. `score` may be empty (not wanted); it must be when !has_scores().
+  virtual void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const = 0;
+};
+
+// The gates of a routing source, or nullptr when it has none:
+//   GeneratedRouting: probability = softmax over the layer of the token's palette logits, taken at the
+//     picked expert; score = that logit (docs/routing-model.md). Both available.
+//   ReplayRouting with gate values in its file: probability = the recorded gate value (the weight the
+//     engine applied, DESIGN/trace-format 7.1); no raw scores (the format does not carry logits).
+//   ReplayRouting without gates, UniformRouting, anything else: nullptr.
+// The returned object refers to `routing`, which must outlive it.
+std::unique_ptr<GateSource> make_gate_source(const ExpertRoutingSource& routing);
+
+// Whether signatures of `v` can be built with `gates` (nullptr = no gate source): counts-based
+// variants always; gate_prob needs a gate source; gate_score one with scores.
+bool gates_support(const GateSource* gates, SignatureVariant v);
+
+// --- Profiles -----------------------------------------------------------------------------------
+
+// Which optional sums a profile gathers (counts are always gathered).
+struct ProfileFields {
+  bool gate_prob  = false;
+  bool gate_score = false;
+};
+// What the signature variant `v` needs.
+ProfileFields fields_for(SignatureVariant v);
+
+// Activations of a request's prompt tokens, [layer][expert].
+struct PromptProfile {
+  int layers  = 0;
+  int experts = 0;
+  std::vector<uint16_t> counts;  // prompt tokens that picked (l, e); at most 65535 (more throws)
+  std::vector<float> gate_prob;  // sum of their gate probabilities; empty when not gathered
+  std::vector<float> gate_score; // sum of their raw gate scores; empty when not gathered
+};
+
+// An all-zero profile of `shape` with the requested sums allocated.
+PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields = {});
+
+// Adds tokens [begin, end) of `r` to `into` (counts, and the gate sums that `into` has allocated, read
+// from `gates`). Token ranges of one request add up: a prompt's profile is the sum of its KV blocks'.
+// Throws std::invalid_argument if gate sums are allocated but `gates` cannot supply them, and
+// std::overflow_error if a count would exceed 65535.
+void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
+                const GateSource* gates = nullptr);
+
+// The profile of r's prompt, tokens 0 .. prompt_tokens - 1.
+PromptProfile count_prompt(const ExpertRoutingSource& routing, const Request& r, ProfileFields fields = {},
+                           const GateSource* gates = nullptr);
+
+// Cellwise sum (e.g. cached KV-block profiles): same shape; gate sums present in `part` must be
+// present in `into`.
+void add_profile(PromptProfile& into, const PromptProfile& part);
+
+// Decode profile [layer][expert]: activation counts over the output tokens that run through the
+// model, positions P .. P+O-2 (the last output token is only sampled).
+std::vector<uint16_t> count_decode(const ExpertRoutingSource& routing, const Request& r);
+
+// Lower-level: adds one token's masks (RoutingShape layout) to [layer][expert] counts, bit by bit.
+void add_mask_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std::span<uint16_t> counts);
+
+namespace detail {
+// The counting kernels behind add_tokens, for tests and benchmarks: 0 = scalar (add_mask_counts),
+// 1 = AVX2, 2 = AVX-512BW byte lanes, -1 = the best the CPU has (what add_tokens uses for 8 tokens or
+// more). Adds `tokens` to `counts`; false (nothing done) when the CPU lacks the kernel.
+bool count_masks_with(int kernel, std::span<const std::span<const uint64_t>> tokens, const RoutingShape& shape,
+                      std::span<uint16_t> counts);
+}  // namespace detail
+
+// --- IDF ----------------------------------------------------------------------------------------
+
+// idf[l][e] = ln((N + 1) / (df[l][e] + 1)), df = calibration prompts that activated e at l.
+struct IdfTable {
+  int layers   = 0;
+  int experts  = 0;
+  int requests = 0;  // N
+  std::vector<float> idf;
+  float at(int layer, int expert) const { return idf[size_t(layer) * size_t(experts) + size_t(expert)]; }
+};
+
+// Throws std::invalid_argument on an empty set or profiles of different shapes.
+IdfTable fit_idf(std::span<const PromptProfile> calibration);
+
+// --- Signatures ---------------------------------------------------------------------------------
+
+// A signature: |mask| x experts floats, the mask's layers in mask order, unit L2 norm (all zeros when
+// the profile has nothing on the mask's layers).
+using Signature = std::vector<float>;
+
+// The unnormalised value of one cell: counts c, sqrt(c), [c > 0], c x idf, gate_prob, gate_score.
+inline float cell_value(SignatureVariant v, uint16_t count, float idf, float gate_prob, float gate_score)
+{
+  switch (v) {
+  case SignatureVariant::counts: return float(count);
+  case SignatureVariant::counts_idf: return float(count) * idf;
+  case SignatureVariant::sqrt_counts: return std::sqrt(float(count));
+  case SignatureVariant::binary: return count > 0 ? 1.f : 0.f;
+  case SignatureVariant::gate_prob: return gate_prob;
+  case SignatureVariant::gate_score: return gate_score;
+  }
+  return 0.f;
+}
+
+// Unnormalised values of layer `layer` (experts floats) into `out`. `idf` is required for counts_idf
+// and ignored otherwise; the gate variants need the profile's gate sums. std::invalid_argument otherwise.
+void layer_values(const PromptProfile& p, SignatureVariant v, const IdfTable* idf, int layer, std::span<float> out);
+
+// The signature of `p` on `mask_layers` (mask order): values per layer, concatenated, one global L2
+// normalisation. `out` must hold mask_layers.size() x experts floats.
+void make_signature(const PromptProfile& p, SignatureVariant v, const IdfTable* idf, std::span<const int> mask_layers,
+                    std::span<float> out);
+Signature make_signature(const PromptProfile& p, SignatureVariant v, const IdfTable* idf,
+                         std::span<const int> mask_layers);
+
+// Dot product in float, 32 interleaved partial sums (vectorised; the same result on every CPU). For
+// unit signatures it is their cosine similarity.
+float dot(std::span<const float> a, std::span<const float> b);
+// Cosine similarity of two vectors of any norm (0 when either is all zeros).
+double cosine(std::span<const float> a, std::span<const float> b);
+
+// Bytes a signature adds to the prefill -> decode KV transfer (issue 4 item 8): the int16
+// [layers x experts] count matrix, from which every count-based variant is rebuilt: 12 KiB for
+// Qwen3-30B-A3B (48 x 128). A gate variant carries its float32 [layers x experts] sums instead (24 KiB).
+inline size_t signature_transport_bytes(const RoutingShape& shape, SignatureVariant v = kDefaultSignatureVariant)
+{
+  const bool gates = v == SignatureVariant::gate_prob || v == SignatureVariant::gate_score;
+  return size_t(shape.layers) * size_t(shape.experts) * (gates ? sizeof(float) : sizeof(int16_t));
+}
+
+}  // namespace eldr

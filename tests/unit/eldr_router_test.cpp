@@ -1,0 +1,172 @@
+// EldrRouter and EldrModel (sim/routing/eldr_router.hpp, eldr_model.hpp): the locality band, its
+// limits tau = 0 and tau = 1, the model file, the online refit, and a fit on generated routing.
+#include "sim/routing/eldr_router.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/workload_factory.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+using namespace eldr;
+
+namespace {
+
+// A model with 4 workers whose centroids are the unit axes of a 1-layer, 4-expert space.
+EldrModel axes_model()
+{
+  EldrModel m;
+  m.model   = "toy";
+  m.layers  = 1;
+  m.experts = 4;
+  m.mask    = {0};
+  m.idf     = IdfTable{1, 4, 10, {1, 1, 1, 1}};
+  m.centroids = DenseMatrix(4, 4);
+  for (int k = 0; k < 4; ++k)
+    m.centroids.row(k)[size_t(k)] = 1.f;
+  return m;
+}
+
+std::vector<float> unit(std::vector<float> v)
+{
+  double n = 0;
+  for (float x : v)
+    n += x * x;
+  for (float& x : v)
+    x = float(x / std::sqrt(n));
+  return v;
+}
+
+EldrSpec spec(double tau, bool min_two = true)
+{
+  EldrSpec s;
+  s.tau     = tau;
+  s.min_two = min_two;
+  s.refit   = "static";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("eldr: tau = 0 is pure locality, whatever the load")
+{
+  EldrRouter r(axes_model(), spec(0));
+  // Signature closest to worker 2 (cos .8 vs .6 to worker 0); worker 2 is the busiest.
+  auto sig = unit({0.6f, 0, 0.8f, 0});
+  CHECK(r.choose_signature(sig, std::vector<int>{0, 0, 50, 0}) == 2);
+}
+
+TEST_CASE("eldr: tau = 1 picks the least-loaded worker (lowest index on ties), like JSQ")
+{
+  EldrRouter r(axes_model(), spec(1));
+  auto sig = unit({0.6f, 0, 0.8f, 0});
+  CHECK(r.choose_signature(sig, std::vector<int>{3, 1, 5, 1}) == 1);
+  CHECK(r.choose_signature(sig, std::vector<int>{0, 1, 5, 1}) == 0);
+}
+
+TEST_CASE("eldr: the band holds the workers within tau of the best, at least two when tau > 0")
+{
+  // cos to workers: 0 -> .6, 1 -> 0, 2 -> .8, 3 -> 0.
+  auto sig = unit({0.6f, 0, 0.8f, 0});
+  std::vector<int> load{1, 0, 9, 0};
+  EldrRouter wide(axes_model(), spec(0.25));
+  CHECK(wide.choose_signature(sig, load) == 0);  // band {2 (.8), 0 (.6)}: 0 is less loaded
+  EldrRouter narrow(axes_model(), spec(0.1, false));
+  CHECK(narrow.choose_signature(sig, load) == 2);  // band {2} only
+  EldrRouter two(axes_model(), spec(0.1, true));
+  CHECK(two.choose_signature(sig, load) == 0);  // the runner-up joins a band of one
+}
+
+TEST_CASE("eldr: a model file round-trips and bad files are named")
+{
+  namespace fs    = std::filesystem;
+  std::string dir = (fs::temp_directory_path() / "eldr-model-test").string();
+  fs::create_directories(dir);
+  EldrModel m = axes_model();
+  {
+    std::ofstream f(dir + "/m.json");
+    f << eldr_model_json(m);
+  }
+  EldrModel back = read_eldr_model(dir + "/m.json");
+  CHECK(back.mask == m.mask);
+  CHECK(back.centroids.values == m.centroids.values);
+  CHECK(back.idf.idf == m.idf.idf);
+  {
+    std::ofstream f(dir + "/bad.json");
+    f << R"({"format": "eldr-router-model", "version": 1, "model": "toy", "layers": 1, "experts": 4,
+             "variant": "counts_idf", "mask": [0], "idf": [1, 1, 1], "centroids": [[1, 0, 0, 0]]})";
+  }
+  try {
+    read_eldr_model(dir + "/bad.json");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("bad.json: idf: must be a list of layers x experts numbers") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("eldr: fitted on generated routing, same-label requests share workers and signatures beat chance")
+{
+  Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "400"},
+                                                          {"workload.warmup_requests", "0"},
+                                                          {"workload.calibration_requests", "600"},
+                                                          {"eldr.mask_pairs", "5000"}});
+  Workload w   = make_workload(x);
+  auto routing = make_routing_source(x, w);
+  EldrModel m  = fit_eldr_for(x, w, *routing);
+  CHECK(m.centroids.rows == 16);
+  CHECK(!m.mask.empty());
+  CHECK(m.mask_spearman > 0.5);
+  // Pure locality: each label's requests concentrate on few workers (16 workers, 4 labels).
+  EldrRouter r(m, spec(0));
+  auto gates = make_gate_source(*routing);
+  std::vector<std::vector<int>> hits(w.labels.size(), std::vector<int>(16, 0));
+  std::vector<int> idle(16, 0);
+  for (int i = 0; i < 400; ++i) {
+    const Request& q = w.requests[size_t(i)];
+    Signature s      = m.signature(count_prompt(*routing, q, fields_for(m.variant), gates.get()));
+    ++hits[q.label][size_t(r.choose_signature(s, idle))];
+  }
+  for (size_t c = 0; c < hits.size(); ++c) {
+    std::vector<int> h = hits[c];
+    std::sort(h.rbegin(), h.rend());
+    int total = 0, top4 = h[0] + h[1] + h[2] + h[3];
+    for (int v : h)
+      total += v;
+    CAPTURE(w.labels[c]);
+    CHECK(top4 > 0.7 * total);  // uniform placement would give 25%
+  }
+}
+
+TEST_CASE("eldr: the online refit keeps stable clusters on their workers")
+{
+  // Traffic that matches the centroids exactly: a refit must not move any profile to another worker.
+  EldrSpec s = spec(0);
+  s.refit    = "online";
+  s.refit_interval_s = 1;
+  s.refit_window_s   = 5;
+  EldrRouter r(axes_model(), s);
+  std::vector<int> load(4, 0);
+  double t = 0;
+  for (int i = 0; i < 400; ++i, t += 0.02) {
+    int k = i % 4;
+    std::vector<float> v(4, 0.f);
+    v[size_t(k)] = 1.f;
+    v[size_t((k + 1) % 4)] = 0.1f;
+    PromptProfile p;
+    p.layers  = 1;
+    p.experts = 4;
+    p.counts  = {uint16_t(v[0] * 10), uint16_t(v[1] * 10), uint16_t(v[2] * 10), uint16_t(v[3] * 10)};
+    Request q;
+    q.id = uint32_t(i);
+    r.observe_prompt(q, p);
+    CHECK(r.choose(q, DecodeLoadView{load, t}) == k);
+  }
+  auto stats = r.stats();
+  CHECK(stats[0].first == "refits");
+  CHECK(stats[0].second >= 6);
+}
