@@ -21,6 +21,7 @@ std::vector<Override> parse_sets(const std::vector<std::string>& sets);
 Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);
 Command add_routers_command(CLI::App& app);
+Command add_fit_command(CLI::App& app);
 // Children of `eldrsim trace` (the parent is made in main.cpp).
 Command add_trace_import_command(CLI::App& trace);
 Command add_trace_gen_command(CLI::App& trace);

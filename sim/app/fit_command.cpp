@@ -1,0 +1,52 @@
+#include "sim/app/commands.hpp"
+#include "sim/common/atomic_file.hpp"
+#include "sim/routing/eldr_router.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/workload_factory.hpp"
+
+#include <cstdio>
+#include <memory>
+
+namespace eldr::app {
+
+namespace {
+
+struct FitOptions {
+  std::string config;
+  std::string out;
+  std::vector<std::string> sets;
+};
+
+int fit(const FitOptions& o)
+{
+  Experiment x = load_experiment(o.config, parse_sets(o.sets));
+  Workload w   = make_workload(x);
+  auto routing = make_routing_source(x, w);
+  EldrModel m  = fit_eldr_for(x, w, *routing);
+  write_file_atomically(o.out, eldr_model_json(m));
+  std::string mask;
+  for (int l : m.mask)
+    mask += (mask.empty() ? "" : " ") + std::to_string(l);
+  std::printf("fit: %s signatures of %d calibration requests, mask of %zu layers [%s] (Spearman %.3f), %d %s "
+              "centroids after %d K-means iterations -> %s\n",
+              std::string(to_string(m.variant)).c_str(), m.calibration_requests, m.mask.size(), mask.c_str(),
+              m.mask_spearman, m.centroids.rows, m.kmeans == KMeansVariant::balanced ? "balanced" : "vanilla",
+              m.kmeans_iterations, o.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+Command add_fit_command(CLI::App& app)
+{
+  auto o    = std::make_shared<FitOptions>();
+  auto* sub = app.add_subcommand("fit", "Fit ELDR (IDF, layer mask, balanced K-means) on an experiment's calibration "
+                                        "split and write a router model file (use it with --set eldr.model_file=FILE)");
+  sub->add_option("config", o->config, "Experiment config (JSON): its workload, routing, decode workers and eldr section")
+      ->required();
+  sub->add_option("--out", o->out, "Router model file to write (JSON)")->required();
+  sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");
+  return {sub, [o] { return fit(*o); }};
+}
+
+}  // namespace eldr::app
