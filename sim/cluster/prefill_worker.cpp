@@ -52,7 +52,8 @@ void PrefillWorker::hand_off(const Request& r)
 
   DecodeLoadView view{s_.decode_in_flight, now};
   if (s_.decode_router.uses_prompt_profile())
-    s_.decode_router.observe_prompt(r, count_prompt(s_.routing, r, s_.decode_router.prompt_fields(), s_.gates.get()));
+    s_.decode_router.observe_prompt(r, count_prompt(s_.routing, r, s_.decode_router.prompt_fields(), s_.gates.get(),
+                                                    s_.decode_router.prompt_layers()));
   int d = s_.decode_router.choose(r, view);
   xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
              std::string(s_.decode_router.name()).c_str(), d, view.workers());

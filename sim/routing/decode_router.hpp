@@ -30,6 +30,7 @@ public:
   // prefill worker, right before choose(); prompt_fields() says which gate sums to gather.
   virtual bool uses_prompt_profile() const { return false; }
   virtual ProfileFields prompt_fields() const { return {}; }
+  virtual std::span<const int> prompt_layers() const { return {}; }  // layers to count; empty: all
   virtual void observe_prompt(const Request& /*r*/, const PromptProfile& /*profile*/) {}
   // Bytes the router's per-request state adds to the KV transfer (ELDR's signature travels with it).
   virtual double handoff_bytes(const Request& /*r*/) const { return 0; }

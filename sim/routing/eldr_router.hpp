@@ -32,6 +32,7 @@ public:
   int choose(const Request& r, const DecodeLoadView& load) override;
   bool uses_prompt_profile() const override { return true; }
   ProfileFields prompt_fields() const override { return fields_for(model_.variant); }
+  std::span<const int> prompt_layers() const override { return model_.mask; }
   void observe_prompt(const Request& r, const PromptProfile& profile) override;
   double handoff_bytes(const Request& r) const override;
   std::vector<std::pair<std::string, double>> stats() const override;

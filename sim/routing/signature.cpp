@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <immintrin.h>
+#include <numeric>
 #include <stdexcept>
 
 namespace eldr {
@@ -59,6 +60,13 @@ public:
     }
   }
   bool has_scores() const override { return true; }
+  int token_table(const Request& r, int token) const override { return routing_.palette_of(r, token); }
+  std::span<const float> table_prob(int table) const override
+  {
+    const size_t cells = size_t(routing_.shape().layers) * size_t(routing_.shape().experts);
+    return {&prob_[size_t(table) * cells], cells};
+  }
+  std::span<const float> table_score(int table) const override { return routing_.palette_logits(table); }
   void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const override
   {
     const RoutingShape& s = routing_.shape();
@@ -164,30 +172,39 @@ namespace {
 // a byte can wrap. The scalar loop over set bits costs ~4 cycles a pick (its exits mispredict and every
 // pick is a load-add-store); AVX-512BW turns a mask word into 64 byte lanes in one instruction
 // (vpmovm2b: set bit -> 0xff = -1, subtracted), AVX2 in four per 32 bits. On Qwen3-30B-A3B (96 words,
-// 384 picks a token) a token costs ~570 ns scalar, ~120 ns with AVX-512BW (bench/bm_signature.cpp).
-__attribute__((target("avx512f,avx512bw"))) void add_mask_bytes_avx512(const uint64_t* masks, size_t words, uint8_t* acc)
+// 384 picks a token) a token costs ~570 ns scalar, ~95 ns with AVX-512BW (bench/bm_signature.cpp).
+// Both kernels add the words [first, first + n) of every run listed in `runs` (a layer's words).
+struct WordRun {
+  uint32_t first, n;
+};
+
+__attribute__((target("avx512f,avx512bw"))) void add_mask_bytes_avx512(const uint64_t* masks,
+                                                                       std::span<const WordRun> runs, uint8_t* acc)
 {
-  for (size_t w = 0; w < words; ++w) {
-    const __m512i a = _mm512_loadu_si512(acc + 64 * w);
-    const __m512i v = _mm512_movm_epi8(_cvtu64_mask64(masks[w]));
-    _mm512_storeu_si512(acc + 64 * w, _mm512_sub_epi8(a, v));
-  }
+  for (const WordRun& run : runs)
+    for (size_t w = run.first; w < run.first + run.n; ++w) {
+      const __m512i a = _mm512_loadu_si512(acc + 64 * w);
+      const __m512i v = _mm512_movm_epi8(_cvtu64_mask64(masks[w]));
+      _mm512_storeu_si512(acc + 64 * w, _mm512_sub_epi8(a, v));
+    }
 }
 
-__attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, size_t words, uint8_t* acc)
+__attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, std::span<const WordRun> runs,
+                                                         uint8_t* acc)
 {
   // Byte i of a 32-bit half takes byte i / 8 of it (each 128-bit lane holds the broadcast dword), then
   // keeps bit i % 8: equal to the selector iff the bit is set.
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                           3, 3, 3, 3, 3, 3, 3);
   const __m256i select = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
-  for (size_t w = 0; w < words; ++w)
-    for (int h = 0; h < 2; ++h) {
-      __m256i v = _mm256_set1_epi32(int(uint32_t(masks[w] >> (32 * h))));
-      v         = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, spread), select), select);
-      auto* at  = reinterpret_cast<__m256i*>(acc + 64 * w + 32 * size_t(h));
-      _mm256_storeu_si256(at, _mm256_sub_epi8(_mm256_loadu_si256(at), v));
-    }
+  for (const WordRun& run : runs)
+    for (size_t w = run.first; w < run.first + run.n; ++w)
+      for (int h = 0; h < 2; ++h) {
+        __m256i v = _mm256_set1_epi32(int(uint32_t(masks[w] >> (32 * h))));
+        v         = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, spread), select), select);
+        auto* at  = reinterpret_cast<__m256i*>(acc + 64 * w + 32 * size_t(h));
+        _mm256_storeu_si256(at, _mm256_sub_epi8(_mm256_loadu_si256(at), v));
+      }
 }
 
 int best_kernel()
@@ -198,23 +215,43 @@ int best_kernel()
   return k;
 }
 
-// Adds tokens' masks to [layer][expert] counts with one of the kernels (0 scalar, 1 AVX2, 2 AVX-512BW).
+// Adds tokens' masks to [layer][expert] counts with one of the kernels (0 scalar, 1 AVX2, 2 AVX-512BW),
+// on the layers `only` (all when empty; other layers' counts are left alone).
 class MaskCounter {
 public:
-  MaskCounter(const RoutingShape& s, std::span<uint16_t> counts, int kernel)
+  MaskCounter(const RoutingShape& s, std::span<uint16_t> counts, int kernel, std::span<const int> only = {})
       : s_(s), counts_(counts), kernel_(kernel), acc_(kernel ? size_t(s.words()) * 64 : 0, 0)
   {
+    const uint32_t W = uint32_t(s.words_per_layer);
+    if (only.empty()) {
+      layers_.resize(size_t(s.layers));
+      std::iota(layers_.begin(), layers_.end(), 0);
+      runs_.push_back({0, uint32_t(s.words())});
+    } else {
+      for (int l : only) {
+        if (l < 0 || l >= s.layers)
+          throw std::invalid_argument("layer " + std::to_string(l) + " outside the model's " + std::to_string(s.layers));
+        layers_.push_back(l);
+        runs_.push_back({uint32_t(l) * W, W});
+      }
+    }
   }
   void add(const uint64_t* masks)
   {
     if (kernel_ == 0) {
-      add_mask_counts({masks, size_t(s_.words())}, s_, counts_);
+      const int W = s_.words_per_layer;
+      for (int l : layers_) {
+        uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
+        for (int w = 0; w < W; ++w)
+          for (uint64_t bits = masks[size_t(l * W + w)]; bits; bits &= bits - 1)
+            ++c[w * 64 + std::countr_zero(bits)];
+      }
       return;
     }
     if (kernel_ == 2)
-      add_mask_bytes_avx512(masks, size_t(s_.words()), acc_.data());
+      add_mask_bytes_avx512(masks, runs_, acc_.data());
     else
-      add_mask_bytes_avx2(masks, size_t(s_.words()), acc_.data());
+      add_mask_bytes_avx2(masks, runs_, acc_.data());
     if (++pending_ == 255)
       flush();
   }
@@ -222,7 +259,7 @@ public:
   {
     if (pending_ == 0)
       return;
-    for (int l = 0; l < s_.layers; ++l) {
+    for (int l : layers_) {
       uint8_t* a  = &acc_[size_t(l * s_.words_per_layer) * 64];
       uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
       for (int e = 0; e < s_.experts; ++e)
@@ -231,12 +268,15 @@ public:
     }
     pending_ = 0;
   }
+  std::span<const int> layers() const { return layers_; }
 
 private:
   const RoutingShape& s_;
   std::span<uint16_t> counts_;
   int kernel_;
   std::vector<uint8_t> acc_;  // byte counter of each bit slot (layer, word, bit)
+  std::vector<int> layers_;
+  std::vector<WordRun> runs_;
   int pending_ = 0;
 };
 
@@ -251,10 +291,11 @@ void check_room(std::span<const uint16_t> counts, long tokens, const Request* r)
 // Adds tokens [begin, end) of `r` to counts. The byte-lane kernels pay a flush of layers x experts
 // per call, so a few tokens go the scalar way. (No software prefetch: generated routing's palette
 // records stay in L2 and a replayed request's tokens are contiguous.)
-void count_range(const ExpertRoutingSource& routing, const Request& r, int begin, int end, std::span<uint16_t> counts)
+void count_range(const ExpertRoutingSource& routing, const Request& r, int begin, int end, std::span<uint16_t> counts,
+                 std::span<const int> only = {})
 {
   check_room(counts, long(end) - long(begin), &r);
-  MaskCounter counter(routing.shape(), counts, end - begin < 8 ? 0 : best_kernel());
+  MaskCounter counter(routing.shape(), counts, end - begin < 8 ? 0 : best_kernel(), only);
   for (int t = begin; t < end; ++t)
     counter.add(routing.token_experts(r, t).data());
   counter.flush();
@@ -278,27 +319,74 @@ bool detail::count_masks_with(int kernel, std::span<const std::span<const uint64
 }
 
 void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
-                const GateSource* gates)
+                const GateSource* gates, std::span<const int> only_layers)
 {
   const RoutingShape& s = routing.shape();
   if (into.layers != s.layers || into.experts != s.experts || into.counts.size() != size_t(s.layers) * size_t(s.experts))
     throw std::invalid_argument("profile shape differs from the routing source's");
-  if (begin >= end)
-    return;
-  count_range(routing, r, begin, end, into.counts);
   const bool want_prob = !into.gate_prob.empty(), want_score = !into.gate_score.empty();
-  if (!want_prob && !want_score)
-    return;
-  if (!gates)
+  if ((want_prob || want_score) && !gates)
     throw std::invalid_argument("gate sums requested but the routing source has no gate values");
   if (want_score && !gates->has_scores())
     throw std::invalid_argument("gate_score sums requested but the routing source records no raw gate scores");
+  if (begin >= end)
+    return;
+  if (!want_prob && !want_score) {
+    count_range(routing, r, begin, end, into.counts, only_layers);
+    return;
+  }
+  const size_t cells = into.counts.size();
+
+  if (gates->token_table(r, begin) >= 0) {
+    // Dense tables: count the tokens of each table apart, then gates = counts x the table's values.
+    check_room(into.counts, long(end) - long(begin), &r);
+    std::vector<int> ids;
+    std::vector<std::vector<uint16_t>> counts;
+    std::vector<MaskCounter> counters;
+    counts.reserve(8);
+    counters.reserve(8);
+    for (int t = begin; t < end; ++t) {
+      const int id = gates->token_table(r, t);
+      size_t k     = size_t(std::find(ids.begin(), ids.end(), id) - ids.begin());
+      if (k == ids.size()) {
+        if (ids.size() == 8)
+          throw std::logic_error("a request's tokens use more than 8 gate tables");
+        ids.push_back(id);
+        counts.emplace_back(cells, 0);
+        counters.emplace_back(s, counts.back(), end - begin < 8 ? 0 : best_kernel(), only_layers);
+      }
+      counters[k].add(routing.token_experts(r, t).data());
+    }
+    const size_t E = size_t(s.experts);
+    for (size_t k = 0; k < ids.size(); ++k) {
+      counters[k].flush();
+      const std::vector<uint16_t>& c = counts[k];
+      std::span<const float> prob = gates->table_prob(ids[k]), score = gates->table_score(ids[k]);
+      for (int l : counters[k].layers())
+        for (size_t i = size_t(l) * E; i < size_t(l + 1) * E; ++i) {
+          into.counts[i] = uint16_t(into.counts[i] + c[i]);
+          if (want_prob)
+            into.gate_prob[i] += float(c[i]) * prob[i];
+          if (want_score)
+            into.gate_score[i] += float(c[i]) * score[i];
+        }
+    }
+    return;
+  }
+
+  // Per token: the gate values of its picks, in the order of its mask bits.
+  count_range(routing, r, begin, end, into.counts, only_layers);
+  std::vector<char> take(size_t(s.layers), only_layers.empty() ? 1 : 0);
+  for (int l : only_layers)
+    take[size_t(l)] = 1;
   const size_t E = size_t(s.experts), K = size_t(s.top_k), group = size_t(s.layers) * K;
   std::vector<float> prob(group), score(want_score ? group : 0);
   for (int t = begin; t < end; ++t) {
     gates->token_gates(r, t, prob, score);
     std::span<const uint64_t> masks = routing.token_experts(r, t);
     for (int l = 0; l < s.layers; ++l) {
+      if (!take[size_t(l)])
+        continue;
       size_t j = size_t(l) * K, stop = j + K;
       for (int w = 0; w < s.words_per_layer; ++w)
         for (uint64_t bits = masks[size_t(l * s.words_per_layer + w)]; bits && j < stop; bits &= bits - 1, ++j) {
@@ -313,10 +401,10 @@ void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin,
 }
 
 PromptProfile count_prompt(const ExpertRoutingSource& routing, const Request& r, ProfileFields fields,
-                           const GateSource* gates)
+                           const GateSource* gates, std::span<const int> only_layers)
 {
   PromptProfile p = empty_profile(routing.shape(), fields);
-  add_tokens(routing, r, 0, r.prompt_tokens, p, gates);
+  add_tokens(routing, r, 0, r.prompt_tokens, p, gates, only_layers);
   return p;
 }
 
@@ -439,21 +527,7 @@ Signature make_signature(const PromptProfile& p, SignatureVariant v, const IdfTa
 
 __attribute__((target_clones("avx2", "default"))) float dot(std::span<const float> a, std::span<const float> b)
 {
-  const size_t n = std::min(a.size(), b.size());
-  const float* __restrict x = a.data();
-  const float* __restrict y = b.data();
-  // 32 partial sums: four independent 8-float vector chains, so the adds do not wait on each other.
-  float acc[32] = {};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (size_t j = 0; j < 32; ++j)
-      acc[j] += x[i + j] * y[i + j];
-  for (size_t j = 0; i < n; ++i, ++j)
-    acc[j] += x[i] * y[i];
-  for (size_t w = 16; w > 0; w /= 2)
-    for (size_t j = 0; j < w; ++j)
-      acc[j] += acc[j + w];
-  return acc[0];
+  return detail::dot_kernel(a.data(), b.data(), std::min(a.size(), b.size()));
 }
 
 double cosine(std::span<const float> a, std::span<const float> b)

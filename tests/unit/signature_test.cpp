@@ -1,0 +1,399 @@
+// ELDR signatures (sim/routing/signature.hpp): profile counting, gate sums, IDF and the six variants,
+// with values by hand.
+#include "sim/common/rng.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/routing/signature.hpp"
+#include "sim/workload/generated_routing.hpp"
+#include "sim/workload/replay_routing.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/uniform_routing.hpp"
+#include "sim/workload/workload_factory.hpp"
+#include "trace_test_util.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+using namespace eldr;
+
+namespace {
+
+PromptProfile profile(int layers, int experts, std::vector<uint16_t> counts, std::vector<float> prob = {},
+                      std::vector<float> score = {})
+{
+  PromptProfile p;
+  p.layers     = layers;
+  p.experts    = experts;
+  p.counts     = std::move(counts);
+  p.gate_prob  = std::move(prob);
+  p.gate_score = std::move(score);
+  return p;
+}
+
+void check_values(const Signature& s, const std::vector<double>& raw)
+{
+  double n2 = 0;
+  for (double x : raw)
+    n2 += x * x;
+  REQUIRE(s.size() == raw.size());
+  for (size_t i = 0; i < raw.size(); ++i)
+    CHECK(s[i] == doctest::Approx(raw[i] / std::sqrt(n2)).epsilon(1e-6));
+}
+
+// The default config's generated routing (Qwen3-30B-A3B task), a small workload.
+struct Generated {
+  Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "40"},
+                                                          {"workload.warmup_requests", "0"},
+                                                          {"workload.calibration_requests", "10"}});
+  Workload w   = make_workload(x);
+  std::unique_ptr<ExpertRoutingSource> routing = make_routing_source(x, w);
+};
+
+}  // namespace
+
+TEST_CASE("signature: IDF by hand on three requests")
+{
+  // 2 layers x 3 experts. Activated cells (count > 0):
+  //   r0: l0 {0, 2}, l1 {2};  r1: l0 {0}, l1 {1, 2};  r2: l0 {2}, l1 {1}
+  // df: l0 [2, 0, 2], l1 [0, 2, 2]; N = 3: idf = ln(4 / (df + 1)) = ln(4/3) for df 2, ln 4 for df 0.
+  std::vector<PromptProfile> cal{profile(2, 3, {2, 0, 1, 0, 0, 3}), profile(2, 3, {1, 0, 0, 0, 1, 1}),
+                                 profile(2, 3, {0, 0, 4, 0, 2, 0})};
+  IdfTable t = fit_idf(cal);
+  CHECK(t.requests == 3);
+  CHECK(t.layers == 2);
+  CHECK(t.experts == 3);
+  const double a = std::log(4.0 / 3.0), b = std::log(4.0);  // 0.2876821, 1.3862944
+  CHECK(t.at(0, 0) == doctest::Approx(a));
+  CHECK(t.at(0, 1) == doctest::Approx(b));
+  CHECK(t.at(0, 2) == doctest::Approx(a));
+  CHECK(t.at(1, 0) == doctest::Approx(b));
+  CHECK(t.at(1, 1) == doctest::Approx(a));
+  CHECK(t.at(1, 2) == doctest::Approx(a));
+  // A cell every request activates gets ln((N+1)/(N+1)) = 0.
+  IdfTable all = fit_idf(std::vector<PromptProfile>{profile(1, 2, {1, 0}), profile(1, 2, {5, 1})});
+  CHECK(all.at(0, 0) == 0.f);
+  CHECK(all.at(0, 1) == doctest::Approx(std::log(3.0 / 2.0)));
+  CHECK_THROWS_AS(fit_idf(std::vector<PromptProfile>{}), std::invalid_argument);
+  CHECK_THROWS_AS(fit_idf(std::vector<PromptProfile>{profile(1, 2, {1, 0}), profile(2, 1, {1, 0})}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("signature: each variant by hand, mask order and one global L2 normalisation")
+{
+  // 2 layers x 4 experts.
+  //            counts        gate_prob              gate_score            idf
+  //   layer 0: [3, 0, 1, 0]  [0.9, 0, 0.2, 0]       [1.5, 0, -0.5, 0]     [0.5, 1, 2, 1]
+  //   layer 1: [0, 4, 0, 2]  [0, 1.6, 0, 0.5]       [0, 2, 0, 1]          [1, 0.25, 1, 3]
+  const PromptProfile p = profile(2, 4, {3, 0, 1, 0, 0, 4, 0, 2}, {0.9f, 0, 0.2f, 0, 0, 1.6f, 0, 0.5f},
+                                  {1.5f, 0, -0.5f, 0, 0, 2, 0, 1});
+  IdfTable idf;
+  idf.layers   = 2;
+  idf.experts  = 4;
+  idf.requests = 10;
+  idf.idf      = {0.5f, 1, 2, 1, 1, 0.25f, 1, 3};
+  const std::vector<int> mask{1, 0};  // layer 1 first: signatures concatenate in mask order
+
+  // counts: [0 4 0 2 | 3 0 1 0], norm^2 = 16 + 4 + 9 + 1 = 30
+  check_values(make_signature(p, SignatureVariant::counts, nullptr, mask), {0, 4, 0, 2, 3, 0, 1, 0});
+  // counts x idf: [0 1 0 6 | 1.5 0 2 0], norm^2 = 1 + 36 + 2.25 + 4 = 43.25
+  check_values(make_signature(p, SignatureVariant::counts_idf, &idf, mask), {0, 1, 0, 6, 1.5, 0, 2, 0});
+  // sqrt: [0 2 0 sqrt2 | sqrt3 0 1 0], norm^2 = 10
+  check_values(make_signature(p, SignatureVariant::sqrt_counts, nullptr, mask),
+               {0, 2, 0, std::sqrt(2.0), std::sqrt(3.0), 0, 1, 0});
+  // binary: [0 1 0 1 | 1 0 1 0] / 2
+  check_values(make_signature(p, SignatureVariant::binary, nullptr, mask), {0, 1, 0, 1, 1, 0, 1, 0});
+  // gate_prob: [0 1.6 0 0.5 | 0.9 0 0.2 0], norm^2 = 3.66
+  check_values(make_signature(p, SignatureVariant::gate_prob, nullptr, mask), {0, 1.6, 0, 0.5, 0.9, 0, 0.2, 0});
+  // gate_score (raw, may be negative): [0 2 0 1 | 1.5 0 -0.5 0], norm^2 = 7.5
+  check_values(make_signature(p, SignatureVariant::gate_score, nullptr, mask), {0, 2, 0, 1, 1.5, 0, -0.5, 0});
+
+  // By hand, one value: counts, the first cell of layer 0's part = 3 / sqrt(30) = 0.5477226.
+  Signature s = make_signature(p, SignatureVariant::counts, nullptr, mask);
+  CHECK(s[4] == doctest::Approx(0.5477226));
+  // One global normalisation, not per layer: layer 1's part has norm sqrt(20/30), not 1.
+  CHECK(std::sqrt(dot({s.data(), 4}, {s.data(), 4})) == doctest::Approx(std::sqrt(20.0 / 30.0)));
+  CHECK(dot(s, s) == doctest::Approx(1.0));
+
+  // A one-layer mask keeps only that layer: [3 0 1 0] / sqrt(10).
+  check_values(make_signature(p, SignatureVariant::counts, nullptr, std::vector<int>{0}), {3, 0, 1, 0});
+  // IDF on layer 0 only: [1.5 0 2 0] / 2.5
+  Signature l0 = make_signature(p, SignatureVariant::counts_idf, &idf, std::vector<int>{0});
+  CHECK(l0[0] == doctest::Approx(0.6));
+  CHECK(l0[2] == doctest::Approx(0.8));
+
+  // A profile with nothing on the mask gives all zeros (no division by zero).
+  const PromptProfile empty = profile(2, 4, {1, 0, 0, 0, 0, 0, 0, 0});
+  Signature z = make_signature(empty, SignatureVariant::counts, nullptr, std::vector<int>{1});
+  CHECK(std::all_of(z.begin(), z.end(), [](float x) { return x == 0.f; }));
+  CHECK(cosine(z, z) == 0.0);
+
+  // Errors: counts_idf without (or with a mis-shaped) IDF, gate variants without gate sums, bad layers.
+  CHECK_THROWS_AS(make_signature(p, SignatureVariant::counts_idf, nullptr, mask), std::invalid_argument);
+  IdfTable small = idf;
+  small.experts  = 2;
+  CHECK_THROWS_AS(make_signature(p, SignatureVariant::counts_idf, &small, mask), std::invalid_argument);
+  CHECK_THROWS_AS(make_signature(empty, SignatureVariant::gate_prob, nullptr, mask), std::invalid_argument);
+  CHECK_THROWS_AS(make_signature(empty, SignatureVariant::gate_score, nullptr, mask), std::invalid_argument);
+  CHECK_THROWS_AS(make_signature(p, SignatureVariant::counts, nullptr, std::vector<int>{2}), std::invalid_argument);
+}
+
+TEST_CASE("signature: names, dot and cosine, transport bytes")
+{
+  for (SignatureVariant v : kAllSignatureVariants)
+    CHECK(parse_signature_variant(to_string(v)) == v);
+  CHECK(!parse_signature_variant("idf").has_value());
+  CHECK(to_string(kDefaultSignatureVariant) == "counts_idf");
+
+  // dot over 19 floats (two blocks of 8 and a tail of 3): sum of i * 2 for i = 1..19 = 380.
+  std::vector<float> a(19), b(19, 2.f);
+  std::iota(a.begin(), a.end(), 1.f);
+  CHECK(dot(a, b) == doctest::Approx(380.0));
+  CHECK(cosine(std::vector<float>{1, 0}, std::vector<float>{1, 1}) == doctest::Approx(std::sqrt(0.5)));
+  CHECK(cosine(std::vector<float>{3, 4}, std::vector<float>{6, 8}) == doctest::Approx(1.0));
+
+  // Qwen3-30B-A3B: an int16 48 x 128 count matrix = 12 KiB; gate variants carry float32 sums.
+  RoutingShape q{48, 128, 8, 2};
+  CHECK(signature_transport_bytes(q) == 12288);
+  CHECK(signature_transport_bytes(q, SignatureVariant::binary) == 12288);
+  CHECK(signature_transport_bytes(q, SignatureVariant::gate_prob) == 24576);
+}
+
+TEST_CASE("signature: profiles counted from masks equal counts from the replayed ids, gates follow the ids")
+{
+  // 3 layers x 80 experts (two mask words a layer), top-3, random distinct ids in random order and
+  // random gate values, written as a routing file and replayed.
+  test::ScratchDir d("signature");
+  const int L = 3, E = 80, K = 3;
+  const std::vector<std::pair<int, int>> lengths{{37, 6}, {5, 4}};
+  Rng rng(7, "test.signature.ids");
+  std::vector<std::vector<uint16_t>> ids;  // per record: tokens x layers x top_k
+  std::vector<std::vector<float>> gates;
+  {
+    RoutingWriter w(d.file("r.bin"), L, E, K, true);
+    for (auto [prompt, output] : lengths) {
+      std::vector<uint16_t> rid;
+      std::vector<float> rg;
+      for (int t = 0; t < prompt + output; ++t)
+        for (int l = 0; l < L; ++l) {
+          std::vector<uint16_t> pick;
+          while (int(pick.size()) < K) {
+            uint16_t e = uint16_t(rng.below(E));
+            if (std::find(pick.begin(), pick.end(), e) == pick.end())
+              pick.push_back(e);
+          }
+          for (uint16_t e : pick) {
+            rid.push_back(e);
+            rg.push_back(float(rng.uniform01()));
+          }
+        }
+      w.add_record(uint32_t(prompt), uint32_t(output), rid, rg);
+      ids.push_back(rid);
+      gates.push_back(rg);
+    }
+    w.close();
+  }
+  ReplayRouting src(d.file("r.bin"));
+  auto g = make_gate_source(src);
+  REQUIRE(g != nullptr);
+  CHECK(!g->has_scores());
+  CHECK(gates_support(g.get(), SignatureVariant::gate_prob));
+  CHECK(!gates_support(g.get(), SignatureVariant::gate_score));
+  CHECK(gates_support(nullptr, SignatureVariant::counts_idf));
+  CHECK(!gates_support(nullptr, SignatureVariant::gate_prob));
+
+  for (size_t rec = 0; rec < lengths.size(); ++rec) {
+    Request r;
+    r.id             = uint32_t(rec);
+    r.routing_record = int32_t(rec);
+    r.prompt_tokens  = lengths[rec].first;
+    r.output_tokens  = lengths[rec].second + 1;  // the last output token is never fed
+    std::vector<uint16_t> want(size_t(L * E), 0), want_dec(size_t(L * E), 0);
+    std::vector<double> want_prob(size_t(L * E), 0);
+    for (int t = 0; t < r.prompt_tokens + r.output_tokens - 1; ++t)
+      for (int l = 0; l < L; ++l)
+        for (int j = 0; j < K; ++j) {
+          const size_t at   = (size_t(t) * L + size_t(l)) * K + size_t(j);
+          const size_t cell = size_t(l) * E + ids[rec][at];
+          if (t < r.prompt_tokens) {
+            ++want[cell];
+            want_prob[cell] += gates[rec][at];
+          } else {
+            ++want_dec[cell];
+          }
+        }
+    PromptProfile p = count_prompt(src, r, {true, false}, g.get());
+    CHECK(p.counts == want);
+    CHECK(count_decode(src, r) == want_dec);
+    for (size_t c = 0; c < want_prob.size(); ++c)
+      CHECK(p.gate_prob[c] == doctest::Approx(want_prob[c]).epsilon(1e-5));
+    CHECK(std::accumulate(p.counts.begin(), p.counts.end(), 0) == r.prompt_tokens * L * K);
+    // Only layer 1 (per-token gate path): layer 1's cells as above, the others untouched.
+    PromptProfile one = count_prompt(src, r, {true, false}, g.get(), std::vector<int>{1});
+    for (int l = 0; l < L; ++l)
+      for (int e = 0; e < E; ++e) {
+        const size_t c = size_t(l * E + e);
+        CHECK(one.counts[c] == (l == 1 ? want[c] : 0));
+        CHECK(one.gate_prob[c] == doctest::Approx(l == 1 ? want_prob[c] : 0.0).epsilon(1e-5));
+      }
+    // Raw scores are not in the file: asking for them is an error.
+    CHECK_THROWS_AS(count_prompt(src, r, {false, true}, g.get()), std::invalid_argument);
+    // Gate sums without a gate source are an error too.
+    CHECK_THROWS_AS(count_prompt(src, r, {true, false}, nullptr), std::invalid_argument);
+  }
+
+  // Without gates in the file there is no gate source.
+  test::write_synthetic_routing(d.file("n.bin"), L, E, K, {{4, 2}});
+  ReplayRouting plain(d.file("n.bin"));
+  CHECK(make_gate_source(plain) == nullptr);
+}
+
+TEST_CASE("signature: generated routing gates are the palette softmax and logits, and block profiles add up")
+{
+  Generated g;
+  const ExpertRoutingSource& src = *g.routing;
+  const auto& gen                = dynamic_cast<const GeneratedRouting&>(src);
+  const RoutingShape& s          = src.shape();
+  auto gates                     = make_gate_source(src);
+  REQUIRE(gates != nullptr);
+  CHECK(gates->has_scores());
+
+  Request r       = g.w.calibration[0];
+  r.prompt_tokens = 70;
+  PromptProfile p = count_prompt(src, r, {true, true}, gates.get());
+
+  // By hand: every (token, layer, expert) bit tested one by one; the gate from the token's palette.
+  std::vector<uint16_t> want(size_t(s.layers) * s.experts, 0);
+  std::vector<double> prob(want.size(), 0), score(want.size(), 0);
+  for (int t = 0; t < r.prompt_tokens; ++t) {
+    std::span<const uint64_t> m = src.token_experts(r, t);
+    std::span<const float> z    = gen.palette_logits(gen.palette_of(r, t));
+    for (int l = 0; l < s.layers; ++l) {
+      double zmax = -1e30, total = 0;
+      for (int e = 0; e < s.experts; ++e)
+        zmax = std::max(zmax, double(z[size_t(l) * s.experts + e]));
+      for (int e = 0; e < s.experts; ++e)
+        total += std::exp(double(z[size_t(l) * s.experts + e]) - zmax);
+      for (int e = 0; e < s.experts; ++e)
+        if (m[size_t(l * s.words_per_layer + e / 64)] >> (e % 64) & 1) {
+          const size_t c = size_t(l) * s.experts + e;
+          ++want[c];
+          prob[c] += std::exp(double(z[c]) - zmax) / total;
+          score[c] += z[c];
+        }
+    }
+  }
+  CHECK(p.counts == want);
+  int bad = 0;
+  for (size_t c = 0; c < want.size(); ++c)
+    if (std::abs(p.gate_prob[c] - prob[c]) > 1e-5 * (1 + prob[c]) ||
+        std::abs(p.gate_score[c] - score[c]) > 1e-4 * (1 + std::abs(score[c]))) {
+      if (++bad < 5)
+        MESSAGE("cell ", c, " count ", want[c], " prob ", p.gate_prob[c], " vs ", prob[c], " score ",
+                p.gate_score[c], " vs ", score[c]);
+    }
+  CHECK(bad == 0);
+
+  // The per-token interface gives the same values as the tables (the path replayed gates take).
+  std::vector<float> tp(size_t(s.layers * s.top_k)), ts(tp.size());
+  for (int t : {0, 9, 69}) {
+    gates->token_gates(r, t, tp, ts);
+    const int table = gates->token_table(r, t);
+    CHECK(table == gen.palette_of(r, t));
+    std::span<const uint64_t> m = src.token_experts(r, t);
+    size_t j = 0;
+    for (int l = 0; l < s.layers; ++l)
+      for (int e = 0; e < s.experts; ++e)
+        if (m[size_t(l * s.words_per_layer + e / 64)] >> (e % 64) & 1) {
+          CHECK(tp[j] == gates->table_prob(table)[size_t(l) * s.experts + e]);
+          CHECK(ts[j] == gates->table_score(table)[size_t(l) * s.experts + e]);
+          ++j;
+        }
+    CHECK(j == tp.size());
+  }
+
+  // KV blocks of 16 tokens: their profiles add up to the prompt's.
+  PromptProfile sum = empty_profile(s, {true, true});
+  for (int b = 0; b < r.prompt_tokens; b += 16) {
+    PromptProfile block = empty_profile(s, {true, true});
+    add_tokens(src, r, b, std::min(b + 16, r.prompt_tokens), block, gates.get());
+    add_profile(sum, block);
+  }
+  CHECK(sum.counts == p.counts);
+  bad = 0;
+  for (size_t c = 0; c < want.size(); ++c)
+    bad += std::abs(sum.gate_prob[c] - p.gate_prob[c]) > 1e-5f * (1 + p.gate_prob[c]) ||
+           std::abs(sum.gate_score[c] - p.gate_score[c]) > 1e-5f * (1 + std::abs(p.gate_score[c]));
+  CHECK(bad == 0);
+
+  // Decode profile: positions P .. P+O-2, one short of the output (the last token is only sampled).
+  std::vector<uint16_t> dec = count_decode(src, r);
+  CHECK(std::accumulate(dec.begin(), dec.end(), 0L) == long(r.output_tokens - 1) * s.layers * s.top_k);
+  PromptProfile out = empty_profile(s);
+  add_tokens(src, r, r.prompt_tokens, r.prompt_tokens + r.output_tokens - 1, out);
+  CHECK(out.counts == dec);
+
+  // Counting only some layers gives the same cells there and leaves the others alone, on every path:
+  // counts only, dense gate tables, and few tokens (scalar).
+  const std::vector<int> some{3, 40, 17};
+  for (int n : {70, 5}) {
+    Request q       = r;
+    q.prompt_tokens = n;
+    const PromptProfile whole = count_prompt(src, q, {true, true}, gates.get());
+    for (ProfileFields f : {ProfileFields{}, ProfileFields{true, true}}) {
+      const PromptProfile part = count_prompt(src, q, f, gates.get(), some);
+      int wrong = 0;
+      for (int l = 0; l < s.layers; ++l) {
+        const bool in = std::find(some.begin(), some.end(), l) != some.end();
+        for (int e = 0; e < s.experts; ++e) {
+          const size_t c = size_t(l) * s.experts + e;
+          wrong += part.counts[c] != (in ? whole.counts[c] : 0);
+          if (f.gate_prob)
+            wrong += std::abs(part.gate_prob[c] - (in ? whole.gate_prob[c] : 0.f)) > 1e-5f * (1 + whole.gate_prob[c]);
+        }
+      }
+      CHECK(wrong == 0);
+    }
+  }
+  CHECK_THROWS_AS(count_prompt(src, r, {}, nullptr, std::vector<int>{48}), std::invalid_argument);
+
+  // Uniform routing has no gates.
+  UniformRouting u(g.x.model, 1);
+  CHECK(make_gate_source(u) == nullptr);
+}
+
+TEST_CASE("signature: the scalar, AVX2 and AVX-512 counting kernels agree")
+{
+  // Random masks of 3 layers x 80 experts (the second word of a layer half used), top-5, 600 tokens:
+  // more than 255, so the byte counters are flushed on the way.
+  const RoutingShape s{3, 80, 5, 2};
+  Rng rng(3, "test.signature.kernels");
+  std::vector<std::vector<uint64_t>> masks(600, std::vector<uint64_t>(size_t(s.words()), 0));
+  std::vector<uint16_t> want(size_t(s.layers * s.experts), 0);
+  for (auto& m : masks)
+    for (int l = 0; l < s.layers; ++l)
+      for (int k = 0; k < s.top_k;) {
+        const int e = int(rng.below(uint64_t(s.experts)));
+        uint64_t& w = m[size_t(l * s.words_per_layer + e / 64)];
+        if (w >> (e % 64) & 1)
+          continue;
+        w |= uint64_t(1) << (e % 64);
+        ++want[size_t(l * s.experts + e)];
+        ++k;
+      }
+  std::vector<std::span<const uint64_t>> tokens(masks.begin(), masks.end());
+  int ran = 0;
+  for (int kernel : {0, 1, 2, -1}) {
+    CAPTURE(kernel);
+    std::vector<uint16_t> got(want.size(), 7);  // adds to what is there
+    if (!detail::count_masks_with(kernel, tokens, s, got))
+      continue;  // the CPU lacks it
+    ++ran;
+    for (size_t c = 0; c < want.size(); ++c)
+      CHECK(got[c] == want[c] + 7);
+  }
+  CHECK(ran >= 2);  // scalar and the automatic choice at least
+  std::vector<uint16_t> full(want.size(), 65535);
+  CHECK_THROWS_AS(detail::count_masks_with(0, tokens, s, full), std::overflow_error);
+}
