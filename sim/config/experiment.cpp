@@ -256,6 +256,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.eldr.refit_interval_s  = e.number("refit_interval_s", 1, 1e-3, 1e6);
   x.eldr.refit_iterations  = int(e.integer("refit_iterations", 3, 1, 1000));
   x.eldr.mask_pairs        = int(e.integer("mask_pairs", 30000, 10, 10000000));
+  x.eldr.mask_min_gain     = e.number("mask_min_gain", 0.001, 0, 1);
   x.eldr.kmeans_iterations = int(e.integer("kmeans_iterations", 50, 1, 10000));
   e.finish();
 

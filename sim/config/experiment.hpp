@@ -67,6 +67,7 @@ struct EldrSpec {
   double refit_interval_s = 1;
   int refit_iterations    = 3;        // K-means iterations per online refit (warm-started)
   int mask_pairs          = 30000;
+  double mask_min_gain    = 0.001;    // a layer joins the mask only if it adds more Spearman than this
   int kmeans_iterations   = 50;
 };
 

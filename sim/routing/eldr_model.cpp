@@ -39,6 +39,7 @@ EldrModel fit_eldr(std::span<const Request> calibration, const ExpertRoutingSour
   LayerMaskOptions mo;
   mo.pairs          = opt.mask_pairs;
   mo.seed           = opt.seed;
+  mo.min_gain       = opt.mask_min_gain;
   LayerMask mask    = fit_layer_mask(prompts, decode, opt.variant, &m.idf, mo);
   m.mask            = mask.layers;
   m.mask_spearman   = mask.score();

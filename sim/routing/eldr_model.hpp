@@ -37,6 +37,7 @@ struct EldrFitOptions {
   KMeansVariant kmeans     = KMeansVariant::balanced;
   int clusters             = 16;
   int mask_pairs           = 30000;
+  double mask_min_gain     = 0.001;
   int kmeans_iterations    = 50;
   uint64_t seed            = 1;
 };

@@ -14,6 +14,7 @@ EldrFitOptions eldr_fit_options(const Experiment& x)
   o.kmeans            = x.eldr.kmeans == "vanilla" ? KMeansVariant::vanilla : KMeansVariant::balanced;
   o.clusters          = x.topology.decode.instances;
   o.mask_pairs        = x.eldr.mask_pairs;
+  o.mask_min_gain     = x.eldr.mask_min_gain;
   o.kmeans_iterations = x.eldr.kmeans_iterations;
   o.seed              = x.seed;
   return o;

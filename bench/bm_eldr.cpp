@@ -1,0 +1,73 @@
+// ELDR end to end on the default scenario's generated routing: the offline fit of 1000 calibration
+// requests (prompt and decode profiles, IDF, layer mask, balanced K-means) and one routing decision
+// with a fitted model (16 centroids over the fitted mask) — DESIGN.md section 8's two ELDR budgets.
+#include "sim/config/experiment.hpp"
+#include "sim/routing/eldr_router.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/workload_factory.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <memory>
+
+namespace eldr::bench {
+namespace {
+
+struct Scenario {
+  Experiment x;
+  Workload w;
+  std::unique_ptr<ExpertRoutingSource> routing;
+};
+
+const Scenario& scenario()
+{
+  static const Scenario s = [] {
+    std::filesystem::current_path(ELDR_SOURCE_DIR);
+    Scenario sc;
+    sc.x       = load_experiment("configs/default.json", {{"workload.measured_requests", "2000"},
+                                                          {"workload.warmup_requests", "0"},
+                                                          {"workload.calibration_requests", "1000"}});
+    sc.w       = make_workload(sc.x);
+    sc.routing = make_routing_source(sc.x, sc.w);
+    return sc;
+  }();
+  return s;
+}
+
+void BM_EldrOfflineFit(benchmark::State& state)
+{
+  const Scenario& s = scenario();
+  for (auto _ : state) {
+    EldrModel m = fit_eldr_for(s.x, s.w, *s.routing);
+    benchmark::DoNotOptimize(m.centroids.values.data());
+    state.counters["mask_layers"] = double(m.mask.size());
+  }
+}
+BENCHMARK(BM_EldrOfflineFit)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+void BM_EldrDecision(benchmark::State& state)
+{
+  const Scenario& s = scenario();
+  EldrSpec spec     = s.x.eldr;
+  spec.refit        = "static";
+  EldrRouter router(fit_eldr_for(s.x, s.w, *s.routing), spec);
+  auto gates = make_gate_source(*s.routing);
+  std::vector<Signature> sigs;
+  for (int i = 0; i < 256; ++i) {
+    const Request& r = s.w.requests[size_t(i)];
+    sigs.push_back(router.model().signature(
+        count_prompt(*s.routing, r, fields_for(router.model().variant), gates.get(), router.model().mask)));
+  }
+  std::vector<int> load(16, 30);
+  size_t i = 0;
+  for (auto _ : state) {
+    int w = router.choose_signature(sigs[i++ & 255], load);
+    benchmark::DoNotOptimize(w);
+  }
+  state.counters["dimension"] = double(router.model().dimension());
+}
+BENCHMARK(BM_EldrDecision);
+
+}  // namespace
+}  // namespace eldr::bench
