@@ -68,6 +68,10 @@ int stats(const StatsOptions& o)
   std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.top_share_min,
               s.top_share_max, "-");
   std::printf("%-58s %9.4f %9s\n", "                                      uniform", s.top_share_uniform, "-");
+  std::printf("%-58s %9.3f %9s\n", "label divergence (Jensen-Shannon, bits), mean over layers", s.label_js_mean, "-");
+  std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.label_js_min_layer,
+              s.label_js_max_layer, "-");
+  std::printf("%-58s %9d %9s\n", "                                      most divergent layer", s.label_js_max_at, "-");
 
   if (!o.json.empty()) {
     Json j;
@@ -85,6 +89,8 @@ int stats(const StatsOptions& o)
                      {"binary", s.spearman_binary}};
     j["top_expert_share"] = {{"mean", s.top_share_mean}, {"min", s.top_share_min}, {"max", s.top_share_max},
                              {"uniform", s.top_share_uniform}};
+    j["label_divergence_js"] = {{"mean", s.label_js_mean}, {"min_layer", s.label_js_min_layer},
+                                {"max_layer", s.label_js_max_layer}, {"most_divergent_layer", s.label_js_max_at}};
     write_file_atomically(o.json, j.dump(2) + "\n");
   }
   return 0;

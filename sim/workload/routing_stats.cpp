@@ -47,6 +47,26 @@ double spearman(const std::vector<double>& x, const std::vector<double>& y)
   return pearson(ranks(x), ranks(y));
 }
 
+double js_divergence(std::span<const double> a, std::span<const double> b)
+{
+  double sa = 0, sb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sa += a[i];
+    sb += b[i];
+  }
+  if (sa <= 0 || sb <= 0)
+    return 0;
+  double js = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double p = a[i] / sa, q = b[i] / sb, m = (p + q) / 2;
+    if (p > 0)
+      js += 0.5 * p * std::log2(p / m);
+    if (q > 0)
+      js += 0.5 * q * std::log2(q / m);
+  }
+  return js;
+}
+
 namespace {
 
 // Adds a token's picks to per-(layer, expert) counts.
@@ -110,6 +130,33 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   for (size_t i = 0; i < sample.size(); ++i)
     psum += pearson(std::vector<double>(pre[i].begin(), pre[i].end()), std::vector<double>(dec[i].begin(), dec[i].end()));
   st.pearson_prefill_decode = psum / double(sample.size());
+
+  // Divergence between labels, per layer.
+  std::map<int, std::vector<double>> label_counts;
+  for (size_t i = 0; i < sample.size(); ++i) {
+    auto& v = label_counts[sample[i]->label];
+    v.resize(cells, 0.0);
+    for (size_t c = 0; c < cells; ++c)
+      v[c] += pre[i][c] + dec[i][c];
+  }
+  if (label_counts.size() >= 2) {
+    std::vector<double> per_layer(size_t(shape.layers), 0.0);
+    int pairs = 0;
+    for (auto a = label_counts.begin(); a != label_counts.end(); ++a)
+      for (auto b = std::next(a); b != label_counts.end(); ++b, ++pairs)
+        for (int l = 0; l < shape.layers; ++l) {
+          const size_t off = size_t(l) * shape.experts;
+          per_layer[size_t(l)] += js_divergence({a->second.data() + off, size_t(shape.experts)},
+                                                {b->second.data() + off, size_t(shape.experts)});
+        }
+    for (double& x : per_layer)
+      x /= pairs;
+    auto [lo, hi]         = std::minmax_element(per_layer.begin(), per_layer.end());
+    st.label_js_mean      = std::accumulate(per_layer.begin(), per_layer.end(), 0.0) / shape.layers;
+    st.label_js_min_layer = *lo;
+    st.label_js_max_layer = *hi;
+    st.label_js_max_at    = int(hi - per_layer.begin());
+  }
 
   // Popularity skew.
   st.top_share_min     = 1;

@@ -7,6 +7,7 @@
 #include "sim/workload/request.hpp"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace eldr {
@@ -37,7 +38,15 @@ struct RoutingStats {
   double spearman_counts = 0, spearman_counts_idf = 0, spearman_sqrt = 0, spearman_binary = 0;
   // Share of a layer's picks taken by its most popular expert (mean, min, max over layers), and uniform.
   double top_share_mean = 0, top_share_min = 0, top_share_max = 0, top_share_uniform = 0;
+  // Divergence between labels: Jensen-Shannon divergence (bits, 0..1) of two labels' per-layer expert
+  // distributions (prompt + output picks of the sampled requests), averaged over layers and label
+  // pairs; and the same per layer averaged over pairs, at the least and most divergent layer.
+  double label_js_mean = 0, label_js_min_layer = 0, label_js_max_layer = 0;
+  int label_js_max_at = -1;  // the most divergent layer
 };
+
+// Jensen-Shannon divergence in bits of two count vectors (normalised here); 0 when either is empty.
+double js_divergence(std::span<const double> a, std::span<const double> b);
 
 // `pool`: requests to sample from (served ones); `calibration`: the IDF set (the pool when empty).
 RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,

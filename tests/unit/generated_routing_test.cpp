@@ -173,3 +173,21 @@ TEST_CASE("calibration: uniform routing has no locality and no skew")
   CHECK(std::abs(s.locality[0].reduction()) < 0.01);
   CHECK(s.top_share_mean < 2.5 * s.top_share_uniform);
 }
+
+TEST_CASE("statistics helpers: Jensen-Shannon divergence by hand")
+{
+  // Identical: 0. Disjoint: 1 bit. p = (1, 0), q = (1/2, 1/2): m = (3/4, 1/4);
+  // JS = 1/2 log2(1 / (3/4)) + 1/2 [1/2 log2((1/2)/(3/4)) + 1/2 log2((1/2)/(1/4))] = 0.311278.
+  std::vector<double> a{2, 0}, b{1, 1}, c{0, 5};
+  CHECK(js_divergence(a, a) == doctest::Approx(0.0));
+  CHECK(js_divergence(a, c) == doctest::Approx(1.0));
+  CHECK(js_divergence(a, b) == doctest::Approx(0.311278).epsilon(1e-5));
+}
+
+TEST_CASE("calibration: labels diverge most in the middle layers, where the profile puts their preferences")
+{
+  RoutingStats s = stats_of("qwen3-30b-a3b", "task", 200);
+  CHECK(s.label_js_mean > 0.01);
+  CHECK(s.label_js_max_at > 10);
+  CHECK(s.label_js_max_at < 40);
+}
