@@ -193,7 +193,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   }
   x.workload.rate_rps    = w.number("rate_rps", 60, 1e-6, 1e7);
   x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
-  x.workload.measured_requests = w.integer("measured_requests", 0, 0, 100000000);
+  x.workload.measured_requests       = w.integer("measured_requests", 0, 0, 100000000);
+  x.workload.measured_requests_given = x.workload.measured_requests > 0;
   if (x.workload.measured_requests == 0)
     x.workload.measured_requests = std::max(1L, long(x.workload.rate_rps * x.workload.duration_s + 0.5));
   x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, 100000000);

@@ -35,6 +35,7 @@ struct WorkloadSpec {
   long calibration_requests = 1000;  // kept apart from served requests (router fitting)
   double rate_rps         = 60;
   long measured_requests  = 0;  // 0: rate_rps x duration_s
+  bool measured_requests_given = false;  // set in the config (traces: otherwise all remaining requests)
   double duration_s       = 120;
   long warmup_requests    = 3840;
   double warmup_rate_rps  = 64;

@@ -15,19 +15,6 @@ std::string dims(int layers, int experts, int top_k)
   return std::to_string(layers) + " layers, " + std::to_string(experts) + " experts, top-" + std::to_string(top_k);
 }
 
-// workload.measured_requests as the config (after overrides) states it; 0 when it is left to the
-// rate x duration default, which experiment.cpp has already filled into WorkloadSpec.
-long explicit_measured_requests(const Experiment& x)
-{
-  const Json& doc = x.resolved;
-  if (!doc.is_object() || !doc.contains("workload") || !doc["workload"].is_object())
-    return 0;
-  const Json& w = doc["workload"];
-  if (!w.contains("measured_requests") || !w["measured_requests"].is_number_integer())
-    return 0;
-  return std::max(0L, w["measured_requests"].get<long>());
-}
-
 std::string gb(double bytes)
 {
   char b[32];
@@ -81,7 +68,7 @@ Workload load_trace_workload(const Experiment& x)
                          " after its " + std::to_string(calibration.size()) + " calibration requests" +
                          (flagged ? " (flagged)" : " (workload.calibration_requests)") +
                          ": lower workload.warmup_requests or workload.calibration_requests");
-  const long asked    = explicit_measured_requests(x);
+  const long asked    = (x.workload.measured_requests_given ? x.workload.measured_requests : 0L);
   const long measured = asked > 0 ? std::min(asked, left - warmup) : left - warmup;
   served.resize(size_t(warmup + measured));
 
