@@ -1,6 +1,7 @@
 #pragma once
 // What the actors of one simulation share. SimGrid runs one actor at a time, so plain counters and
 // queues are safe; condition variables only put idle actors to sleep.
+#include "sim/cache/block_cache.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/cost/cost_model.hpp"
 #include "sim/metrics/run_recorder.hpp"
@@ -52,8 +53,20 @@ struct ClusterState {
       , prefill_in_flight(size_t(x.topology.prefill.instances), 0)
       , decode_in_flight(size_t(x.topology.decode.instances), 0)
       , kv_transfers(w.requests.size())
+      , kv_block_tokens(x.model.kv_block_tokens)
+      , kv_block_bytes(c.kv_bytes(x.model.kv_block_tokens))
+      , block_keys(x.serving.prefix_cache ? w.requests.size() : 0)
   {
+    // KV memory in whole blocks, the unit vLLM allocates; prefill workers have a cache only when
+    // prefix caching is on (otherwise their KV lives just for one batch and its transfer).
+    const long blocks = long(c.kv_capacity_bytes(x.serving.kv_memory_fraction) / kv_block_bytes);
+    if (x.serving.prefix_cache)
+      prefill_caches.assign(size_t(x.topology.prefill.instances), BlockCache(blocks));
+    prefill_releases.assign(size_t(x.topology.prefill.instances), 0);
+    decode_caches.assign(size_t(x.topology.decode.instances), BlockCache(blocks));
   }
+  bool caches_prefixes() const { return experiment.serving.prefix_cache; }
+  bool decode_caches_prefixes() const { return experiment.serving.prefix_cache && experiment.serving.decode_prefix_cache; }
 
   const Experiment& experiment;
   const Workload& workload;
@@ -72,6 +85,15 @@ struct ClusterState {
   std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
   std::vector<int> decode_in_flight;       // routed and not yet finished
   std::vector<simgrid::s4u::CommPtr> kv_transfers;  // by request id, while its KV cache is in flight
+
+  // KV blocks. Decode workers always account their memory in a block cache (without prefix caching
+  // every block is private); prefill workers have one with prefix caching.
+  int kv_block_tokens;
+  double kv_block_bytes;
+  std::vector<BlockCache> prefill_caches;
+  std::vector<long> prefill_releases;  // per prefill worker: block releases so far (wakes a waiting head)
+  std::vector<BlockCache> decode_caches;
+  std::vector<std::vector<uint64_t>> block_keys;  // by request id: its full prompt blocks' keys (prefix caching)
 
   // Completion tracking for the driver.
   long finished          = 0;

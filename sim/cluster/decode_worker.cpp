@@ -1,4 +1,6 @@
 #include "sim/cluster/decode_worker.hpp"
+#include "sim/cache/prefix_blocks.hpp"
+#include "sim/cluster/prefill_worker.hpp"
 
 #include <algorithm>
 
@@ -27,16 +29,17 @@ void KvReceiver::operator()()
     watched.erase(watched.begin() + long(i));
     incoming.erase(incoming.begin() + long(i));
     s_.kv_transfers[r->id] = nullptr;
-    s_.recorder.request(r->id).kv_end_s = sg4::Engine::get_clock();
-    s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens);
+    RequestRecord& rec = s_.recorder.request(r->id);
+    rec.kv_end_s       = sg4::Engine::get_clock();
+    s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens);
+    release_prefill_blocks(s_, *r);
     s_.decode_arrivals[size_t(index_)].push(r);
   }
 }
 
-DecodeWorker::DecodeWorker(ClusterState& state, int index) : s_(state), index_(index)
+DecodeWorker::DecodeWorker(ClusterState& state, int index) : s_(state), index_(index), cache_(s_.decode_caches[size_t(index)])
 {
-  kv_capacity_ = s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction);
-  s_.recorder.decode_worker(index_).kv_capacity_bytes = kv_capacity_;
+  s_.recorder.decode_worker(index_).kv_capacity_bytes = s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction);
   union_.resize(size_t(s_.routing.shape().words()));
   distinct_.resize(size_t(s_.routing.shape().layers));
 }
@@ -48,15 +51,21 @@ void DecodeWorker::admit()
   WorkerCounters& c = s_.recorder.decode_worker(index_);
   while (!pending.empty() && int(batch_.size()) < s_.experiment.serving.max_decode_seqs) {
     const Request* r = pending.front();
-    double need      = s_.experiment.model.kv_reserved_bytes(r->prompt_tokens + r->output_tokens);
-    xbt_assert(need <= kv_capacity_, "request %u needs %.3g GB of KV cache, more than decode worker %d holds (%.3g GB)",
-               r->id, need / 1e9, index_, kv_capacity_ / 1e9);
-    if (kv_used_ + need > kv_capacity_)
+    // KV blocks for prompt + output; with prefix caching the full prompt blocks are shared through the
+    // cache (those pinned when the transfer started are held already) and the rest are private.
+    const long blocks = total_blocks(r->prompt_tokens + r->output_tokens, s_.kv_block_tokens);
+    xbt_assert(blocks <= cache_.capacity(),
+               "request %u needs %ld KV blocks, more than decode worker %d holds (%ld): lower its prompt or output",
+               r->id, blocks, index_, cache_.capacity());
+    std::span<const uint64_t> keys;
+    if (s_.decode_caches_prefixes())
+      keys = s_.block_keys[r->id];
+    const long held = s_.recorder.request(r->id).decode_cached_tokens / s_.kv_block_tokens;
+    if (cache_.acquire(keys.subspan(size_t(held)), blocks - long(keys.size())) < 0)
       break;  // FCFS: a request that does not fit waits, and so does everyone behind it
     pending.pop_front();
-    kv_used_ += need;
-    c.kv_peak_bytes = std::max(c.kv_peak_bytes, kv_used_);
-    batch_.push_back({r, need, s_.recorder.request(r->id).tokens_generated});
+    c.kv_peak_bytes = std::max(c.kv_peak_bytes, double(cache_.used()) * s_.kv_block_bytes);
+    batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated});
     s_.recorder.request(r->id).decode_admit_s = now;
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
@@ -92,7 +101,12 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   rec.finish_s       = now;
   rec.tokens_generated = seq.generated;
   ++rec.finish_count;
-  kv_used_ -= seq.kv_bytes;
+  std::span<const uint64_t> keys;
+  if (s_.decode_caches_prefixes())
+    keys = s_.block_keys[r.id];
+  cache_.release(keys, seq.private_blocks);
+  if (s_.caches_prefixes())
+    std::vector<uint64_t>().swap(s_.block_keys[r.id]);  // the prefill side let go at the transfer's end
   auto& mix = s_.recorder.decode_worker(index_).label_requests;
   if (mix.size() <= r.label)
     mix.resize(size_t(r.label) + 1, 0);

@@ -17,7 +17,8 @@ private:
 };
 
 // One decode instance: continuous batching. Between steps it admits arrived requests FIFO while
-// they fit (KV blocks for prompt + output reserved at admission; at most max_decode_seqs); each step
+// they fit (KV blocks for prompt + output reserved at admission, prompt blocks shared with prefix
+// caching; at most max_decode_seqs); each step
 // generates one token for every sequence in the batch, its time given by the cost model from the
 // distinct experts the batch's tokens pick.
 class DecodeWorker {
@@ -28,8 +29,8 @@ public:
 private:
   struct Sequence {
     const Request* request;
-    double kv_bytes;  // reserved
-    int generated;    // output tokens so far, the first one included
+    long private_blocks;  // KV blocks of its own (output, partial prompt block; all of them without prefix caching)
+    int generated;        // output tokens so far, the first one included
   };
   void admit();
   double step_time(double now);
@@ -37,8 +38,7 @@ private:
 
   ClusterState& s_;
   int index_;
-  double kv_capacity_;
-  double kv_used_ = 0;
+  BlockCache& cache_;  // this worker's KV memory, in blocks
   std::vector<Sequence> batch_;
   std::vector<uint64_t> union_;
   std::vector<TokenRef> tokens_;

@@ -1,4 +1,5 @@
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/cache/prefix_blocks.hpp"
 
 #include <algorithm>
 
@@ -19,17 +20,74 @@ void dispatch_to_prefill(ClusterState& s, const Request& r)
   s.prefill_queues[size_t(w)].push(&r);
 }
 
-double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
+void release_prefill_blocks(ClusterState& s, const Request& r)
+{
+  if (!s.caches_prefixes())
+    return;
+  const int w = s.recorder.request(r.id).prefill_worker;
+  const auto& keys = s.block_keys[r.id];
+  s.prefill_caches[size_t(w)].release(keys, total_blocks(r.prompt_tokens, s.kv_block_tokens) - long(keys.size()));
+  ++s.prefill_releases[size_t(w)];
+  s.prefill_queues[size_t(w)].ready->notify_one();  // a prompt waiting for KV memory may fit now
+}
+
+bool PrefillWorker::reserve_blocks(const Request& r, int& cached_tokens)
+{
+  cached_tokens = 0;
+  if (!s_.caches_prefixes())
+    return true;
+  BlockCache& cache = s_.prefill_caches[size_t(index_)];
+  auto& keys        = s_.block_keys[r.id];
+  prompt_block_keys(s_.workload, r, s_.kv_block_tokens, keys);
+  // Blocks another prompt of this batch computes are not there yet: they end the reusable prefix.
+  long lead = 0;
+  while (lead < long(keys.size()) && cache.contains(keys[size_t(lead)]) &&
+         std::find(batch_new_.begin(), batch_new_.end(), keys[size_t(lead)]) == batch_new_.end())
+    ++lead;
+  std::vector<BlockOrigin> origins(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    origins[i] = {&r, int(i) * s_.kv_block_tokens};
+  const long hit = cache.acquire(keys, total_blocks(r.prompt_tokens, s_.kv_block_tokens) - long(keys.size()), origins);
+  if (hit < 0)
+    return false;
+  for (size_t i = size_t(std::min(hit, lead)); i < keys.size(); ++i)
+    batch_new_.push_back(keys[i]);
+  cached_tokens = int(usable_prefix_blocks(std::min(hit, lead), r.prompt_tokens, s_.kv_block_tokens)) * s_.kv_block_tokens;
+  return true;
+}
+
+void PrefillWorker::take_batch()
+{
+  WorkQueue& queue  = s_.prefill_queues[size_t(index_)];
+  const long budget = s_.experiment.serving.prefill_token_budget;
+  batch_.clear();
+  batch_new_.clear();
+  long tokens = 0;  // computed tokens: cached ones cost no budget, as in vLLM's scheduler
+  while (!queue.items.empty()) {
+    const Request& r = *queue.items.front();
+    if (!batch_.empty() && tokens + r.prompt_tokens > budget)
+      break;  // even uncached it might not fit; checked before touching the cache
+    int cached = 0;
+    if (!reserve_blocks(r, cached))
+      break;  // FCFS: waits for KV memory, and so does everyone behind it
+    tokens += r.prompt_tokens - cached;
+    batch_.push_back({&r, cached});
+    queue.items.pop_front();
+  }
+}
+
+double PrefillWorker::run_batch()
 {
   const RoutingShape& shape = s_.routing.shape();
   std::vector<uint64_t> used(size_t(shape.words()), 0);
-  std::vector<int> lengths;
+  std::vector<PrefillPrompt> prompts;
   std::vector<TokenRef> chunk;
   bool full = false;
-  for (const Request* r : batch) {
-    lengths.push_back(r->prompt_tokens);
+  for (const Prompt& p : batch_) {
+    const Request* r = p.request;
+    prompts.push_back({r->prompt_tokens, p.cached_tokens});
     // Long prompts touch every expert; once the union is full the remaining tokens cannot change it.
-    for (int t0 = 0; t0 < r->prompt_tokens && !full; t0 += 32) {
+    for (int t0 = p.cached_tokens; t0 < r->prompt_tokens && !full; t0 += 32) {
       chunk.clear();
       for (int t = t0; t < std::min(t0 + 32, r->prompt_tokens); ++t)
         chunk.push_back({r, t});
@@ -39,30 +97,67 @@ double PrefillWorker::run_batch(const std::vector<const Request*>& batch)
   }
   std::vector<uint16_t> distinct(size_t(shape.layers));
   count_distinct(used, shape, distinct);
-  return s_.cost.prefill_s(lengths, distinct);
+  return s_.cost.prefill_s(prompts, distinct);
 }
 
-void PrefillWorker::hand_off(const Request& r)
+PromptProfile PrefillWorker::prompt_profile(const Prompt& p) const
 {
+  DecodeRouter& router = s_.decode_router;
+  const Request& r     = *p.request;
+  if (p.cached_tokens == 0)
+    return count_prompt(s_.routing, r, router.prompt_fields(), s_.gates.get(), router.prompt_layers());
+  // With prefix caching the cached blocks' tokens were not run now. ELDR's signature cache kept each
+  // block's counts when the block was computed (by whichever request computed it): add those; without
+  // it, only the computed tail is seen.
+  PromptProfile profile = empty_profile(s_.routing.shape(), router.prompt_fields());
+  if (s_.experiment.eldr.signature_cache) {
+    const BlockCache& cache = s_.prefill_caches[size_t(index_)];
+    const auto& keys        = s_.block_keys[r.id];
+    for (int i = 0; i * s_.kv_block_tokens < p.cached_tokens; ++i) {
+      const BlockOrigin o = cache.origin(keys[size_t(i)]);
+      add_tokens(s_.routing, *o.request, o.first_token, o.first_token + s_.kv_block_tokens, profile, s_.gates.get(),
+                 router.prompt_layers());
+    }
+  }
+  add_tokens(s_.routing, r, p.cached_tokens, r.prompt_tokens, profile, s_.gates.get(), router.prompt_layers());
+  return profile;
+}
+
+void PrefillWorker::hand_off(const Prompt& p)
+{
+  const Request& r   = *p.request;
   RequestRecord& rec = s_.recorder.request(r.id);
   const double now   = sg4::Engine::get_clock();
   rec.first_token_s  = now;
   rec.tokens_generated = 1;
+  rec.prefill_cached_tokens = p.cached_tokens;
   --s_.prefill_in_flight[size_t(index_)];
 
   DecodeLoadView view{s_.decode_in_flight, now};
   if (s_.decode_router.uses_prompt_profile())
-    s_.decode_router.observe_prompt(r, count_prompt(s_.routing, r, s_.decode_router.prompt_fields(), s_.gates.get(),
-                                                    s_.decode_router.prompt_layers()));
+    s_.decode_router.observe_prompt(r, prompt_profile(p));
   int d = s_.decode_router.choose(r, view);
   xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
              std::string(s_.decode_router.name()).c_str(), d, view.workers());
   rec.decode_worker = d;
   ++s_.decode_in_flight[size_t(d)];
   rec.kv_start_s = now;
+  // Blocks the decode worker holds already need not travel (vLLM's P/D connectors pull only the
+  // blocks the decode side misses); they are pinned there now so they stay until admission.
+  long held = 0;
+  if (s_.decode_caches_prefixes()) {
+    const auto& keys = s_.block_keys[r.id];
+    BlockCache& dc   = s_.decode_caches[size_t(d)];
+    held             = dc.match(keys);
+    dc.acquire(std::span(keys).first(size_t(held)), 0);
+  }
+  rec.decode_cached_tokens = int(held) * s_.kv_block_tokens;
   // The KV cache moves as a host-to-host flow that contends with the others on the NICs; a zero-byte
   // doorbell (same route, so it never arrives after the flow ends) tells the decode side to watch it.
-  auto bytes = uint64_t(s_.cost.kv_bytes(r.prompt_tokens) + s_.decode_router.handoff_bytes(r));
+  // Even when the decode worker holds every prompt block, the first token's id (4 bytes) travels: a
+  // flow of no bytes would end with the doorbell, before the receiver could watch it.
+  auto bytes = std::max<uint64_t>(
+      4, uint64_t(s_.cost.kv_bytes(r.prompt_tokens - rec.decode_cached_tokens) + s_.decode_router.handoff_bytes(r)));
   s_.kv_transfers[r.id] = sg4::Comm::sendto_async(s_.prefill_hosts[size_t(index_)], s_.decode_hosts[size_t(d)], bytes);
   s_.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }
@@ -70,23 +165,21 @@ void PrefillWorker::hand_off(const Request& r)
 void PrefillWorker::operator()()
 {
   WorkQueue& queue = s_.prefill_queues[size_t(index_)];
-  const long budget = s_.experiment.serving.prefill_token_budget;
-  std::vector<const Request*> batch;
   while (true) {
     queue.wait_nonempty();
-    batch.clear();
-    long tokens = 0;
-    while (!queue.items.empty() && (batch.empty() || tokens + queue.items.front()->prompt_tokens <= budget)) {
-      tokens += queue.items.front()->prompt_tokens;
-      batch.push_back(queue.items.front());
-      queue.items.pop_front();
+    const long releases = s_.prefill_releases[size_t(index_)];
+    take_batch();
+    if (batch_.empty()) {  // the head waits for KV blocks that in-flight transfers still hold
+      std::unique_lock<sg4::Mutex> lock(*queue.mutex);
+      queue.ready->wait(lock, [&] { return s_.prefill_releases[size_t(index_)] != releases; });
+      continue;
     }
     const double now = sg4::Engine::get_clock();
-    for (const Request* r : batch)
-      s_.recorder.request(r->id).prefill_start_s = now;
-    sg4::this_actor::sleep_for(run_batch(batch));
-    for (const Request* r : batch)
-      hand_off(*r);
+    for (const Prompt& p : batch_)
+      s_.recorder.request(p.request->id).prefill_start_s = now;
+    sg4::this_actor::sleep_for(run_batch());
+    for (const Prompt& p : batch_)
+      hand_off(p);
   }
 }
 

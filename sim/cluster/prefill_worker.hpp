@@ -5,16 +5,33 @@ namespace eldr {
 
 // One prefill instance: takes queued prompts FIFO up to the token budget, prefills them as one batch,
 // samples each one's first token, asks the decode router where it goes and ships its KV cache there.
+// With prefix caching, a prompt's leading blocks found in the worker's block cache are not computed
+// (only the tail is, attending to the cached prefix) and its blocks stay referenced until its KV
+// cache has reached the decode worker.
 class PrefillWorker {
 public:
   PrefillWorker(ClusterState& state, int index) : s_(state), index_(index) {}
   void operator()();
 
 private:
-  double run_batch(const std::vector<const Request*>& batch);
-  void hand_off(const Request& r);
+  struct Prompt {
+    const Request* request;
+    int cached_tokens;  // leading tokens reused from the block cache
+  };
+  // Takes the next batch off the queue (empty: the queue's head does not fit in KV memory yet).
+  void take_batch();
+  // Reserves r's KV blocks; false if they do not fit now.
+  bool reserve_blocks(const Request& r, int& cached_tokens);
+  double run_batch();
+  PromptProfile prompt_profile(const Prompt& p) const;
+  void hand_off(const Prompt& p);
   ClusterState& s_;
   int index_;
+  std::vector<Prompt> batch_;
+  std::vector<uint64_t> batch_new_;  // blocks this batch computes (not hits for a later prompt in it)
 };
+
+// Releases what the prefill side holds of r once its KV cache has been sent.
+void release_prefill_blocks(ClusterState& s, const Request& r);
 
 }  // namespace eldr

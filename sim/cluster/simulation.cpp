@@ -97,6 +97,17 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();
   recorder.router_stats = router->stats();
+  if (x.serving.prefix_cache) {
+    auto counters = [](const BlockCache& c) {
+      const BlockCacheStats& st = c.stats();
+      return CacheCounters{c.capacity(), st.lookups, st.hit_blocks, st.missed_blocks, st.evictions, st.peak_used};
+    };
+    for (const BlockCache& c : s.prefill_caches)
+      recorder.prefill_caches.push_back(counters(c));
+    if (x.serving.decode_prefix_cache)
+      for (const BlockCache& c : s.decode_caches)
+        recorder.decode_caches.push_back(counters(c));
+  }
   return recorder;
 }
 

@@ -203,6 +203,15 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
   x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
   x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
+  x.workload.distinct_prompts   = w.integer("distinct_prompts", 0, 0, 100000000);
+  x.workload.system_prompts     = int(w.integer("system_prompts", 0, 0, 1000000));
+  x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens", 0, 0, 1 << 20));
+  if ((x.workload.system_prompts > 0) != (x.workload.system_prompt_tokens > 0))
+    w.fail(x.workload.system_prompts > 0 ? "system_prompt_tokens" : "system_prompts",
+           "system prompts need both a count (system_prompts) and a length (system_prompt_tokens) above 0");
+  if (x.workload.kind == "trace" && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
+    w.fail(x.workload.distinct_prompts > 0 ? "distinct_prompts" : "system_prompts",
+           "prompt sharing is generated for kinds 'task' and 'language'; a trace brings its own prefix_hashes");
   // Prompt lengths: task prompts from the task datasets; language (chat) prompts from the Azure 2023
   // conversation trace's context lengths.
   std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/azure2023_conv.csv"
@@ -232,11 +241,14 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.serving.kv_memory_fraction    = s.number("kv_memory_fraction", 0.9, 0.01, 1.0);
   x.serving.prefill_hash_vnodes   = int(s.integer("prefill_hash_vnodes", 160, 1, 100000));
   x.serving.prefill_load_factor   = s.number("prefill_load_factor", 1.25, 1.0, 1e6);
+  x.serving.prefix_cache          = s.boolean("prefix_cache", false);
+  x.serving.decode_prefix_cache   = s.boolean("decode_prefix_cache", true);
   s.finish();
-  if (x.serving.prefill_token_budget < x.workload.prompt_max_tokens)
+  const int longest_prompt = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens;
+  if (x.serving.prefill_token_budget < longest_prompt)
     throw InputError(config_path, "serving.prefill_token_budget",
-                     "must be at least workload.prompt_max_tokens (" + std::to_string(x.workload.prompt_max_tokens) +
-                         ") or the longest prompts could never be prefilled");
+                     "must be at least workload.prompt_max_tokens + system_prompt_tokens (" +
+                         std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
 
   x.router = r.choice("router", "round_robin", kDecodeRouterNames);
   x.seed   = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
@@ -259,6 +271,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.eldr.mask_pairs        = int(e.integer("mask_pairs", 30000, 10, 10000000));
   x.eldr.mask_min_gain     = e.number("mask_min_gain", 0.001, 0, 1);
   x.eldr.kmeans_iterations = int(e.integer("kmeans_iterations", 50, 1, 10000));
+  x.eldr.signature_cache   = e.boolean("signature_cache", true);
   e.finish();
 
   auto out      = r.object("output");
@@ -270,7 +283,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   // The largest request must fit in a decode worker's KV memory next to the weights.
   double kv_capacity = x.hardware.hbm_bytes * x.serving.kv_memory_fraction - x.model.weight_bytes();
   // Admission reserves whole KV blocks for prompt + output: check the same size.
-  double largest     = x.model.kv_reserved_bytes(x.workload.prompt_max_tokens + x.workload.output_tokens);
+  double largest     = x.model.kv_reserved_bytes(longest_prompt + x.workload.output_tokens);
   if (kv_capacity < largest)
     throw InputError(model_file, "(weights)",
                      "model weights leave no room for one request's KV cache on '" + x.hardware.name + "' (" +

@@ -43,6 +43,10 @@ struct WorkloadSpec {
   int output_tokens       = 512;
   int prompt_min_tokens   = 4;
   int prompt_max_tokens   = 1024;
+  long distinct_prompts   = 0;  // > 0: requests repeat prompts from a pool of this many (each once in a
+                                // shuffled order, then drawn with replacement); 0: every prompt is new
+  int system_prompts      = 0;  // > 0: each request starts with one of this many shared system prompts
+  int system_prompt_tokens = 0; //   of this many tokens
   std::string lengths_file;  // resolved path
   std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
@@ -54,6 +58,8 @@ struct ServingSpec {
   double kv_memory_fraction  = 0.9;
   int prefill_hash_vnodes    = 160;
   double prefill_load_factor = 1.25;
+  bool prefix_cache          = false;  // reuse cached KV blocks of shared prompt prefixes (block_cache.hpp)
+  bool decode_prefix_cache   = true;   // with prefix_cache: decode workers cache prompt blocks too
 };
 
 // ELDR's parameters (DESIGN.md section 1); the fitted state lives in a router model file.
@@ -70,6 +76,8 @@ struct EldrSpec {
   int mask_pairs          = 30000;
   double mask_min_gain    = 0.001;    // a layer joins the mask only if it adds more Spearman than this
   int kmeans_iterations   = 50;
+  bool signature_cache    = true;     // with prefix caching: per-KV-block expert counts (else cached
+                                      // blocks add nothing to a signature)
 };
 
 struct Experiment {

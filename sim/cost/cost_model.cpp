@@ -1,6 +1,7 @@
 #include "sim/cost/cost_model.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace eldr {
 
@@ -55,17 +56,28 @@ double CostModel::causal_pairs(double n, double window)
 
 double CostModel::prefill_s(std::span<const int> prompt_tokens, std::span<const uint16_t> distinct) const
 {
+  std::vector<PrefillPrompt> prompts;
+  for (int n : prompt_tokens)
+    prompts.push_back({n, 0});
+  return prefill_s(prompts, distinct);
+}
+
+double CostModel::prefill_s(std::span<const PrefillPrompt> prompts, std::span<const uint16_t> distinct) const
+{
   // Causal attention: QK^T and AV, 2 FLOPs a multiply-add each, per query-key pair. Sliding layers are
-  // weighted by their share of the KV bytes.
-  double tokens = 0, pairs = 0;
+  // weighted by their share of the KV bytes. A computed token attends to the cached prefix too: the
+  // pairs of positions c..n-1, and the cached KV is read once.
+  double tokens = 0, pairs = 0, cached = 0;
   const double f = model_.sliding_kv_fraction;
-  for (int n : prompt_tokens) {
-    tokens += n;
-    pairs += (1 - f) * causal_pairs(n, 0) + f * causal_pairs(n, model_.sliding_window);
+  for (const PrefillPrompt& p : prompts) {
+    tokens += p.tokens - p.cached;
+    cached += p.cached;
+    pairs += (1 - f) * (causal_pairs(p.tokens, 0) - causal_pairs(p.cached, 0)) +
+             f * (causal_pairs(p.tokens, model_.sliding_window) - causal_pairs(p.cached, model_.sliding_window));
   }
   const double attn_flops_per_layer = 2.0 * 2.0 * model_.q_heads * model_.head_dim * pairs;
   const double dense_flops          = tokens * model_.non_expert_flops_per_token() + attn_flops_per_layer;
-  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_bytes(tokens) / model_.layers / bw_;
+  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_bytes(tokens + cached) / model_.layers / bw_;
   // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.
   double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_;
   for (uint16_t d : distinct) {

@@ -15,6 +15,13 @@ struct AttentionLoad {
   double windowed_tokens = 0;  // sum of min(context, sliding window)
 };
 
+// A prompt in a prefill batch: its length and how many leading tokens' KV is reused from the prefix
+// cache (those are not computed; the others attend to them).
+struct PrefillPrompt {
+  int tokens = 0;
+  int cached = 0;
+};
+
 class CostModel {
 public:
   CostModel(const ModelSpec& model, const Hardware& hw, const Calibration& cal);
@@ -26,6 +33,8 @@ public:
   // Prefill of a batch of prompts of the given lengths; distinct[l] = experts touched at layer l by
   // all of the batch's tokens.
   double prefill_s(std::span<const int> prompt_tokens, std::span<const uint16_t> distinct) const;
+  // The same with prefix caching: only uncached tokens are computed; `distinct` counts their experts.
+  double prefill_s(std::span<const PrefillPrompt> prompts, std::span<const uint16_t> distinct) const;
   // Query-key pairs of causal attention over n tokens, each token seeing at most `window` (0: all).
   static double causal_pairs(double n, double window);
 

@@ -15,11 +15,15 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
   std::vector<double> tpot, ttft, e2e;
   double first_arrival = INFINITY, last_finish = -INFINITY;
   long tokens          = 0;
+  double prompt = 0, prefill_cached = 0, decode_cached = 0;
   for (const Request& r : w.requests) {
     if (!r.measured)
       continue;
     ++s.measured;
     const RequestRecord& q = rec.requests()[r.id];
+    prompt += r.prompt_tokens;
+    prefill_cached += q.prefill_cached_tokens;
+    decode_cached += q.decode_cached_tokens;
     first_arrival          = std::min(first_arrival, q.arrival_s);
     if (q.finish_count != 1) {
       ++s.unfinished;
@@ -32,6 +36,10 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
     ttft.push_back(ttft_s * 1e3);
     e2e.push_back(e2e_s * 1e3);
     tpot.push_back((e2e_s - ttft_s) / double(r.output_tokens - 1) * 1e3);
+  }
+  if (prompt > 0) {
+    s.prefill_token_hit_rate = prefill_cached / prompt;
+    s.decode_token_hit_rate  = decode_cached / prompt;
   }
   s.tpot_ms = summarize(std::move(tpot));
   s.ttft_ms = summarize(std::move(ttft));
@@ -63,6 +71,48 @@ static Json percentiles_json(const Percentiles& p)
   j["p95"]  = p.p95;
   j["p99"]  = p.p99;
   j["mean"] = p.mean;
+  return j;
+}
+
+static Json cache_workers_json(const std::vector<CacheCounters>& caches)
+{
+  Json a = Json::array();
+  for (const CacheCounters& c : caches) {
+    const long looked = c.hit_blocks + c.missed_blocks;
+    a.push_back({{"capacity_blocks", c.capacity_blocks},
+                 {"lookups", c.lookups},
+                 {"hit_blocks", c.hit_blocks},
+                 {"missed_blocks", c.missed_blocks},
+                 {"block_hit_rate", looked > 0 ? double(c.hit_blocks) / double(looked) : 0.0},
+                 {"evictions", c.evictions},
+                 {"peak_used_blocks", c.peak_used_blocks}});
+  }
+  return a;
+}
+
+// What prefix caching did, and what ELDR's signature cache costs: an int8 count per (layer, expert)
+// for every cached KV block of a prefill worker.
+static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
+{
+  const double block_bytes     = x.model.kv_reserved_bytes(1);  // one whole block
+  const double signature_bytes = double(x.model.layers) * double(x.model.experts);
+  long peak_blocks             = 0;
+  for (const CacheCounters& c : rec.prefill_caches)
+    peak_blocks += c.peak_used_blocks;
+  Json j;
+  j["block_tokens"]           = x.model.kv_block_tokens;
+  j["kv_block_bytes"]         = block_bytes;
+  j["prefill_token_hit_rate"] = s.prefill_token_hit_rate;
+  j["decode_token_hit_rate"]  = s.decode_token_hit_rate;
+  j["prefill_workers"]        = cache_workers_json(rec.prefill_caches);
+  j["decode_workers"]         = cache_workers_json(rec.decode_caches);
+  j["signature_cache"]        = {{"enabled", x.eldr.signature_cache},
+                                 {"bytes_per_block", signature_bytes},
+                                 {"share_of_kv_block", signature_bytes / block_bytes},
+                                 {"peak_bytes_all_prefill_workers", double(peak_blocks) * signature_bytes},
+                                 {"peak_share_of_hbm", rec.prefill_caches.empty() ? 0.0
+                                                       : double(peak_blocks) * signature_bytes /
+                                                             (x.hardware.hbm_bytes * double(rec.prefill_caches.size()))}};
   return j;
 }
 
@@ -108,6 +158,8 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   for (const auto& [k, v] : rec.router_stats)
     stats[k] = v;
   j["router_stats"] = stats;
+  if (x.serving.prefix_cache)
+    j["prefix_cache"] = prefix_cache_json(x, s, rec);
   j["config"]         = x.resolved;
   return j;
 }
@@ -126,7 +178,8 @@ static void append_value(std::string& out, double v)
 std::string requests_csv(const Workload& w, const RunRecorder& rec)
 {
   std::string out = "id,label,measured,prompt_tokens,output_tokens,prefill_worker,decode_worker,arrival_s,"
-                    "prefill_start_s,first_token_s,kv_start_s,kv_end_s,decode_admit_s,finish_s,ttft_ms,tpot_ms\n";
+                    "prefill_start_s,first_token_s,kv_start_s,kv_end_s,decode_admit_s,finish_s,ttft_ms,tpot_ms,"
+                    "prefill_cached_tokens,decode_cached_tokens\n";
   out.reserve(w.requests.size() * 160);
   for (const Request& r : w.requests) {
     const RequestRecord& q = rec.requests()[r.id];
@@ -144,7 +197,7 @@ std::string requests_csv(const Workload& w, const RunRecorder& rec)
     append_value(out, ttft);
     out += ",";
     append_value(out, q.finish_count == 1 ? tpot : kNotYet);
-    out += "\n";
+    out += "," + std::to_string(q.prefill_cached_tokens) + "," + std::to_string(q.decode_cached_tokens) + "\n";
   }
   return out;
 }

@@ -21,6 +21,10 @@ struct RunSummary {
   long decode_steps                      = 0;
   double sim_time_s                      = 0;
   double measured_span_s                 = 0;
+  // Prefix caching: shares of the measured requests' prompt tokens reused on prefill (not computed)
+  // and held already on decode (not transferred).
+  double prefill_token_hit_rate = 0;
+  double decode_token_hit_rate  = 0;
 };
 
 // Metrics over measured requests; decode-step means over steps that start while a measured request is in flight.

@@ -23,6 +23,8 @@ struct RequestRecord {
   double finish_s       = kNotYet;
   int tokens_generated  = 0;  // including the first token
   int finish_count      = 0;  // must end at exactly 1
+  int prefill_cached_tokens = 0;  // prompt tokens whose KV the prefill worker reused (not computed)
+  int decode_cached_tokens  = 0;  // prompt tokens whose KV the decode worker held already (not sent)
 };
 
 struct StepRecord {
@@ -44,6 +46,16 @@ struct WorkerCounters {
   std::vector<long> label_requests;  // requests served, by label index
 };
 
+// A worker's KV block cache at the end of a run (BlockCacheStats, with its size).
+struct CacheCounters {
+  long capacity_blocks = 0;
+  long lookups         = 0;
+  long hit_blocks      = 0;
+  long missed_blocks   = 0;
+  long evictions       = 0;
+  long peak_used_blocks = 0;
+};
+
 class RunRecorder {
 public:
   RunRecorder(size_t requests, int decode_workers) : requests_(requests), decode_(size_t(decode_workers)) {}
@@ -56,6 +68,8 @@ public:
   const std::vector<StepRecord>& steps() const { return steps_; }
 
   std::vector<std::pair<std::string, double>> router_stats;  // the decode router's counters at the end
+  // Prefix caching (empty without it): per prefill and per decode worker.
+  std::vector<CacheCounters> prefill_caches, decode_caches;
   double measured_start_s = 0;  // when the measured phase began
   double end_s            = 0;  // simulated time when the run ended
 

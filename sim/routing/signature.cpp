@@ -1,6 +1,7 @@
 #include "sim/routing/signature.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/replay_routing.hpp"
+#include "sim/workload/shared_prefix_routing.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -110,10 +111,35 @@ private:
   const ReplayRouting& routing_;
 };
 
+// Gates of a source whose shared prompt tokens route as another request's: the same remapping.
+class SharedPrefixGates : public GateSource {
+public:
+  SharedPrefixGates(const SharedPrefixRouting& routing, std::unique_ptr<GateSource> inner)
+      : routing_(routing), inner_(std::move(inner))
+  {
+  }
+  bool has_scores() const override { return inner_->has_scores(); }
+  void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const override
+  {
+    inner_->token_gates(routing_.owner(r, token), token, prob, score);
+  }
+  int token_table(const Request& r, int token) const override { return inner_->token_table(routing_.owner(r, token), token); }
+  std::span<const float> table_prob(int t) const override { return inner_->table_prob(t); }
+  std::span<const float> table_score(int t) const override { return inner_->table_score(t); }
+
+private:
+  const SharedPrefixRouting& routing_;
+  std::unique_ptr<GateSource> inner_;
+};
+
 }  // namespace
 
 std::unique_ptr<GateSource> make_gate_source(const ExpertRoutingSource& routing)
 {
+  if (const auto* s = dynamic_cast<const SharedPrefixRouting*>(&routing)) {
+    auto inner = make_gate_source(s->inner());
+    return inner ? std::make_unique<SharedPrefixGates>(*s, std::move(inner)) : nullptr;
+  }
   if (const auto* g = dynamic_cast<const GeneratedRouting*>(&routing))
     return std::make_unique<GeneratedGates>(*g);
   if (const auto* r = dynamic_cast<const ReplayRouting*>(&routing); r && r->has_gates())
@@ -343,14 +369,14 @@ void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin,
     std::vector<int> ids;
     std::vector<std::vector<uint16_t>> counts;
     std::vector<MaskCounter> counters;
-    counts.reserve(8);
-    counters.reserve(8);
+    counts.reserve(GateSource::kMaxGateTables);
+    counters.reserve(GateSource::kMaxGateTables);
     for (int t = begin; t < end; ++t) {
       const int id = gates->token_table(r, t);
       size_t k     = size_t(std::find(ids.begin(), ids.end(), id) - ids.begin());
       if (k == ids.size()) {
-        if (ids.size() == 8)
-          throw std::logic_error("a request's tokens use more than 8 gate tables");
+        if (ids.size() == GateSource::kMaxGateTables)
+          throw std::logic_error("a request's tokens use more than " + std::to_string(GateSource::kMaxGateTables) + " gate tables");
         ids.push_back(id);
         counts.emplace_back(cells, 0);
         counters.emplace_back(s, counts.back(), end - begin < 8 ? 0 : best_kernel(), only_layers);

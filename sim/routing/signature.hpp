@@ -37,6 +37,7 @@ std::optional<SignatureVariant> parse_signature_variant(std::string_view name);
 // The gate values of the experts a token picked: what the gate_prob and gate_score variants sum.
 class GateSource {
 public:
+  static constexpr size_t kMaxGateTables = 64;
   virtual ~GateSource() = default;
   // Whether raw gate scores (the router's logits) are known; probabilities always are.
   virtual bool has_scores() const = 0;
@@ -47,7 +48,8 @@ public:
 
   // Optional fast path, for sources whose gate values depend on a token only through one of a few
   // dense tables (generated routing: its palette). The table of token `token`, or -1 (none: the
-  // default); a request's tokens may use at most 8 tables. Then gate sums are per-table counts times
+  // default); a request's tokens may use at most kMaxGateTables tables (shared prompt blocks route as
+  // their first holder's tokens, so a prompt may mix a few requests' tables). Then gate sums are per-table counts times
   // the table, instead of a gather per pick.
   virtual int token_table(const Request&, int) const { return -1; }
   // A table's gate probabilities and raw scores, [layer][expert] (scores empty without has_scores()).

@@ -1,5 +1,6 @@
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -16,12 +17,20 @@ struct Request {
   uint64_t prefix_hash  = 0;      // hash of the prompt's first block: prefill affinity key
   uint64_t routing_seed = 0;      // per-request stream of the expert routing source
   int32_t routing_record = -1;    // replayed traces: the request's record in the routing file
+  uint32_t hash_begin   = 0;      // its prompt's block hashes: Workload::prefix_hashes[hash_begin ..
+  uint32_t hash_count   = 0;      //   + hash_count), leading block first; none: a prompt nobody shares
 };
 
 struct Workload {
   std::vector<std::string> labels;
   std::vector<Request> requests;     // served, in arrival order; ids are indices
   std::vector<Request> calibration;  // never served: what routers may fit on (ids index this vector)
+  // Prompt block hashes of every request (calibration and served), for prefix caching: block i's
+  // hash identifies the prompt up to the end of block i (tokens [0, (i+1) x prefix_block_tokens), or
+  // the whole prompt for its last, partial block), so equal hashes mean a shared prefix.
+  int prefix_block_tokens = 0;
+  std::vector<uint64_t> prefix_hashes;
+  std::span<const uint64_t> hashes(const Request& r) const { return {prefix_hashes.data() + r.hash_begin, r.hash_count}; }
 };
 
 }  // namespace eldr

@@ -2,11 +2,14 @@
 #include "sim/common/input_error.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/replay_routing.hpp"
+#include "sim/workload/shared_prefix_routing.hpp"
 #include "sim/workload/uniform_routing.hpp"
 
 namespace eldr {
 
-std::unique_ptr<ExpertRoutingSource> make_routing_source(const Experiment& x, const Workload& w)
+namespace {
+
+std::unique_ptr<ExpertRoutingSource> make_base_source(const Experiment& x, const Workload& w)
 {
   if (x.workload.routing == "uniform")
     return std::make_unique<UniformRouting>(x.model, x.seed);
@@ -18,6 +21,16 @@ std::unique_ptr<ExpertRoutingSource> make_routing_source(const Experiment& x, co
   if (x.workload.routing == "trace")
     return std::make_unique<ReplayRouting>(load_replay_routing(x, w));
   throw InputError(x.config_file, "workload.routing", "unknown routing source '" + x.workload.routing + "'");
+}
+
+}  // namespace
+
+std::unique_ptr<ExpertRoutingSource> make_routing_source(const Experiment& x, const Workload& w)
+{
+  auto source = make_base_source(x, w);
+  if (w.prefix_block_tokens > 0 && !w.prefix_hashes.empty())
+    return std::make_unique<SharedPrefixRouting>(std::move(source), w);
+  return source;
 }
 
 }  // namespace eldr

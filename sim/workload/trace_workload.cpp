@@ -73,7 +73,8 @@ Workload load_trace_workload(const Experiment& x)
   served.resize(size_t(warmup + measured));
 
   Workload w;
-  w.labels = t.manifest.labels;
+  w.labels              = t.manifest.labels;
+  w.prefix_block_tokens = t.manifest.prefix_block_tokens;
 
   // Per-request streams, drawn in file order, so a request keeps its routing seed whatever the split.
   Rng content(x.seed, "workload.requests");
@@ -91,6 +92,9 @@ Workload load_trace_workload(const Experiment& x)
     r.prefix_hash    = q.prefix_hashes.empty() ? splitmix64(prefix_seed + uint64_t(i)) : q.prefix_hashes.front();
     r.routing_seed   = routing_seed[i];
     r.routing_record = q.routing_record;
+    r.hash_begin     = uint32_t(w.prefix_hashes.size());
+    r.hash_count     = uint32_t(q.prefix_hashes.size());
+    w.prefix_hashes.insert(w.prefix_hashes.end(), q.prefix_hashes.begin(), q.prefix_hashes.end());
     return r;
   };
 

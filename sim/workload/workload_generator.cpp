@@ -224,31 +224,99 @@ private:
   double total_weight_ = 0;
 };
 
+// Prompt sharing for prefix-caching studies (docs/model.md, "Prefix caching"): requests may repeat
+// prompts of a pool and may start with a shared system prompt. Either gives every request block
+// hashes of kHashBlockTokens tokens, chained so that equal hashes mean an equal prefix.
+class PromptSharing {
+public:
+  static constexpr int kHashBlockTokens = 16;
+
+  PromptSharing(const WorkloadSpec& spec, const RequestDrawer& drawer, uint64_t seed)
+      : spec_(spec), system_seed_(stream_seed(seed, "workload.system_prompt"))
+  {
+    Rng prompts(seed, "workload.prompts");
+    for (long i = 0; i < spec.distinct_prompts; ++i)
+      pool_.push_back(drawer.draw(prompts));
+  }
+  bool active() const { return !pool_.empty() || spec_.system_prompts > 0; }
+
+  // The n-th served prompt: the pool in a shuffled order, then drawn with replacement.
+  std::vector<size_t> served_order(long n, uint64_t seed) const
+  {
+    std::vector<size_t> order;
+    if (pool_.empty())
+      return order;
+    Rng rng(seed, "workload.prompt_order");
+    std::vector<size_t> first(pool_.size());
+    for (size_t i = 0; i < first.size(); ++i)
+      first[i] = i;
+    for (size_t i = first.size(); i > 1; --i)  // Fisher-Yates
+      std::swap(first[i - 1], first[rng.below(i)]);
+    for (long i = 0; i < n; ++i)
+      order.push_back(size_t(i) < first.size() ? first[size_t(i)] : rng.below(pool_.size()));
+    return order;
+  }
+  const Request& pooled(size_t i) const { return pool_[i]; }
+
+  // Puts a system prompt (drawn from `rng`) in front of r's prompt and appends r's block hashes.
+  void finish(Request& r, Rng& rng, Workload& w) const
+  {
+    const int sys      = spec_.system_prompts > 0 ? spec_.system_prompt_tokens : 0;
+    const uint64_t sid = spec_.system_prompts > 0 ? rng.below(uint64_t(spec_.system_prompts)) : 0;
+    r.prompt_tokens += sys;
+    // The prompt's own content is named by its prefix_hash: drawn per distinct prompt.
+    r.hash_begin = uint32_t(w.prefix_hashes.size());
+    uint64_t h   = 0;
+    for (int j = 0; j * kHashBlockTokens < r.prompt_tokens; ++j) {
+      const bool system = (j + 1) * kHashBlockTokens <= sys;
+      const uint64_t content = system ? splitmix64(system_seed_ + sid) : r.prefix_hash;
+      h = splitmix64(h ^ splitmix64(content + uint64_t(j)));
+      w.prefix_hashes.push_back(h);
+    }
+    r.hash_count  = uint32_t(w.prefix_hashes.size()) - r.hash_begin;
+    r.prefix_hash = w.prefix_hashes[r.hash_begin];  // prefill affinity follows the shared prefix
+  }
+
+private:
+  const WorkloadSpec& spec_;
+  uint64_t system_seed_;
+  std::vector<Request> pool_;
+};
+
 }  // namespace
 
 Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
 {
   RequestDrawer drawer(spec);
+  PromptSharing sharing(spec, drawer, seed);
   Workload w;
   w.labels = drawer.label_names();
+  if (sharing.active())
+    w.prefix_block_tokens = PromptSharing::kHashBlockTokens;
 
   Rng calibration(seed, "workload.calibration");
+  Rng calibration_system(seed, "workload.calibration.system_prompts");
   for (long i = 0; i < spec.calibration_requests; ++i) {
-    Request r  = drawer.draw(calibration);
+    Request r  = spec.distinct_prompts > 0 ? sharing.pooled(calibration.below(uint64_t(spec.distinct_prompts)))
+                                           : drawer.draw(calibration);
     r.id       = uint32_t(i);
     r.measured = false;
+    if (sharing.active())
+      sharing.finish(r, calibration_system, w);
     w.calibration.push_back(r);
   }
 
   Rng content(seed, "workload.requests");
+  Rng system(seed, "workload.system_prompts");
   const std::vector<double> gaps =
       spec.arrivals == "file" ? load_arrival_gaps(spec.arrivals_file) : std::vector<double>{};
   ArrivalClock clock(spec, seed, gaps);
   const long n = spec.warmup_requests + spec.measured_requests;
+  const std::vector<size_t> order = sharing.served_order(n, seed);
   w.requests.reserve(size_t(n));
   double t_warm = 0, t_meas = 0;
   for (long i = 0; i < n; ++i) {
-    Request r  = drawer.draw(content);
+    Request r  = order.empty() ? drawer.draw(content) : sharing.pooled(order[size_t(i)]);
     r.id       = uint32_t(i);
     r.measured = i >= spec.warmup_requests;
     if (r.measured)
@@ -256,6 +324,8 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
     else
       t_warm += clock.next_gap(false);
     r.arrival_s = r.measured ? t_meas : t_warm;
+    if (sharing.active())
+      sharing.finish(r, system, w);
     w.requests.push_back(r);
   }
   return w;

@@ -1,0 +1,50 @@
+#pragma once
+// Shared prompt prefixes route alike. A routing source draws a token's experts from its request's
+// own state (its seed, its sub-topics), so two requests that share a system prompt, or the first
+// turns of a conversation, would route their common tokens differently. This source wraps another
+// and routes a prompt token that lies in a block shared with an earlier request (equal prefix hash:
+// request.hpp) as that earlier request's token at the same position: the block's first holder owns
+// its routing. Then identical prefixes activate identical experts wherever they are computed, which
+// is what makes a cached block's expert counts (ELDR's signature cache) equal to recomputing them.
+// Output tokens and unshared prompt tokens pass through unchanged.
+#include "sim/workload/expert_routing.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace eldr {
+
+class SharedPrefixRouting : public ExpertRoutingSource {
+public:
+  // `w` (its requests and hashes) must outlive this source; calibration requests count as earlier
+  // than served ones.
+  SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> inner, const Workload& w);
+
+  const RoutingShape& shape() const override { return inner_->shape(); }
+  std::span<const uint64_t> token_experts(const Request& r, int token) const override;
+  void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+
+  const ExpertRoutingSource& inner() const { return *inner_; }
+  // The request whose routing token `token` of `r` takes (r itself unless it is a shared prompt token).
+  const Request& owner(const Request& r, int token) const;
+  // Prompt tokens of served and calibration requests routed as another request's.
+  long shared_tokens() const { return shared_tokens_; }
+
+private:
+  struct Segment {
+    int end;               // tokens [previous end, end) of the prompt
+    const Request* owner;  // route as this request's
+  };
+  struct Span {
+    uint32_t begin = 0, count = 0;  // into segments_; count 0: the request owns all its tokens
+  };
+  const Span& span_of(const Request& r) const;
+
+  std::unique_ptr<ExpertRoutingSource> inner_;
+  const Workload& w_;
+  std::vector<Segment> segments_;
+  std::vector<Span> served_, calibration_;
+  long shared_tokens_ = 0;
+};
+
+}  // namespace eldr
