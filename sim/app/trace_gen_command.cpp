@@ -3,6 +3,7 @@
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_file.hpp"
 #include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/shared_prefix_routing.hpp"
 #include "sim/workload/trace_format.hpp"
 #include "sim/workload/workload_factory.hpp"
 
@@ -24,8 +25,9 @@ struct GenOptions {
 };
 
 // The ids a token picked per layer (ascending) and, for the generator, their gate probabilities.
-void token_ids(const ExpertRoutingSource& src, const GeneratedRouting* gen, const Request& r, int t,
-               std::vector<uint16_t>& ids, std::vector<float>& gates)
+// `owner`: the request whose routing the token takes (shared_prefix_routing.hpp).
+void token_ids(const ExpertRoutingSource& src, const GeneratedRouting* gen, const Request& r, const Request& owner,
+               int t, std::vector<uint16_t>& ids, std::vector<float>& gates)
 {
   const RoutingShape& s = src.shape();
   auto masks            = src.token_experts(r, t);
@@ -33,7 +35,7 @@ void token_ids(const ExpertRoutingSource& src, const GeneratedRouting* gen, cons
   gates.clear();
   std::span<const float> logits;
   if (gen)
-    logits = gen->palette_logits(gen->palette_of(r, t));
+    logits = gen->palette_logits(gen->palette_of(owner, t));
   for (int l = 0; l < s.layers; ++l) {
     double norm = 0;
     if (gen)
@@ -56,12 +58,14 @@ int gen(const GenOptions& o)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   Workload w  = make_workload(x);
   auto source = make_routing_source(x, w);
-  auto* gen   = dynamic_cast<const GeneratedRouting*>(source.get());
+  auto* shared = dynamic_cast<const SharedPrefixRouting*>(source.get());
+  auto* gen    = dynamic_cast<const GeneratedRouting*>(shared ? &shared->inner() : source.get());
   const RoutingShape& shape = source->shape();
 
   // One timeline: calibration requests at 0, warm-up from 0, measured after the last warm-up arrival.
   TraceManifest m;
-  m.labels = w.labels;
+  m.labels              = w.labels;
+  m.prefix_block_tokens = w.prefix_block_tokens;
   m.source = "eldrsim trace gen " + o.config + ": " + x.workload.kind + " workload, " + x.workload.routing +
              " routing for " + x.model.name + ", seed " + std::to_string(x.seed);
   std::vector<TraceRequest> out;
@@ -103,10 +107,12 @@ int gen(const GenOptions& o)
     t.prompt_tokens = r.prompt_tokens;
     t.output_tokens = r.output_tokens;
     t.label         = r.label;
+    const auto hashes = w.hashes(r);
+    t.prefix_hashes.assign(hashes.begin(), hashes.end());
     if (writer) {
       writer->begin_record(uint32_t(r.prompt_tokens), uint32_t(r.output_tokens - 1));
       for (int tok = 0; tok < r.prompt_tokens + r.output_tokens - 1; ++tok) {
-        token_ids(*source, gen, r, tok, ids, gates);
+        token_ids(*source, gen, r, shared ? shared->owner(r, tok) : r, tok, ids, gates);
         writer->add_token(ids, gates);
       }
       t.routing_record = int32_t(writer->end_record());

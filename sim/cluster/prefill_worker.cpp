@@ -1,4 +1,5 @@
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/cache/cached_profile.hpp"
 #include "sim/cache/prefix_blocks.hpp"
 
 #include <algorithm>
@@ -104,23 +105,11 @@ PromptProfile PrefillWorker::prompt_profile(const Prompt& p) const
 {
   DecodeRouter& router = s_.decode_router;
   const Request& r     = *p.request;
-  if (p.cached_tokens == 0)
-    return count_prompt(s_.routing, r, router.prompt_fields(), s_.gates.get(), router.prompt_layers());
-  // With prefix caching the cached blocks' tokens were not run now. ELDR's signature cache kept each
-  // block's counts when the block was computed (by whichever request computed it): add those; without
-  // it, only the computed tail is seen.
-  PromptProfile profile = empty_profile(s_.routing.shape(), router.prompt_fields());
-  if (s_.experiment.eldr.signature_cache) {
-    const BlockCache& cache = s_.prefill_caches[size_t(index_)];
-    const auto& keys        = s_.block_keys[r.id];
-    for (int i = 0; i * s_.kv_block_tokens < p.cached_tokens; ++i) {
-      const BlockOrigin o = cache.origin(keys[size_t(i)]);
-      add_tokens(s_.routing, *o.request, o.first_token, o.first_token + s_.kv_block_tokens, profile, s_.gates.get(),
-                 router.prompt_layers());
-    }
-  }
-  add_tokens(s_.routing, r, p.cached_tokens, r.prompt_tokens, profile, s_.gates.get(), router.prompt_layers());
-  return profile;
+  std::vector<BlockOrigin> cached;
+  for (int i = 0; i * s_.kv_block_tokens < p.cached_tokens; ++i)
+    cached.push_back(s_.prefill_caches[size_t(index_)].origin(s_.block_keys[r.id][size_t(i)]));
+  return cached_prompt_profile(s_.routing, r, cached, s_.kv_block_tokens, s_.experiment.eldr.signature_cache,
+                               router.prompt_fields(), s_.gates.get(), router.prompt_layers());
 }
 
 void PrefillWorker::hand_off(const Prompt& p)

@@ -169,6 +169,15 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
 
   auto w                 = r.object("workload");
   x.workload.kind        = w.choice("kind", "task", {"task", "language", "trace"});
+  x.workload.distinct_prompts   = w.integer("distinct_prompts", 0, 0, 100000000);
+  x.workload.system_prompts     = int(w.integer("system_prompts", 0, 0, 1000000));
+  x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens", 0, 0, 1 << 20));
+  if ((x.workload.system_prompts > 0) != (x.workload.system_prompt_tokens > 0))
+    w.fail(x.workload.system_prompts > 0 ? "system_prompt_tokens" : "system_prompts",
+           "system prompts need both a count (system_prompts) and a length (system_prompt_tokens) above 0");
+  if (x.workload.kind == "trace" && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
+    w.fail(x.workload.distinct_prompts > 0 ? "distinct_prompts" : "system_prompts",
+           "prompt sharing is generated for kinds 'task' and 'language'; a trace brings its own prefix_hashes");
   x.workload.calibration_requests = w.integer("calibration_requests", 1000, 0, 100000000);
   x.workload.arrivals    = w.choice("arrivals", "poisson", {"poisson", "trace", "file"});
   std::string arrivals_file = w.string("arrivals_file", "traces/azure2023_conv.csv");
@@ -203,15 +212,6 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
   x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
   x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
-  x.workload.distinct_prompts   = w.integer("distinct_prompts", 0, 0, 100000000);
-  x.workload.system_prompts     = int(w.integer("system_prompts", 0, 0, 1000000));
-  x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens", 0, 0, 1 << 20));
-  if ((x.workload.system_prompts > 0) != (x.workload.system_prompt_tokens > 0))
-    w.fail(x.workload.system_prompts > 0 ? "system_prompt_tokens" : "system_prompts",
-           "system prompts need both a count (system_prompts) and a length (system_prompt_tokens) above 0");
-  if (x.workload.kind == "trace" && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
-    w.fail(x.workload.distinct_prompts > 0 ? "distinct_prompts" : "system_prompts",
-           "prompt sharing is generated for kinds 'task' and 'language'; a trace brings its own prefix_hashes");
   // Prompt lengths: task prompts from the task datasets; language (chat) prompts from the Azure 2023
   // conversation trace's context lengths.
   std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/azure2023_conv.csv"
@@ -247,7 +247,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   const int longest_prompt = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens;
   if (x.serving.prefill_token_budget < longest_prompt)
     throw InputError(config_path, "serving.prefill_token_budget",
-                     "must be at least workload.prompt_max_tokens + system_prompt_tokens (" +
+                     std::string("must be at least workload.prompt_max_tokens") +
+                         (x.workload.system_prompt_tokens > 0 ? " + system_prompt_tokens" : "") + " (" +
                          std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
 
   x.router = r.choice("router", "round_robin", kDecodeRouterNames);

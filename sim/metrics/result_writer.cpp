@@ -1,4 +1,5 @@
 #include "sim/metrics/result_writer.hpp"
+#include "sim/cache/cached_profile.hpp"
 #include "sim/common/atomic_file.hpp"
 
 #include <algorithm>
@@ -95,7 +96,7 @@ static Json cache_workers_json(const std::vector<CacheCounters>& caches)
 static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
 {
   const double block_bytes     = x.model.kv_reserved_bytes(1);  // one whole block
-  const double signature_bytes = double(x.model.layers) * double(x.model.experts);
+  const double signature_bytes = signature_block_bytes(x.model.layers, x.model.experts);
   long peak_blocks             = 0;
   for (const CacheCounters& c : rec.prefill_caches)
     peak_blocks += c.peak_used_blocks;

@@ -37,10 +37,10 @@ inline std::vector<Override> small_overrides(const std::vector<Override>& extra 
   return o;
 }
 
-inline SmallRun run_small(const std::vector<Override>& extra = {})
+inline SmallRun run_small(const std::vector<Override>& extra = {}, const std::string& config = "configs/default.json")
 {
   SmallRun s;
-  s.x      = load_experiment("configs/default.json", small_overrides(extra));
+  s.x      = load_experiment(config, small_overrides(extra));
   s.w      = make_workload(s.x);
   auto src = make_routing_source(s.x, s.w);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
@@ -169,7 +169,7 @@ inline void check_invariants(const SmallRun& s)
     bad_order += !ordered;
     bad_workers += !(q.prefill_worker >= 0 && q.prefill_worker < P && q.decode_worker >= 0 && q.decode_worker < D);
     if (q.decode_worker >= 0 && q.decode_worker < D)
-      kv_expected[size_t(q.decode_worker)] += double(r.prompt_tokens) * x.model.kv_bytes_per_token;
+      kv_expected[size_t(q.decode_worker)] += double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token;
     // Arrivals happen exactly when the workload says: warm-up from 0, measured from the measured start.
     const double want = r.measured ? rc.measured_start_s + r.arrival_s : r.arrival_s;
     bad_arrival += std::abs(q.arrival_s - want) > 1e-9 * std::max(1.0, want);
@@ -183,7 +183,7 @@ inline void check_invariants(const SmallRun& s)
     if (q.prefill_worker >= 0 && q.decode_worker >= 0 && q.prefill_worker < P && q.decode_worker < D) {
       const int src     = x.topology.prefill.gpus[size_t(q.prefill_worker)].front();
       const int dst     = x.topology.decode.gpus[size_t(q.decode_worker)].front();
-      const double b    = double(r.prompt_tokens) * x.model.kv_bytes_per_token;
+      const double b    = double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token;
       const bool local  = node_of(x, src) == node_of(x, dst);
       const double fast = local ? x.cluster.xgmi_latency_s + b / x.cluster.xgmi_bandwidth_Bps
                                 : 2 * x.cluster.nic_latency_s + x.cluster.switch_latency_s + b / x.cluster.nic_bandwidth_Bps;
@@ -219,9 +219,21 @@ inline void check_invariants(const SmallRun& s)
     kv_total += rc.decode_workers()[size_t(d)].kv_received_bytes;
     kv_want += kv_expected[size_t(d)];
   }
-  long prompt_tokens = 0;
-  for (const Request& r : w.requests)
-    prompt_tokens += r.prompt_tokens;
+  // KV conservation: every prompt token's KV reaches its decode worker, by transfer or because the
+  // worker held the block already (prefix caching), and only whole cached blocks are skipped.
+  long prompt_tokens = 0, bad_cached = 0;
+  const int block    = x.model.kv_block_tokens;
+  for (const Request& r : w.requests) {
+    const RequestRecord& q = recs[r.id];
+    prompt_tokens += r.prompt_tokens - q.decode_cached_tokens;
+    bad_cached += q.decode_cached_tokens % block != 0 || q.decode_cached_tokens > r.prompt_tokens / block * block ||
+                  q.prefill_cached_tokens % block != 0 || q.prefill_cached_tokens >= r.prompt_tokens ||
+                  (!x.serving.prefix_cache && (q.decode_cached_tokens != 0 || q.prefill_cached_tokens != 0));
+  }
+  CHECK(bad_cached == 0);
+  for (const auto& caches : {rc.prefill_caches, rc.decode_caches})
+    for (const CacheCounters& c : caches)
+      CHECK(c.peak_used_blocks <= c.capacity_blocks);
   CHECK(kv_total == doctest::Approx(double(prompt_tokens) * x.model.kv_bytes_per_token).epsilon(1e-12));
 
   // Steps: one record per step, per worker back to back without overlap, batch within limits, and

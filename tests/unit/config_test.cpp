@@ -285,6 +285,22 @@ TEST_CASE("config: unknown keys or wrong types or out-of-range values name file 
   // Cross-field check: the prefill token budget must hold the longest prompt.
   e = input_error_of([] { load_experiment(kDefault, {{"serving.prefill_token_budget", "512"}}); });
   CHECK(contains(e, "serving.prefill_token_budget: must be at least workload.prompt_max_tokens (1024)"));
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"workload.system_prompts", "2"}, {"workload.system_prompt_tokens", "7200"}});
+  });
+  CHECK(contains(e, "serving.prefill_token_budget: must be at least workload.prompt_max_tokens + "
+                    "system_prompt_tokens (8224)"));
+
+  // Prompt sharing: a system prompt needs a count and a length; traces bring their own hashes.
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.system_prompts", "3"}}); });
+  CHECK(e == "configs/default.json: workload.system_prompt_tokens: system prompts need both a count "
+             "(system_prompts) and a length (system_prompt_tokens) above 0");
+  e = input_error_of([] { load_experiment(kDefault, {{"workload.distinct_prompts", "-1"}}); });
+  CHECK(contains(e, "configs/default.json: workload.distinct_prompts: must be between 0 and"));
+  e = input_error_of([] { load_experiment(kDefault, {{"serving.prefix_cache", "yes"}}); });
+  CHECK(contains(e, "configs/default.json: serving.prefix_cache: must be true or false"));
+  e = input_error_of([] { load_experiment("configs/esft.json", {{"workload.distinct_prompts", "10"}}); });
+  CHECK(contains(e, "workload.distinct_prompts: prompt sharing is generated for kinds 'task' and 'language'"));
 
   e = input_error_of([] {
     load_experiment(kDefault, {{"workload.prompt_min_tokens", "100"}, {"workload.prompt_max_tokens", "50"}});

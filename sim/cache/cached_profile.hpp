@@ -1,0 +1,28 @@
+#pragma once
+// ELDR's signature cache (DESIGN.md section 1, point 4). With prefix caching a prefill worker does not
+// run a prompt's cached blocks, so it does not see their expert choices. The signature cache keeps,
+// per cached KV block, the [layer x expert] counts of the tokens that filled it (int8: a block has at
+// most 64 tokens), allocated and evicted with the block; a request's prompt profile is then the sum
+// of its cached blocks' counts and its computed tail's, exactly the profile without caching. Without
+// the signature cache only the computed tail is counted.
+//
+// A block's counts are a function of its tokens, and the routing source reproduces a token's choices
+// on demand, so the simulator keeps what filled each block (BlockOrigin) instead of the 6 KiB array.
+#include "sim/cache/block_cache.hpp"
+#include "sim/routing/signature.hpp"
+
+#include <span>
+
+namespace eldr {
+
+// The prompt profile of r whose first cached.size() blocks of `block_tokens` came from the cache,
+// filled by `cached[i]`; the rest of the prompt is computed now.
+PromptProfile cached_prompt_profile(const ExpertRoutingSource& routing, const Request& r,
+                                    std::span<const BlockOrigin> cached, int block_tokens, bool signature_cache,
+                                    ProfileFields fields = {}, const GateSource* gates = nullptr,
+                                    std::span<const int> only_layers = {});
+
+// Bytes of one block's counts: an int8 per (layer, expert).
+inline double signature_block_bytes(int layers, int experts) { return double(layers) * double(experts); }
+
+}  // namespace eldr
