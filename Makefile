@@ -9,7 +9,7 @@ DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nloh
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy
 
-.PHONY: all deps build run test bench esft clean
+.PHONY: all deps build run test bench esft mooncake clean
 
 all: build
 
@@ -54,6 +54,15 @@ traces/esft/trace.json: | build
 esft: build traces/esft/trace.json
 	$(BUILD)/eldrsim trace stats configs/esft.json
 	$(BUILD)/eldrsim run configs/esft.json --out results/esft
+
+# Prefix sharing replayed: the Mooncake conversation trace with prefix caching on and off.
+traces/mooncake/trace.json: | build
+	$(BUILD)/eldrsim trace import mooncake --out traces/mooncake --max-prompt 8192
+
+mooncake: build traces/mooncake/trace.json
+	$(BUILD)/eldrsim run configs/mooncake.json --out results/mooncake/cache-on
+	$(BUILD)/eldrsim run configs/mooncake.json --set serving.prefix_cache=false --out results/mooncake/cache-off
+	$(BUILD)/eldrsim table results/mooncake/cache-off results/mooncake/cache-on
 
 clean:
 	rm -rf $(BUILD)

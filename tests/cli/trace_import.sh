@@ -86,6 +86,15 @@ if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$
 else
   bad "run of the imported Mooncake trace"
 fi
+# Mooncake's hash_ids shared across turns: with prefix caching, prompt blocks are reused.
+if "$ELDRSIM" run configs/mooncake.json --set workload.trace="$TMP/moon" --set workload.calibration_requests=50 \
+  -q --out "$TMP/run-moon-cache" &&
+  /usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["prefix_cache"]; sys.exit(not (p["prefill_token_hit_rate"] > 0.2 and p["decode_token_hit_rate"] > 0))' \
+    "$TMP/run-moon-cache/summary.json"; then
+  ok "the Mooncake trace replays its prefix sharing: prefill and decode cache hits"
+else
+  bad "prefix-cache run of the imported Mooncake trace"
+fi
 expect_success "import mooncake as is" "exceed the default serving.prefill_token_budget" -- \
   trace import mooncake --out "$TMP/moon-full" --limit 400
 
