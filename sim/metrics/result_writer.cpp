@@ -97,9 +97,12 @@ static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const Ru
 {
   const double block_bytes     = x.model.kv_reserved_bytes(1);  // one whole block
   const double signature_bytes = signature_block_bytes(x.model.layers, x.model.experts);
-  long peak_blocks             = 0;
-  for (const CacheCounters& c : rec.prefill_caches)
+  long peak_blocks = 0, capacity_blocks = 0;
+  for (const CacheCounters& c : rec.prefill_caches) {
     peak_blocks += c.peak_used_blocks;
+    capacity_blocks += c.capacity_blocks;
+  }
+  const double hbm = x.hardware.hbm_bytes * double(std::max<size_t>(1, rec.prefill_caches.size()));
   Json j;
   j["block_tokens"]           = x.model.kv_block_tokens;
   j["kv_block_bytes"]         = block_bytes;
@@ -111,9 +114,9 @@ static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const Ru
                                  {"bytes_per_block", signature_bytes},
                                  {"share_of_kv_block", signature_bytes / block_bytes},
                                  {"peak_bytes_all_prefill_workers", double(peak_blocks) * signature_bytes},
-                                 {"peak_share_of_hbm", rec.prefill_caches.empty() ? 0.0
-                                                       : double(peak_blocks) * signature_bytes /
-                                                             (x.hardware.hbm_bytes * double(rec.prefill_caches.size()))}};
+                                 {"peak_share_of_hbm", double(peak_blocks) * signature_bytes / hbm},
+                                 // when the whole KV memory holds cached blocks
+                                 {"full_cache_share_of_hbm", double(capacity_blocks) * signature_bytes / hbm}};
   return j;
 }
 
