@@ -2,11 +2,13 @@
 // and contention. One engine per TEST_CASE.
 #include "sim/cluster/platform.hpp"
 #include "sim/config/cluster_spec.hpp"
+#include "sim/cost/collectives.hpp"
 
 #include <doctest/doctest.h>
 
 #include <simgrid/s4u.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,4 +146,26 @@ TEST_CASE("platform: a transfer started later shares the NIC only while both are
   auto d = run_transfers({{0, 8, MB100, 0.0}, {0, 16, MB100, 1e-3}});
   CHECK(d[0] == doctest::Approx(3.005e-3).epsilon(1e-9));
   CHECK(d[1] == doctest::Approx(3.005e-3).epsilon(1e-9));
+}
+
+TEST_CASE("platform: the closed-form all-to-all and all-reduce of a 4-GPU instance match SimGrid flows")
+{
+  // One exchange of an all-to-all among GPUs 8..11 (node 1) with uneven messages, all started at once.
+  const IntraNodeLinks links{64e9, 1e-6};
+  std::vector<Transfer> t;
+  double largest = 0;
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      if (a != b) {
+        const double bytes = 1e6 * (1 + a + 2 * b);
+        largest            = std::max(largest, bytes);
+        t.push_back({8 + a, 8 + b, bytes});
+      }
+  const std::vector<double> d = run_transfers(t);
+  const double slowest        = *std::max_element(d.begin(), d.end());
+  CHECK(slowest == doctest::Approx(all_to_all_s(links, largest)).epsilon(1e-9));
+  // The all-reduce's two phases are such exchanges of bytes / 4 per pair: 2 x (1 us + 4 MB / 64 GB/s).
+  CHECK(all_reduce_s(links, 4, 16e6) == doctest::Approx(2 * (1e-6 + 4e6 / 64e9)));
+  CHECK(all_reduce_s(links, 1, 16e6) == 0);
+  CHECK(all_to_all_s(links, 0) == 0);
 }
