@@ -2,6 +2,7 @@
 #include "sim/cluster/simulation.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -59,6 +60,10 @@ int run(const RunOptions& o)
                  o.config.c_str(), x.model.name.c_str(), x.router.c_str(), x.topology.prefill.instances,
                  x.topology.decode.instances, x.workload.rate_rps, measured, long(w.requests.size()) - measured);
   RunRecorder rec = run_simulation(x, w, *routing, {.progress = !o.quiet});
+  if (auto broken = check_run_invariants(x, w, rec, rec.stopped_at_horizon)) {
+    std::fprintf(stderr, "eldrsim: internal error: invariant violated: %s (no results written)\n", broken->c_str());
+    return 1;
+  }
   write_results(out, x, w, rec);
   RunSummary s = summarize_run(x, w, rec);
   if (!o.quiet)

@@ -64,7 +64,10 @@ void DecodeWorker::admit()
     if (cache_.acquire(keys.subspan(size_t(held)), blocks - long(keys.size())) < 0)
       break;  // FCFS: a request that does not fit waits, and so does everyone behind it
     pending.pop_front();
-    c.kv_peak_bytes = std::max(c.kv_peak_bytes, double(cache_.used()) * s_.kv_block_bytes);
+    if (double(cache_.used()) * s_.kv_block_bytes > c.kv_peak_bytes) {
+      c.kv_peak_bytes = double(cache_.used()) * s_.kv_block_bytes;
+      c.kv_peak_s     = now;
+    }
     batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated});
     s_.recorder.request(r->id).decode_admit_s = now;
   }

@@ -5,6 +5,7 @@
 #include "sim/cluster/prefill_worker.hpp"
 #include "sim/routing/router_factory.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_simulation, s4u, "eldr-sim simulation driver");
@@ -33,24 +34,51 @@ public:
       wait_until([&] { return s_.finished_warmup >= warmup; });
     offset                     = sg4::Engine::get_clock();
     s_.recorder.measured_start_s = offset;
-    for (; i < reqs.size(); ++i) {
+    const double horizon = s_.experiment.workload.horizon_s > 0 ? offset + s_.experiment.workload.horizon_s : INFINITY;
+    for (; i < reqs.size() && offset + reqs[i].arrival_s <= horizon; ++i) {
       sg4::this_actor::sleep_until(offset + reqs[i].arrival_s);
       dispatch_to_prefill(s_, reqs[i]);
       report(i);
     }
-    wait_until([&] { return s_.finished >= long(reqs.size()); });
+    wait_until([&] { return s_.finished >= long(reqs.size()) || sg4::Engine::get_clock() >= horizon; }, horizon);
     s_.recorder.end_s = sg4::Engine::get_clock();
+    if (s_.finished < long(reqs.size()))
+      record_leftovers();
     if (progress_)
       std::fprintf(stderr, "\r%-60s\r", "");
   }
 
 private:
-  template <class Pred> void wait_until(Pred done)
+  template <class Pred> void wait_until(Pred done, double deadline = INFINITY)
   {
     std::unique_lock<sg4::Mutex> lock(*s_.done_mutex);
     while (!done()) {
-      s_.done_cv->wait(lock);
+      if (std::isinf(deadline))
+        s_.done_cv->wait(lock);
+      else
+        s_.done_cv->wait_until(lock, deadline);
       report(0);
+    }
+  }
+  // The run stops at its horizon: where each unfinished request is (the daemons die with the driver).
+  void record_leftovers()
+  {
+    RunRecorder& rec = s_.recorder;
+    rec.stopped_at_horizon = true;
+    for (const Request& r : s_.workload.requests) {
+      const RequestRecord& q = rec.request(r.id);
+      if (q.finish_count > 0)
+        continue;
+      if (std::isnan(q.arrival_s))
+        ++rec.left_unarrived;
+      else if (std::isnan(q.first_token_s))
+        ++rec.left_in_prefill;
+      else if (std::isnan(q.kv_end_s))
+        ++rec.left_in_transfer;
+      else if (std::isnan(q.decode_admit_s))
+        ++rec.left_waiting;
+      else
+        ++rec.left_decoding;
     }
   }
   void report(size_t)

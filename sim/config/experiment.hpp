@@ -40,6 +40,8 @@ struct WorkloadSpec {
   long warmup_requests    = 3840;
   double warmup_rate_rps  = 64;
   bool drain_after_warmup = true;  // measured arrivals start once warm-up requests have finished
+  double horizon_s        = 0;     // > 0: stop this many simulated seconds after the measured phase
+                                   // starts, finished or not (overload studies); 0: run to the end
   int output_tokens       = 512;
   int prompt_min_tokens   = 4;
   int prompt_max_tokens   = 1024;

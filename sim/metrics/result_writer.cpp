@@ -164,6 +164,10 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   j["router_stats"] = stats;
   if (x.serving.prefix_cache)
     j["prefix_cache"] = prefix_cache_json(x, s, rec);
+  if (rec.stopped_at_horizon)
+    j["stopped_at_horizon"] = {{"unarrived", rec.left_unarrived},   {"in_prefill", rec.left_in_prefill},
+                               {"in_transfer", rec.left_in_transfer}, {"waiting_for_admission", rec.left_waiting},
+                               {"decoding", rec.left_decoding}};
   j["config"]         = x.resolved;
   return j;
 }

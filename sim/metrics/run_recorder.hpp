@@ -39,6 +39,7 @@ struct StepRecord {
 struct WorkerCounters {
   double kv_capacity_bytes = 0;
   double kv_peak_bytes     = 0;
+  double kv_peak_s         = 0;  // when the peak was first reached
   double kv_received_bytes = 0;
   long tokens              = 0;
   long steps               = 0;
@@ -72,6 +73,13 @@ public:
   std::vector<CacheCounters> prefill_caches, decode_caches;
   double measured_start_s = 0;  // when the measured phase began
   double end_s            = 0;  // simulated time when the run ended
+  // workload.horizon_s: the run stopped there with requests still in the system; where they were.
+  bool stopped_at_horizon = false;
+  long left_unarrived     = 0;  // never dispatched
+  long left_in_prefill    = 0;  // queued or prefilling
+  long left_in_transfer   = 0;  // KV on its way to a decode worker
+  long left_waiting       = 0;  // received, not admitted (no KV memory or batch room)
+  long left_decoding      = 0;  // in a decode batch
 
 private:
   std::vector<RequestRecord> requests_;

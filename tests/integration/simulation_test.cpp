@@ -1,5 +1,6 @@
 // Small end-to-end simulations (sim/cluster/simulation.hpp). One engine per TEST_CASE: ctest runs each
 // test case in its own process.
+#include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
 #include "sim_fixture.hpp"
 
@@ -329,4 +330,24 @@ TEST_CASE("sim: the same seed gives byte-identical results in-process and throug
   CHECK(j["seed"] == 17);
   CHECK(j["config"]["workload"]["warmup_requests"] == 50);
   CHECK(j["decode_workers"].size() == 16);
+}
+
+TEST_CASE("simulation: far beyond capacity, a run stops at its horizon and reports where requests were")
+{
+  // 20,000 req/s for 2 simulated seconds: queues explode, the run must still end on time.
+  SmallRun s = run_small({{"workload.rate_rps", "20000"}, {"workload.measured_requests", "40000"},
+                          {"workload.warmup_requests", "0"}, {"workload.horizon_s", "2"}});
+  const RunRecorder& r = s.r();
+  CHECK(r.stopped_at_horizon);
+  CHECK(r.end_s == doctest::Approx(r.measured_start_s + 2).epsilon(1e-9));
+  long unfinished = 0;
+  for (const RequestRecord& q : r.requests())
+    unfinished += q.finish_count == 0;
+  CHECK(unfinished > 30000);
+  CHECK(r.left_unarrived + r.left_in_prefill + r.left_in_transfer + r.left_waiting + r.left_decoding == unfinished);
+  CHECK(r.left_unarrived == 0);  // all 40,000 arrive within the 2 s
+  CHECK(r.left_in_prefill > 0);
+  CHECK(check_run_invariants(s.x, s.w, r, true) == std::nullopt);
+  for (const WorkerCounters& c : r.decode_workers())
+    CHECK(c.kv_peak_bytes <= c.kv_capacity_bytes);
 }
