@@ -9,7 +9,7 @@ DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nloh
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy
 
-.PHONY: all deps build run test bench esft clean
+.PHONY: all deps build run test bench esft clean paper report regression-baseline
 
 all: build
 
@@ -54,6 +54,21 @@ traces/esft/trace.json: | build
 esft: build traces/esft/trace.json
 	$(BUILD)/eldrsim trace stats configs/esft.json
 	$(BUILD)/eldrsim run configs/esft.json --out results/esft
+
+# The paper's experiments (configs/paper/, docs/experiments.md): resumable; then the report.
+SWEEP   ?= configs/paper/all.json
+RESULTS ?= results/paper
+
+paper: build
+	$(BUILD)/eldrsim sweep $(SWEEP) --out $(RESULTS) -j $(JOBS)
+
+report: build
+	$(BUILD)/eldrsim report $(RESULTS)
+
+# Refreshes the committed TPOT baseline that `make test` gates on (tests/regression/): only when a
+# change is meant to move TPOT; commit tests/regression/baseline/ with it.
+regression-baseline: build
+	tests/regression/refresh.sh $(BUILD)/eldrsim
 
 clean:
 	rm -rf $(BUILD)

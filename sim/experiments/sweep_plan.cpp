@@ -177,10 +177,14 @@ struct Loader {
         if (!f.is_string())
           r.fail("include", "must list file names (strings)");
         includes.push_back(resolve_path(f.get<std::string>(), path));
+        if (!fs::is_regular_file(includes.back()))
+          r.fail("include", "file not found: " + includes.back());
       }
     }
     bool has_grid_or_base = r.has("grid") || r.has("base");
     std::string base = resolve_path(r.string("base", "configs/default.json"), path);
+    if (!fs::is_regular_file(base))
+      r.fail("base", "file not found: " + base);
     std::vector<SweepAxis> axes;
     if (r.has("grid")) {
       const Json& g = r.raw("grid");
@@ -201,6 +205,8 @@ struct Loader {
             if (!x.is_string())
               throw InputError(path, field, "must list config files (strings)");
             v.push_back(resolve_path(x.get<std::string>(), path));
+            if (!fs::is_regular_file(v.back().get<std::string>()))
+              throw InputError(path, field, "file not found: " + v.back().get<std::string>());
           } else
             v.push_back(x);
           if (!seen.insert(v.back().dump()).second)
