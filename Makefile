@@ -7,7 +7,7 @@ OUT     ?= results/default
 
 DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev \
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
-                python3-matplotlib python3-scipy
+                python3-matplotlib python3-scipy slurm-wlm munge
 
 .PHONY: all deps build run test bench esft clean paper report regression-baseline
 
