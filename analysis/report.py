@@ -198,6 +198,11 @@ def table(df, index, columns, value, seeds=None):
         p = s.pivot_table(index=index, columns=columns, values="cell", aggfunc="first")
     else:
         p = df.pivot_table(index=index, columns=columns, values=value, aggfunc="mean")
+    return sort_table(p, columns)
+
+
+def sort_table(p, columns):
+    """Routers as columns in their usual order; rows by model, workload, then value."""
     if columns == "router":
         p = p[[c for c in ordered(p.columns, ROUTER_ORDER)]]
     orders = {"model": MODEL_ORDER, "workload": ["task", "language"], "router": ROUTER_ORDER}
@@ -300,6 +305,11 @@ def main(argv=None):
             name, rate = fig_cdf(args.results, main_df, out)
             rep.image(name, f"TPOT CDF per router at {rate:g} req/s")
             rep.image(fig_vs_rate(main_df, out), "TPOT P50 and P99 against load")
+            at = main_df[main_df["rate_rps"] == rate].copy()
+            at["cell"] = [f"{a:.2f} / {b:.2f}" for a, b in zip(at["tpot_p50_ms"], at["tpot_p99_ms"])]
+            p = at.sort_values("seed").pivot_table(index=["model", "workload"], columns="router", values="cell",
+                                                   aggfunc="first")
+            rep.table(f"TPOT P50 / P99 (ms) by router at {rate:g} req/s", sort_table(p, "router"))
             for metric, label in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
                 p = table(main_df, ["model", "workload", "rate_rps"], "router", metric, seeds_of(seeds, "main"))
                 rep.table(f"{label} by router", p)

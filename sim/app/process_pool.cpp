@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <map>
 #include <stdexcept>
+#include <chrono>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,28 +63,31 @@ void run_tasks(std::vector<ChildTask> tasks, int jobs)
   std::deque<size_t> queue;
   for (size_t i = 0; i < tasks.size(); ++i)
     queue.push_back(i);
-  std::map<pid_t, size_t> running;
+  std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   while (!queue.empty() || !running.empty()) {
     while (!queue.empty() && int(running.size()) < jobs) {
       size_t i = queue.front();
       queue.pop_front();
-      running[spawn(tasks[i], self)] = i;
+      running[spawn(tasks[i], self)] = {i, std::chrono::steady_clock::now()};
     }
     int status = 0;
-    pid_t pid  = ::waitpid(-1, &status, 0);
+    rusage ru{};
+    pid_t pid = ::wait4(-1, &status, 0, &ru);
     if (pid < 0) {
       if (errno == EINTR)
         continue;
-      throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
+      throw std::runtime_error(std::string("wait4 failed: ") + std::strerror(errno));
     }
     auto it = running.find(pid);
     if (it == running.end())
       continue;
-    size_t i = it->second;
+    auto [i, start] = it->second;
     running.erase(it);
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    int code    = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    double cpu  = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (tasks[i].done)
-      tasks[i].done(code);
+      tasks[i].done(code, cpu, wall);
   }
 }
 

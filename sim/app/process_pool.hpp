@@ -10,7 +10,8 @@ namespace eldr::app {
 struct ChildTask {
   std::vector<std::string> argv;
   std::string log;  // stdout and stderr of the child
-  std::function<void(int exit_code)> done;  // exit code, or 128 + signal
+  // Exit code (or 128 + signal), the child's CPU time (user + system) and wall time, in seconds.
+  std::function<void(int exit_code, double cpu_s, double wall_s)> done;
 };
 
 // Runs `tasks` with at most `jobs` at once; returns when all are done.

@@ -200,7 +200,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     for (const auto& [key, i] : fits) {
       std::string file = fit_file(out, plan.points[i]).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({fit_argv(self, plan.points[i], file), log, [&, key, log](int code) {
+      tasks.push_back({fit_argv(self, plan.points[i], file), log, [&, key, log](int code, double, double) {
                          if (code != 0) {
                            failed_fits.insert(key);
                            progress.note("sweep: ELDR fit failed (exit " + std::to_string(code) + "), see " + log);
@@ -213,7 +213,9 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     run_tasks(std::move(tasks), jobs);
   }
 
-  size_t failures = 0;
+  size_t failures   = 0;
+  double cpu_total   = 0;
+  auto started       = std::chrono::steady_clock::now();
   std::vector<ChildTask> tasks;
   for (size_t i : todo) {
     const SweepPoint& p = plan.points[i];
@@ -229,12 +231,14 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     fs::create_directories(tmp);
     std::string model = fit && p.fit_eldr ? fit_file(out, p).string() : "";
     std::string log   = (tmp / "run.log").string();
-    tasks.push_back({run_argv(self, p, tmp.string(), model), log, [&, tmp, final_dir, failed_log, i](int code) {
+    tasks.push_back({run_argv(self, p, tmp.string(), model), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
                        const SweepPoint& q = plan.points[i];
                        std::error_code ec;
                        // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
                        if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
-                         Json rec = {{"identity", q.identity()}, {"exit_code", code}};
+                         // Timings stay here, out of combined.csv (which is byte-identical across runs).
+                         Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
+                         cpu_total += cpu;
                          write_file_atomically((tmp / "point.json").string(), rec.dump(2) + "\n");
                          publish(tmp, final_dir);
                          fs::remove(failed_log, ec);
@@ -248,7 +252,12 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                        }
                      }});
   }
+  size_t ran = tasks.size();
   run_tasks(std::move(tasks), jobs);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!quiet && ran > 0)
+    std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran, wall,
+                 cpu_total, cpu_total / double(ran), jobs);
   return failures;
 }
 
