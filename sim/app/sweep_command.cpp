@@ -65,9 +65,21 @@ bool point_done(const std::string& out, const SweepPoint& p)
   }
 }
 
-// Leftovers of interrupted sweeps: .tmp.<name>.<pid> directories whose sweep is gone.
+// "@<host>@<pid>": whose temporary a directory is. Point names never hold '@'; the host matters
+// when array tasks on several nodes share the results directory.
+std::string owner_suffix()
+{
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string("@") + host + "@" + std::to_string(::getpid());
+}
+
+// Leftovers of interrupted sweeps on this host: .tmp.<name>@<host>@<pid> (and .old.) directories
+// whose process is gone. Other hosts' are left alone (they may be running).
 void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
 {
+  const std::string mine = owner_suffix();
+  const std::string host = mine.substr(0, mine.rfind('@') + 1);  // "@<host>@"
   std::set<std::string> dirs;
   for (const auto& p : plan.points)
     dirs.insert((fs::path(out) / p.sweep).string());
@@ -79,7 +91,10 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
       std::string n = e.path().filename().string();
       if (!n.starts_with(".tmp.") && !n.starts_with(".old."))
         continue;
-      long pid = std::atol(n.substr(n.rfind('.') + 1).c_str());
+      auto at = n.find('@');
+      if (at == std::string::npos || n.compare(at, host.size(), host) != 0)
+        continue;  // another host's
+      long pid = std::atol(n.substr(n.rfind('@') + 1).c_str());
       if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) == 0)
         continue;  // another sweep still running on this directory
       fs::remove_all(e.path(), ec);
@@ -118,7 +133,7 @@ void publish(const fs::path& tmp, const fs::path& final_dir)
 {
   std::error_code ec;
   if (fs::exists(final_dir, ec)) {
-    fs::path old = final_dir.parent_path() / (".old." + final_dir.filename().string() + "." + std::to_string(::getpid()));
+    fs::path old = final_dir.parent_path() / (".old." + final_dir.filename().string() + owner_suffix());
     fs::rename(final_dir, old);
     fs::rename(tmp, final_dir);
     fs::remove_all(old, ec);
@@ -226,7 +241,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       progress.finished(false, p.sweep + "/" + p.name + " (its ELDR fit failed)");
       continue;
     }
-    fs::path tmp = final_dir.parent_path() / (".tmp." + p.name + "." + std::to_string(::getpid()));
+    fs::path tmp = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
     fs::remove_all(tmp);
     fs::create_directories(tmp);
     std::string model = fit && p.fit_eldr ? fit_file(out, p).string() : "";

@@ -85,7 +85,8 @@ s = [socket.socket() for _ in range(2)]
 for x in s:
     x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
-HOST=$(hostname -s)
+HOST=$(uname -n)
+HOST=${HOST%%.*}  # slurmd takes the short host name as its node name
 cat >"$TMP/slurm.conf" <<CONF
 ClusterName=eldrtest
 SlurmctldHost=$HOST(127.0.0.1)

@@ -69,8 +69,9 @@ check "the kill came mid-way ($done_before of 8 points done)" '[ "$done_before" 
 check "every point directory is complete (summary, requests, point.json)" 'for d in "$TMP"/k/kill/*=*; do [ -f "$d/summary.json" ] && [ -f "$d/requests.csv" ] && [ -f "$d/point.json" ] || exit 1; done'
 # A half-written result in a leftover temporary directory must not be read: plant a bogus one.
 first=$(ls -d "$TMP"/k/kill/*=* | head -1)
-mkdir -p "$TMP/k/kill/.tmp.$(basename "$first").999999"
-echo '{"bogus": true' >"$TMP/k/kill/.tmp.$(basename "$first").999999/summary.json"
+bogus="$TMP/k/kill/.tmp.$(basename "$first")@$(uname -n)@999999"
+mkdir -p "$bogus"
+echo '{"bogus": true' >"$bogus/summary.json"
 declare -A stamps
 for d in "$TMP"/k/kill/*=*; do stamps[$d]=$(stat -c %i:%Y "$d/summary.json"); done
 "$ELDRSIM" sweep "$TMP/kill.json" --out "$TMP/k" -j 2 2>"$TMP/resume.err"
