@@ -344,7 +344,7 @@ void param_cells(std::string& row, const SweepPlan& plan, const SweepPoint& p, b
 {
   csv_cell(row, p.sweep);
   csv_cell(row, with_seed ? p.name : p.group);
-  csv_cell(row, p.config);
+  csv_cell(row, p.config_label);
   csv_cell(row, p.model);
   csv_cell(row, p.workload);
   csv_cell(row, p.router);

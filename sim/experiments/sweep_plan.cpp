@@ -105,7 +105,7 @@ Json SweepPoint::identity() const
   Json o = Json::array();
   for (const auto& [k, v] : overrides)
     o.push_back({k, v});
-  return {{"sweep", sweep}, {"point", name}, {"config", config}, {"overrides", o}};
+  return {{"sweep", sweep}, {"point", name}, {"config", config_label}, {"overrides", o}};
 }
 
 namespace {
@@ -135,6 +135,15 @@ std::string resolve_path(const std::string& value, const std::string& sweep_file
 }
 
 std::string override_text(const Json& v) { return v.dump(); }
+
+std::string project_label(const std::string& path)
+{
+  std::error_code ec;
+  fs::path abs  = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  fs::path root = fs::weakly_canonical(fs::absolute(project_root(path), ec), ec);
+  fs::path rel  = abs.lexically_relative(root);
+  return rel.empty() || rel.begin()->string() == ".." ? abs.string() : rel.string();
+}
 
 struct Loader {
   SweepOptions options;
@@ -255,8 +264,9 @@ struct Loader {
       if (q.key != "seed")
         without_seed.push_back(q);
     }
-    p.params = std::move(params);
-    p.name   = point_name(p.params);
+    p.config_label = project_label(p.config);
+    p.params       = std::move(params);
+    p.name         = point_name(p.params);
     p.group  = point_name(without_seed);
     if (!names.insert(p.name).second)
       throw InputError(path, "grid", "two points share the directory name '" + p.name + "'");
@@ -308,7 +318,7 @@ struct Loader {
       for (const auto& [k, v] : p.overrides)
         if (key_changes_fit(k))
           keys[k] = v;
-      std::string text = p.config + "\n" + hash_hex(read_text(p.config));
+      std::string text = p.config_label + "\n" + hash_hex(read_text(p.config));
       for (const auto& [k, v] : keys)
         text += "\n" + k + "=" + v;
       p.fit_key = hash_hex(text);

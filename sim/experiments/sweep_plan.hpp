@@ -44,7 +44,9 @@ struct SweepPoint {
   std::string sweep;                // the (sub-)sweep's name: results go to OUT/<sweep>/<name>
   std::string name;                 // point_name(params)
   std::string group;                // point_name(params without the seed): points that differ only by seed
-  std::string config;               // base config file as resolved
+  std::string config;               // base config file as resolved (a path usable from here)
+  std::string config_label;         // the same relative to the project root (absolute if outside):
+                                    // what identity(), the CSV and the fit key use, whatever the cwd
   std::vector<Override> overrides;  // set (outer first), then grid values, then the seed
   std::vector<SweepParam> params;   // the values that vary (grid, seed)
   // From the loaded experiment, for the combined CSV.

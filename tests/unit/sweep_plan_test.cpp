@@ -140,3 +140,19 @@ TEST_CASE("load_sweep: bad files name file, field and problem")
         std::string::npos);
   CHECK(bad("setcfg.json", R"({"set": {"config": "x"}})").find("setcfg.json: set: key 'config'") != std::string::npos);
 }
+
+TEST_CASE("load_sweep: a point's identity does not depend on the working directory")
+{
+  TempDir t;
+  std::string sweep = t.write("s.json", R"({"grid": {"router": ["jsq"]}})");
+  SweepPlan here = load_sweep(sweep);
+  auto cwd       = fs::current_path();
+  fs::current_path(t.path);
+  SweepPlan there = load_sweep(sweep);
+  fs::current_path(cwd);
+  REQUIRE(here.points.size() == 1);
+  CHECK(here.points[0].config_label == "configs/default.json");
+  CHECK(there.points[0].config_label == "configs/default.json");
+  CHECK(here.points[0].identity() == there.points[0].identity());
+  CHECK(fs::path(there.points[0].config).is_absolute());
+}
