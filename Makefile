@@ -7,9 +7,9 @@ OUT     ?= results/default
 
 DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev \
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
-                python3-matplotlib python3-scipy
+                python3-matplotlib python3-scipy slurm-wlm munge
 
-.PHONY: all deps build run test bench esft mooncake clean
+.PHONY: all deps build run test bench esft mooncake clean paper report regression-baseline
 
 all: build
 
@@ -63,6 +63,21 @@ mooncake: build traces/mooncake/trace.json
 	$(BUILD)/eldrsim run configs/mooncake.json --out results/mooncake/cache-on
 	$(BUILD)/eldrsim run configs/mooncake.json --set serving.prefix_cache=false --out results/mooncake/cache-off
 	$(BUILD)/eldrsim table results/mooncake/cache-off results/mooncake/cache-on
+
+# The paper's experiments (configs/paper/, docs/experiments.md): resumable; then the report.
+SWEEP   ?= configs/paper/all.json
+RESULTS ?= results/paper
+
+paper: build
+	$(BUILD)/eldrsim sweep $(SWEEP) --out $(RESULTS) -j $(JOBS)
+
+report: build
+	$(BUILD)/eldrsim report $(RESULTS)
+
+# Refreshes the committed TPOT baseline that `make test` gates on (tests/regression/): only when a
+# change is meant to move TPOT; commit tests/regression/baseline/ with it.
+regression-baseline: build
+	tests/regression/refresh.sh $(BUILD)/eldrsim
 
 clean:
 	rm -rf $(BUILD)

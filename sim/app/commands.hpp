@@ -22,6 +22,9 @@ Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);
 Command add_routers_command(CLI::App& app);
 Command add_fit_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app);
+Command add_compare_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
 // Children of `eldrsim trace` (the parent is made in main.cpp).
 Command add_trace_import_command(CLI::App& trace);
 Command add_trace_gen_command(CLI::App& trace);

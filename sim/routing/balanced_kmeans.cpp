@@ -46,10 +46,11 @@ void block_portable(const float* const* x, const float* const* c, int d, float* 
       out[size_t(p) * ldo + size_t(q)] = finish_dot(acc[p][q], x[p], c[q], d8, d);
 }
 
+// (The attribute, not only the pragma: clang ignores `#pragma GCC target` on templates.)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 template <int P, int C>
-void block_avx2(const float* const* x, const float* const* c, int d, float* out, size_t ldo)
+__attribute__((target("avx2,fma"))) void block_avx2(const float* const* x, const float* const* c, int d, float* out, size_t ldo)
 {
   __m256 acc[P][C];
   for (int p = 0; p < P; ++p)
@@ -180,7 +181,7 @@ void check_options(const KMeansOptions& o)
 // vectorised version is bit-identical to the plain one.
 #pragma GCC push_options
 #pragma GCC target("avx2")
-void add_row_avx2(double* s, const float* x, int d, double sign)
+__attribute__((target("avx2"))) void add_row_avx2(double* s, const float* x, int d, double sign)
 {
   for (int j = 0; j < d; ++j)
     s[j] += sign * double(x[j]);

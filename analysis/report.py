@@ -1,0 +1,350 @@
+#!/usr/bin/python3
+"""A sweep's report: plots and tables from `eldrsim sweep` results, as Markdown and HTML.
+
+Usage: /usr/bin/python3 analysis/report.py RESULTS_DIR [--out DIR]     (or `eldrsim report RESULTS_DIR`)
+
+RESULTS_DIR is a sweep's output (combined.csv, <sweep>/<point>/requests.csv). Writes into DIR
+(default RESULTS_DIR/report): report.md, report.html and the figures (PNG and SVG):
+
+  tpot_cdf_<rate>.png   main study: TPOT CDF per router, one panel per model and workload, at the
+                        rate nearest 60 req/s (measured requests, as summary.json)
+  tpot_vs_rate.png      main study: TPOT P50 (solid) and P99 (dashed) against the arrival rate, one
+                        line per router, one panel per model and workload
+  tau.png               ELDR's locality band: TPOT P50/P99 against tau
+  kmeans.png            balanced against vanilla K-means: TPOT P50/P99
+  signature.png         signature variants: TPOT P50/P99
+  scaling.png           decode pool scaling: TPOT P50/P99 against the decode count (= ELDR's K)
+
+Sections appear for the sweeps present (by the sweep names of configs/paper/: main, tau, kmeans,
+signature, scaling); every other sweep gets a table. With several seeds (combined_seeds.csv), the
+tables give the mean and the 95% interval. Exits 2 with a one-line message on bad input.
+"""
+import argparse
+import html
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+ROUTER_ORDER = ["random", "round_robin", "jsq", "p2c", "domain", "eldr"]
+COLORS = {"random": "tab:gray", "round_robin": "tab:blue", "jsq": "tab:orange", "p2c": "tab:purple",
+          "domain": "tab:green", "eldr": "tab:red"}
+MODEL_ORDER = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
+METRICS = [("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p95_ms", "TPOT P95 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)"),
+           ("ttft_p50_ms", "TTFT P50 (ms)"), ("throughput_tok_s", "throughput (tok/s)"),
+           ("distinct_experts_mean", "distinct experts/layer")]
+
+
+class InputProblem(Exception):
+    pass
+
+
+def ordered(values, order):
+    values = list(dict.fromkeys(values))
+    return sorted(values, key=lambda v: (order.index(v) if v in order else len(order), str(v)))
+
+
+def load(results):
+    path = os.path.join(results, "combined.csv")
+    if not os.path.isfile(path):
+        raise InputProblem(f"{path}: missing (not the results of `eldrsim sweep`)")
+    try:
+        df = pd.read_csv(path)
+    except Exception as e:  # pandas raises several types
+        raise InputProblem(f"{path}: not a readable CSV ({e})")
+    need = {"sweep", "point", "model", "workload", "router", "rate_rps", "decode", "tau", "kmeans", "variant",
+            "tpot_p50_ms", "tpot_p99_ms"}
+    missing = need - set(df.columns)
+    if missing:
+        raise InputProblem(f"{path}: columns missing: {', '.join(sorted(missing))}")
+    if df.empty:
+        raise InputProblem(f"{path}: no points")
+    seeds = None
+    spath = os.path.join(results, "combined_seeds.csv")
+    if os.path.isfile(spath):
+        seeds = pd.read_csv(spath)
+    return df, seeds
+
+
+def tpot_of(results, sweep, point):
+    """Measured requests' TPOT of one point (as summary.json counts them)."""
+    p = os.path.join(results, sweep, point, "requests.csv")
+    r = pd.read_csv(p, usecols=["measured", "tpot_ms"])
+    return np.sort(pd.to_numeric(r[r["measured"] == 1]["tpot_ms"], errors="coerce").dropna().to_numpy(float))
+
+
+def save(fig, out, stem):
+    for ext in ("png", "svg"):
+        fig.savefig(os.path.join(out, f"{stem}.{ext}"), dpi=130 if ext == "png" else None, bbox_inches="tight")
+    plt.close(fig)
+    return f"{stem}.png"
+
+
+def panels(df):
+    models = ordered(df["model"], MODEL_ORDER)
+    workloads = ordered(df["workload"], ["task", "language"])
+    return models, workloads
+
+
+def first_seed(df):
+    """One row per point without its seed (the lowest seed) for plots that need one run."""
+    return df.sort_values("seed").drop_duplicates(
+        [c for c in df.columns if c not in ("seed", "point") and not c.endswith(("_ms", "_s", "_mean")) and c not in
+         ("requests", "unfinished")])
+
+
+def fig_cdf(results, main, out):
+    rates = sorted(main["rate_rps"].unique())
+    rate = min(rates, key=lambda r: abs(r - 60))
+    sub = main[main["rate_rps"] == rate].sort_values("seed").drop_duplicates(["model", "workload", "router"])
+    models, workloads = panels(sub)
+    fig, axes = plt.subplots(len(workloads), len(models), figsize=(4.6 * len(models), 3.4 * len(workloads)),
+                             squeeze=False)
+    for i, w in enumerate(workloads):
+        for j, m in enumerate(models):
+            ax = axes[i][j]
+            cell = sub[(sub["model"] == m) & (sub["workload"] == w)]
+            lo = []
+            for router in ordered(cell["router"], ROUTER_ORDER):
+                row = cell[cell["router"] == router].iloc[0]
+                x = tpot_of(results, row["sweep"], row["point"])
+                if x.size == 0:
+                    continue
+                lo.append(np.percentile(x, 0.5))
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", lw=1.4, color=COLORS.get(router),
+                        label=router)
+            if lo:
+                ax.set_xlim(left=min(lo))
+            ax.set_title(f"{m}, {w}", fontsize=9)
+            ax.grid(True, alpha=0.3)
+            ax.set_xlabel("TPOT (ms)", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("fraction of requests", fontsize=8)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"TPOT CDF per decode router at {rate:g} req/s", fontsize=11)
+    fig.tight_layout()
+    return save(fig, out, f"tpot_cdf_{rate:g}"), rate
+
+
+def fig_vs_rate(main, out):
+    models, workloads = panels(main)
+    agg = main.groupby(["model", "workload", "router", "rate_rps"], as_index=False)[["tpot_p50_ms", "tpot_p99_ms"]].mean()
+    fig, axes = plt.subplots(len(workloads), len(models), figsize=(4.6 * len(models), 3.4 * len(workloads)),
+                             squeeze=False)
+    for i, w in enumerate(workloads):
+        for j, m in enumerate(models):
+            ax = axes[i][j]
+            cell = agg[(agg["model"] == m) & (agg["workload"] == w)]
+            for router in ordered(cell["router"], ROUTER_ORDER):
+                r = cell[cell["router"] == router].sort_values("rate_rps")
+                ax.plot(r["rate_rps"], r["tpot_p50_ms"], "-o", ms=3, color=COLORS.get(router), label=router)
+                ax.plot(r["rate_rps"], r["tpot_p99_ms"], "--", lw=1, color=COLORS.get(router))
+            ax.set_title(f"{m}, {w}", fontsize=9)
+            ax.set_xlabel("arrival rate (req/s)", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("TPOT (ms): P50 solid, P99 dashed", fontsize=8)
+            ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("TPOT P50 and P99 against load", fontsize=11)
+    fig.tight_layout()
+    return save(fig, out, "tpot_vs_rate")
+
+
+def fig_param(df, column, label, out, stem, title, categorical=False):
+    """TPOT P50 (solid) / P99 (dashed) against one parameter, one line per model and workload (or router)."""
+    by = "router" if df["router"].nunique() > 1 else None
+    groups = ["model", "workload"] + ([by] if by else [])
+    agg = df.groupby(groups + [column], as_index=False)[["tpot_p50_ms", "tpot_p99_ms"]].mean()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    keys = agg[groups].drop_duplicates().itertuples(index=False)
+    cats = list(dict.fromkeys(df[column])) if categorical else None
+    for n, key in enumerate(keys):
+        sel = np.logical_and.reduce([agg[g] == v for g, v in zip(groups, key)])
+        r = agg[sel]
+        xs = [cats.index(v) for v in r[column]] if categorical else r[column]
+        name = ", ".join(str(v) for v in key)
+        color = COLORS.get(key[-1]) if by else f"C{n % 10}"
+        ax.plot(xs, r["tpot_p50_ms"], "-o", ms=3, color=color, label=name)
+        ax.plot(xs, r["tpot_p99_ms"], "--", lw=1, color=color)
+    if categorical:
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels(cats, rotation=15)
+    ax.set_xlabel(label)
+    ax.set_ylabel("TPOT (ms): P50 solid, P99 dashed")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(title, fontsize=10)
+    return save(fig, out, stem)
+
+
+def fmt(v):
+    if isinstance(v, (float, np.floating)):
+        return "" if np.isnan(v) else f"{v:.2f}"
+    return str(v)
+
+
+def table(df, index, columns, value, seeds=None):
+    """A pivot as Markdown and HTML rows; with seeds, 'mean [lo, hi]'."""
+    if seeds is not None and f"{value}_mean" in seeds.columns:
+        s = seeds.copy()
+        s["cell"] = [f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if n > 1 else f"{m:.2f}"
+                     for m, lo, hi, n in zip(s[f"{value}_mean"], s[f"{value}_ci95_lo"], s[f"{value}_ci95_hi"],
+                                             s["seeds"])]
+        p = s.pivot_table(index=index, columns=columns, values="cell", aggfunc="first")
+    else:
+        p = df.pivot_table(index=index, columns=columns, values=value, aggfunc="mean")
+    return sort_table(p, columns)
+
+
+def sort_table(p, columns):
+    """Routers as columns in their usual order; rows by model, workload, then value."""
+    if columns == "router":
+        p = p[[c for c in ordered(p.columns, ROUTER_ORDER)]]
+    orders = {"model": MODEL_ORDER, "workload": ["task", "language"], "router": ROUTER_ORDER}
+
+    def rank(name, v):
+        o = orders.get(name)
+        return (o.index(v) if o and v in o else len(o or []), v)
+    keys = sorted(p.index, key=lambda k: tuple(rank(n, v) for n, v in zip(p.index.names, k if isinstance(k, tuple) else (k,))))
+    return p.loc[keys]
+
+
+def md_table(p):
+    idx = p.index.names if isinstance(p.index, pd.MultiIndex) else [p.index.name]
+    head = [str(n) for n in idx] + [fmt(c) if not isinstance(c, str) else c for c in p.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for key, row in p.iterrows():
+        key = key if isinstance(key, tuple) else (key,)
+        lines.append("| " + " | ".join([fmt(k) for k in key] + [fmt(v) for v in row]) + " |")
+    return "\n".join(lines)
+
+
+def html_table(p):
+    idx = p.index.names if isinstance(p.index, pd.MultiIndex) else [p.index.name]
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in list(idx) + [fmt(c) for c in p.columns])
+    rows = []
+    for key, row in p.iterrows():
+        key = key if isinstance(key, tuple) else (key,)
+        cells = "".join(f"<td>{html.escape(fmt(v))}</td>" for v in list(key) + list(row))
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+class Report:
+    def __init__(self, title):
+        self.md = [f"# {title}", ""]
+        self.html = []
+        self.title = title
+
+    def text(self, s):
+        self.md += [s, ""]
+        self.html.append(f"<p>{html.escape(s)}</p>")
+
+    def heading(self, s):
+        self.md += [f"## {s}", ""]
+        self.html.append(f"<h2>{html.escape(s)}</h2>")
+
+    def image(self, name, alt):
+        self.md += [f"![{alt}]({name})", ""]
+        self.html.append(f'<p><img src="{html.escape(name)}" alt="{html.escape(alt)}"></p>')
+
+    def table(self, caption, p):
+        self.md += [f"*{caption}*", "", md_table(p), ""]
+        self.html.append(f"<p><em>{html.escape(caption)}</em></p>{html_table(p)}")
+
+    def write(self, out):
+        with open(os.path.join(out, "report.md"), "w") as f:
+            f.write("\n".join(self.md).rstrip() + "\n")
+        style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+                 "table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}"
+                 "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+                 "img{max-width:100%}")
+        with open(os.path.join(out, "report.html"), "w") as f:
+            f.write(f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(self.title)}</title>"
+                    f"<style>{style}</style></head><body><h1>{html.escape(self.title)}</h1>\n"
+                    + "\n".join(self.html) + "\n</body></html>\n")
+
+
+def seeds_of(seeds, sweep):
+    return None if seeds is None else seeds[seeds["sweep"] == sweep]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", metavar="RESULTS_DIR", help="a sweep's results (combined.csv)")
+    ap.add_argument("--out", help="report directory (default RESULTS_DIR/report)")
+    args = ap.parse_args(argv)
+    try:
+        df, seeds = load(args.results)
+    except InputProblem as e:
+        print(f"report: error: {e}", file=sys.stderr)
+        return 2
+    out = args.out or os.path.join(args.results, "report")
+    os.makedirs(out, exist_ok=True)
+    rep = Report(f"eldr-sim sweep report: {os.path.basename(os.path.normpath(args.results))}")
+    nseeds = df["seed"].nunique()
+    rep.text(f"{len(df)} runs in {df['sweep'].nunique()} sweeps ({', '.join(dict.fromkeys(df['sweep']))})"
+             + (f", {nseeds} seeds per point: tables give the mean and its 95% interval [lo, hi]" if nseeds > 1 else "")
+             + ". TPOT is per measured request; P50/P99 as in summary.json.")
+    unfinished = df[df.get("unfinished", 0) > 0] if "unfinished" in df else df.iloc[0:0]
+    if len(unfinished):
+        rep.text(f"Warning: {len(unfinished)} runs left measured requests unfinished: "
+                 + ", ".join(unfinished["sweep"] + "/" + unfinished["point"]))
+    done = set()
+    try:
+        if "main" in set(df["sweep"]):
+            main_df = df[df["sweep"] == "main"]
+            done.add("main")
+            rep.heading("Main study: routers across load")
+            name, rate = fig_cdf(args.results, main_df, out)
+            rep.image(name, f"TPOT CDF per router at {rate:g} req/s")
+            rep.image(fig_vs_rate(main_df, out), "TPOT P50 and P99 against load")
+            at = main_df[main_df["rate_rps"] == rate].copy()
+            at["cell"] = [f"{a:.2f} / {b:.2f}" for a, b in zip(at["tpot_p50_ms"], at["tpot_p99_ms"])]
+            p = at.sort_values("seed").pivot_table(index=["model", "workload"], columns="router", values="cell",
+                                                   aggfunc="first")
+            rep.table(f"TPOT P50 / P99 (ms) by router at {rate:g} req/s", sort_table(p, "router"))
+            for metric, label in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
+                p = table(main_df, ["model", "workload", "rate_rps"], "router", metric, seeds_of(seeds, "main"))
+                rep.table(f"{label} by router", p)
+            p = table(main_df, ["model", "workload", "rate_rps"], "router", "distinct_experts_mean")
+            rep.table("distinct experts per layer per decode step (mean) by router", p)
+        for sweep, column, label, title, cat in (
+                ("tau", "tau", "locality band tau", "ELDR's locality band", False),
+                ("kmeans", "kmeans", "K-means", "Balanced against vanilla K-means", True),
+                ("signature", "variant", "signature variant", "Signature variants", True),
+                ("scaling", "decode", "decode instances (= ELDR's K)", "Decode pool scaling", False)):
+            if sweep not in set(df["sweep"]):
+                continue
+            d = df[df["sweep"] == sweep]
+            done.add(sweep)
+            rep.heading(title)
+            rep.image(fig_param(d, column, label, out, sweep, title, categorical=cat), title)
+            cols = "router" if d["router"].nunique() > 1 else column
+            index = ["model", "workload"] + ([column] if cols == "router" else [])
+            for metric, mlabel in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
+                rep.table(f"{mlabel}", table(d, index, cols, metric, seeds_of(seeds, sweep)))
+        for sweep in dict.fromkeys(df["sweep"]):
+            if sweep in done:
+                continue
+            d = df[df["sweep"] == sweep]
+            rep.heading(f"Sweep {sweep}")
+            keep = [c for c in ("point", "router", "rate_rps", "model", "workload", "decode", "seed") if c in d]
+            p = d.set_index(keep)[[m for m, _ in METRICS if m in d]]
+            rep.table("all points", p)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"report: error: {args.results}: {e}", file=sys.stderr)
+        return 2
+    rep.write(out)
+    print(f"report: {os.path.join(out, 'report.md')} and report.html")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

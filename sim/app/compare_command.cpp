@@ -1,0 +1,226 @@
+// eldrsim compare BASELINE CURRENT: TPOT distributions of the runs present in both, side by side,
+// with a two-sample Kolmogorov-Smirnov test; exit 1 when one got worse beyond the tolerances.
+#include "sim/app/commands.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/common/percentiles.hpp"
+#include "sim/experiments/sample_stats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+namespace eldr::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CompareOptions {
+  std::string baseline, current;
+  double tol_p50 = 2, tol_p95 = 3, tol_p99 = 5;  // percent
+  double tol_abs_ms = 0.05;                      // changes below this never count
+  double ks_alpha = 0.01, ks_d = 0.1;
+  bool require_all = false;
+};
+
+struct Run {
+  std::string router;
+  std::vector<double> tpot;
+};
+
+std::vector<std::string> split_csv_line(const std::string& line)
+{
+  std::vector<std::string> cells;
+  std::string cur;
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (c == '"')
+        quoted = false;
+      else
+        cur += c;
+    } else if (c == '"')
+      quoted = true;
+    else if (c == ',')
+      cells.push_back(std::move(cur)), cur.clear();
+    else if (c != '\r')
+      cur += c;
+  }
+  cells.push_back(std::move(cur));
+  return cells;
+}
+
+// Measured requests' TPOT from requests.csv (the same rows as summary.json's percentiles).
+std::vector<double> read_tpot(const std::string& file)
+{
+  std::ifstream in(file);
+  if (!in)
+    throw InputError(file, "", "cannot open");
+  std::string line;
+  if (!std::getline(in, line))
+    throw InputError(file, "", "empty file");
+  auto header = split_csv_line(line);
+  auto col    = [&](const char* name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    if (it == header.end())
+      throw InputError(file, name, "column missing");
+    return size_t(it - header.begin());
+  };
+  size_t measured = col("measured"), tpot = col("tpot_ms");
+  std::vector<double> v;
+  long row = 1;
+  while (std::getline(in, line)) {
+    ++row;
+    if (line.empty())
+      continue;
+    auto cells = split_csv_line(line);
+    if (cells.size() != header.size())
+      throw InputError(file, "line " + std::to_string(row), std::to_string(cells.size()) + " cells, header has " +
+                                                               std::to_string(header.size()));
+    if (cells[measured] != "1" || cells[tpot].empty())
+      continue;
+    char* end = nullptr;
+    double x  = std::strtod(cells[tpot].c_str(), &end);
+    if (end == cells[tpot].c_str() || *end)
+      throw InputError(file, "line " + std::to_string(row), "tpot_ms '" + cells[tpot] + "' is not a number");
+    v.push_back(x);
+  }
+  return v;
+}
+
+// Every run (a directory with summary.json and requests.csv) under `root`, by path relative to it.
+std::map<std::string, Run> find_runs(const std::string& root)
+{
+  std::error_code ec;
+  if (!fs::is_directory(root, ec))
+    throw InputError(root, "", "not a directory of results");
+  std::map<std::string, Run> runs;
+  auto add = [&](const fs::path& d) {
+    if (!fs::is_regular_file(d / "summary.json", ec) || !fs::is_regular_file(d / "requests.csv", ec))
+      return;
+    std::string key = fs::relative(d, root, ec).lexically_normal().string();
+    Json s          = load_json_file((d / "summary.json").string());
+    Run r;
+    r.router = s.is_object() && s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
+    r.tpot   = read_tpot((d / "requests.csv").string());
+    runs[key] = std::move(r);
+  };
+  add(root);
+  for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->path().filename().string().starts_with(".")) {  // temporaries, fits
+      if (it->is_directory(ec))
+        it.disable_recursion_pending();
+      continue;
+    }
+    if (it->is_directory(ec))
+      add(it->path());
+  }
+  if (runs.empty())
+    throw InputError(root, "", "no runs (directories with summary.json and requests.csv)");
+  return runs;
+}
+
+double change_pct(double base, double cur) { return base != 0 ? (cur - base) / base * 100 : 0; }
+
+int compare(const CompareOptions& o)
+{
+  auto base = find_runs(o.baseline);
+  auto cur  = find_runs(o.current);
+  std::vector<std::string> common, only_base, only_cur;
+  for (const auto& [k, r] : base)
+    (cur.contains(k) ? common : only_base).push_back(k);
+  for (const auto& [k, r] : cur)
+    if (!base.contains(k))
+      only_cur.push_back(k);
+  if (common.empty())
+    throw InputError(o.current, "", "no run in common with " + o.baseline + " (runs are matched by their path)");
+  size_t width = 6;
+  for (const auto& k : common)
+    width = std::max(width, k.size());
+  std::printf("%-*s %17s %17s %17s %7s %9s  %s\n", int(width), "run", "TPOT P50 (ms)", "TPOT P95 (ms)",
+              "TPOT P99 (ms)", "KS D", "KS p", "verdict");
+  int regressions = 0;
+  for (const auto& k : common) {
+    const Run& b = base[k];
+    const Run& c = cur[k];
+    Percentiles pb = summarize(b.tpot), pc = summarize(c.tpot);
+    double d = ks_statistic(b.tpot, c.tpot);
+    double p = ks_pvalue(d, b.tpot.size(), c.tpot.size());
+    std::vector<std::string> why;
+    auto check = [&](const char* name, double vb, double vc, double tol) {
+      if (vc - vb > o.tol_abs_ms && change_pct(vb, vc) > tol) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s +%.1f%% > %g%%", name, change_pct(vb, vc), tol);
+        why.push_back(buf);
+      }
+    };
+    check("P50", pb.p50, pc.p50, o.tol_p50);
+    check("P95", pb.p95, pc.p95, o.tol_p95);
+    check("P99", pb.p99, pc.p99, o.tol_p99);
+    if (p < o.ks_alpha && d > o.ks_d && pc.mean > pb.mean) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "distribution shifted up (D %.3f > %g, p %.2g < %g)", d, o.ks_d, p, o.ks_alpha);
+      why.push_back(buf);
+    }
+    if (b.tpot.empty() || c.tpot.empty())
+      why.push_back("no measured TPOT");
+    std::string verdict = why.empty() ? "ok" : "REGRESSION:";
+    for (const auto& w : why)
+      verdict += " " + w;
+    regressions += why.empty() ? 0 : 1;
+    auto cell = [](double vb, double vc) {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "%.2f>%.2f %+5.1f%%", vb, vc, change_pct(vb, vc));
+      return std::string(buf);
+    };
+    std::string label = k == "." ? b.router : k;
+    std::printf("%-*s %17s %17s %17s %7.3f %9.2g  %s\n", int(width), label.c_str(), cell(pb.p50, pc.p50).c_str(),
+                cell(pb.p95, pc.p95).c_str(), cell(pb.p99, pc.p99).c_str(), d, p, verdict.c_str());
+  }
+  for (const auto& k : only_base)
+    std::printf("%s: only in the baseline\n", k.c_str());
+  for (const auto& k : only_cur)
+    std::printf("%s: only in the current results\n", k.c_str());
+  if (o.require_all && !only_base.empty()) {
+    std::printf("FAIL: %zu baseline runs missing from the current results\n", only_base.size());
+    return 1;
+  }
+  std::printf("%s: %d of %zu runs regressed (tolerances: P50 %g%%, P95 %g%%, P99 %g%%, above %g ms; KS D > %g at p < %g)\n",
+              regressions ? "FAIL" : "PASS", regressions, common.size(), o.tol_p50, o.tol_p95, o.tol_p99, o.tol_abs_ms,
+              o.ks_d, o.ks_alpha);
+  return regressions ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_compare_command(CLI::App& app)
+{
+  auto o    = std::make_shared<CompareOptions>();
+  auto* sub = app.add_subcommand("compare",
+                                 "Compare the TPOT distributions of two result sets run by run (P50/P95/P99 and a "
+                                 "two-sample KS test); exit 1 on a regression beyond the tolerances");
+  sub->add_option("baseline", o->baseline, "Baseline results: a run directory or a directory of runs (e.g. a sweep's)")
+      ->required();
+  sub->add_option("current", o->current, "Current results, laid out as the baseline (runs match by relative path)")
+      ->required();
+  sub->add_option("--tol-p50", o->tol_p50, "Allowed TPOT P50 increase, percent")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--tol-p95", o->tol_p95, "Allowed TPOT P95 increase, percent")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--tol-p99", o->tol_p99, "Allowed TPOT P99 increase, percent")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--tol-abs", o->tol_abs_ms, "Increases below this many ms never count")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--ks-alpha", o->ks_alpha, "KS significance level")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--ks-d", o->ks_d, "KS statistic above which a significant upward shift is a regression")->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_flag("--require-all", o->require_all, "Also fail when a baseline run is missing from the current results");
+  return {sub, [o] { return compare(*o); }};
+}
+
+}  // namespace eldr::app

@@ -1,0 +1,562 @@
+// eldrsim sweep: a grid of experiments, each point its own `eldrsim run` process (SimGrid allows one
+// engine per process), N at a time, resumable, with a combined CSV; or a Slurm job array doing the same.
+#include "sim/app/commands.hpp"
+#include "sim/app/process_pool.hpp"
+#include "sim/common/atomic_file.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/experiments/sample_stats.hpp"
+#include "sim/experiments/sweep_plan.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+namespace eldr::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct SweepCli {
+  std::string file;
+  std::string out;
+  int jobs  = 0;
+  int seeds = 0;
+  std::vector<std::string> sets;
+  bool quiet = false;
+  bool list  = false;
+  bool merge = false;
+  bool no_fit = false;
+  long point = -1;
+  std::string emit_slurm;
+  std::string slurm_options;
+};
+
+std::string out_dir(const SweepCli& o)
+{
+  return o.out.empty() ? "results/" + fs::path(o.file).stem().string() : o.out;
+}
+
+fs::path point_dir(const std::string& out, const SweepPoint& p) { return fs::path(out) / p.sweep / p.name; }
+fs::path fit_file(const std::string& out, const SweepPoint& p)
+{
+  return fs::absolute(fs::path(out) / ".eldr-fits" / (p.fit_key + ".json"));
+}
+
+// A point is done when its directory (only ever renamed into place whole) records the same run.
+bool point_done(const std::string& out, const SweepPoint& p)
+{
+  fs::path d = point_dir(out, p);
+  std::error_code ec;
+  if (!fs::is_regular_file(d / "summary.json", ec) || !fs::is_regular_file(d / "point.json", ec))
+    return false;
+  try {
+    Json j = load_json_file((d / "point.json").string());
+    return j.is_object() && j.contains("identity") && j["identity"] == p.identity();
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
+// "@<host>@<pid>": whose temporary a directory is. Point names never hold '@'; the host matters
+// when array tasks on several nodes share the results directory.
+std::string owner_suffix()
+{
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string("@") + host + "@" + std::to_string(::getpid());
+}
+
+// Leftovers of interrupted sweeps on this host: .tmp.<name>@<host>@<pid> (and .old.) directories
+// whose process is gone. Other hosts' are left alone (they may be running).
+void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
+{
+  const std::string mine = owner_suffix();
+  const std::string host = mine.substr(0, mine.rfind('@') + 1);  // "@<host>@"
+  std::set<std::string> dirs;
+  for (const auto& p : plan.points)
+    dirs.insert((fs::path(out) / p.sweep).string());
+  std::error_code ec;
+  for (const auto& d : dirs) {
+    if (!fs::is_directory(d, ec))
+      continue;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      std::string n = e.path().filename().string();
+      if (!n.starts_with(".tmp.") && !n.starts_with(".old."))
+        continue;
+      auto at = n.find('@');
+      if (at == std::string::npos || n.compare(at, host.size(), host) != 0)
+        continue;  // another host's
+      long pid = std::atol(n.substr(n.rfind('@') + 1).c_str());
+      if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) == 0)
+        continue;  // another sweep still running on this directory
+      fs::remove_all(e.path(), ec);
+    }
+  }
+}
+
+std::vector<std::string> run_argv(const std::string& self, const SweepPoint& p, const std::string& tmp,
+                                  const std::string& model_file)
+{
+  std::vector<std::string> a = {self, "run", p.config};
+  for (const auto& [k, v] : p.overrides) {
+    a.push_back("--set");
+    a.push_back(k + "=" + v);
+  }
+  if (!model_file.empty()) {
+    a.push_back("--set");
+    a.push_back("eldr.model_file=" + model_file);
+  }
+  a.insert(a.end(), {"--out", tmp, "-q"});
+  return a;
+}
+
+std::vector<std::string> fit_argv(const std::string& self, const SweepPoint& p, const std::string& file)
+{
+  std::vector<std::string> a = {self, "fit", p.config, "--out", file};
+  for (const auto& [k, v] : p.overrides) {
+    a.push_back("--set");
+    a.push_back(k + "=" + v);
+  }
+  return a;
+}
+
+// Moves a finished temporary directory into place; a previous (stale) result goes away whole.
+void publish(const fs::path& tmp, const fs::path& final_dir)
+{
+  std::error_code ec;
+  if (fs::exists(final_dir, ec)) {
+    fs::path old = final_dir.parent_path() / (".old." + final_dir.filename().string() + owner_suffix());
+    fs::rename(final_dir, old);
+    fs::rename(tmp, final_dir);
+    fs::remove_all(old, ec);
+  } else
+    fs::rename(tmp, final_dir);
+}
+
+std::string fmt_duration(double s)
+{
+  if (!std::isfinite(s) || s < 0)
+    return "?";
+  long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+  return buf;
+}
+
+class Progress {
+public:
+  Progress(size_t total, size_t skipped, bool quiet)
+      : total_(total), done_(skipped), quiet_(quiet), tty_(::isatty(2)), start_(std::chrono::steady_clock::now())
+  {
+    if (!quiet_ && skipped > 0)
+      std::fprintf(stderr, "sweep: %zu of %zu points already done (resuming)\n", skipped, total);
+  }
+  void finished(bool ok, const std::string& what)
+  {
+    ++done_;
+    ++now_;
+    failed_ += ok ? 0 : 1;
+    if (quiet_)
+      return;
+    double el  = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double eta = double(total_ - done_) * el / double(now_);
+    std::fprintf(stderr, "%ssweep: %zu/%zu done%s, elapsed %s, ETA %s  %s%s", tty_ ? "\r\033[K" : "", done_, total_,
+                 failed_ ? (", " + std::to_string(failed_) + " failed").c_str() : "", fmt_duration(el).c_str(),
+                 fmt_duration(eta).c_str(), what.c_str(), tty_ ? "" : "\n");
+    if (tty_ && done_ == total_)
+      std::fprintf(stderr, "\n");
+  }
+  void note(const std::string& line)
+  {
+    if (!quiet_)
+      std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", line.c_str());
+  }
+
+private:
+  size_t total_, done_, now_ = 0, failed_ = 0;
+  bool quiet_, tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Runs the given points (indices into plan.points) that are not done yet. Returns the failures.
+size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs,
+                  bool fit, bool quiet)
+{
+  const std::string self = self_executable();
+  remove_stale_temporaries(out, plan);
+  std::vector<size_t> todo;
+  for (size_t i : which)
+    if (!point_done(out, plan.points[i]))
+      todo.push_back(i);
+  Progress progress(which.size(), which.size() - todo.size(), quiet);
+  if (todo.empty())
+    return 0;
+
+  // ELDR's offline fit once per distinct fit input, shared by the points (and the sweeps) that use it.
+  std::map<std::string, size_t> fits;  // fit key -> first point needing it
+  for (size_t i : todo)
+    if (fit && plan.points[i].fit_eldr && !fs::exists(fit_file(out, plan.points[i])))
+      fits.emplace(plan.points[i].fit_key, i);
+  std::set<std::string> failed_fits;
+  if (!fits.empty()) {
+    std::vector<ChildTask> tasks;
+    fs::create_directories(fs::path(out) / ".eldr-fits");
+    for (const auto& [key, i] : fits) {
+      std::string file = fit_file(out, plan.points[i]).string();
+      std::string log  = file.substr(0, file.size() - 5) + ".log";
+      tasks.push_back({fit_argv(self, plan.points[i], file), log, [&, key, log](int code, double, double) {
+                         if (code != 0) {
+                           failed_fits.insert(key);
+                           progress.note("sweep: ELDR fit failed (exit " + std::to_string(code) + "), see " + log);
+                         }
+                       }});
+    }
+    if (!quiet)
+      std::fprintf(stderr, "sweep: fitting ELDR %zu time%s for %zu points\n", fits.size(), fits.size() > 1 ? "s" : "",
+                   todo.size());
+    run_tasks(std::move(tasks), jobs);
+  }
+
+  size_t failures   = 0;
+  double cpu_total   = 0;
+  auto started       = std::chrono::steady_clock::now();
+  std::vector<ChildTask> tasks;
+  for (size_t i : todo) {
+    const SweepPoint& p = plan.points[i];
+    fs::path final_dir  = point_dir(out, p);
+    fs::path failed_log = final_dir.parent_path() / (p.name + ".failed.log");
+    if (fit && p.fit_eldr && failed_fits.contains(p.fit_key)) {
+      ++failures;
+      progress.finished(false, p.sweep + "/" + p.name + " (its ELDR fit failed)");
+      continue;
+    }
+    fs::path tmp = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    std::string model = fit && p.fit_eldr ? fit_file(out, p).string() : "";
+    std::string log   = (tmp / "run.log").string();
+    tasks.push_back({run_argv(self, p, tmp.string(), model), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
+                       const SweepPoint& q = plan.points[i];
+                       std::error_code ec;
+                       // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
+                       if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
+                         // Timings stay here, out of combined.csv (which is byte-identical across runs).
+                         Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
+                         cpu_total += cpu;
+                         write_file_atomically((tmp / "point.json").string(), rec.dump(2) + "\n");
+                         publish(tmp, final_dir);
+                         fs::remove(failed_log, ec);
+                         progress.finished(true, q.sweep + "/" + q.name);
+                       } else {
+                         ++failures;
+                         fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
+                         fs::remove_all(tmp, ec);
+                         progress.finished(false, q.sweep + "/" + q.name + " FAILED (exit " + std::to_string(code) +
+                                                      "), see " + failed_log.string());
+                       }
+                     }});
+  }
+  size_t ran = tasks.size();
+  run_tasks(std::move(tasks), jobs);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (!quiet && ran > 0)
+    std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran, wall,
+                 cpu_total, cpu_total / double(ran), jobs);
+  return failures;
+}
+
+void csv_cell(std::string& row, const std::string& v)
+{
+  if (!row.empty())
+    row += ",";
+  if (v.find_first_of(",\"\n") == std::string::npos) {
+    row += v;
+    return;
+  }
+  row += "\"";
+  for (char c : v)
+    row += c == '"' ? std::string("\"\"") : std::string(1, c);
+  row += "\"";
+}
+
+std::string num(double v)
+{
+  if (!std::isfinite(v))
+    return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+struct Metric {
+  const char* column;
+  const char* a;
+  const char* b;
+};
+const Metric kMetrics[] = {
+    {"requests", "requests", nullptr},
+    {"unfinished", "unfinished", nullptr},
+    {"tpot_p50_ms", "tpot_ms", "p50"},
+    {"tpot_p95_ms", "tpot_ms", "p95"},
+    {"tpot_p99_ms", "tpot_ms", "p99"},
+    {"tpot_mean_ms", "tpot_ms", "mean"},
+    {"ttft_p50_ms", "ttft_ms", "p50"},
+    {"ttft_p99_ms", "ttft_ms", "p99"},
+    {"throughput_tok_s", "throughput_tok_s", nullptr},
+    {"distinct_experts_mean", "distinct_experts_per_layer_mean", nullptr},
+    {"decode_batch_mean", "decode_batch_mean", nullptr},
+};
+
+double metric(const Json& s, const Metric& m)
+{
+  const Json* v = &s;
+  for (const char* k : {m.a, m.b}) {
+    if (!k)
+      break;
+    if (!v->is_object() || !v->contains(k))
+      return NAN;
+    v = &(*v)[k];
+  }
+  return v->is_number() ? v->get<double>() : NAN;
+}
+
+std::string param_value(const SweepPoint& p, const std::string& key)
+{
+  for (const auto& q : p.params)
+    if (q.key == key)
+      return param_text(q.value);
+  return "";
+}
+
+// The parameter columns of a point (without metrics), with or without the seed.
+void param_cells(std::string& row, const SweepPlan& plan, const SweepPoint& p, bool with_seed)
+{
+  csv_cell(row, p.sweep);
+  csv_cell(row, with_seed ? p.name : p.group);
+  csv_cell(row, p.config_label);
+  csv_cell(row, p.model);
+  csv_cell(row, p.workload);
+  csv_cell(row, p.router);
+  csv_cell(row, num(p.rate_rps));
+  csv_cell(row, std::to_string(p.prefill));
+  csv_cell(row, std::to_string(p.decode));
+  csv_cell(row, num(p.tau));
+  csv_cell(row, p.kmeans);
+  csv_cell(row, p.variant);
+  if (with_seed)
+    csv_cell(row, std::to_string(p.seed));
+  for (const auto& k : plan.extra_keys)
+    csv_cell(row, param_value(p, k));
+}
+
+std::string param_header(const SweepPlan& plan, bool with_seed)
+{
+  std::string h = "sweep,point,config,model,workload,router,rate_rps,prefill,decode,tau,kmeans,variant";
+  if (with_seed)
+    h += ",seed";
+  for (const auto& k : plan.extra_keys)
+    csv_cell(h, k);
+  return h;
+}
+
+// combined.csv (one row per point) and, with several seeds, combined_seeds.csv (mean and 95%
+// interval over seeds). Returns the number of points without results.
+size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
+{
+  std::string csv = param_header(plan, true);
+  for (const auto& m : kMetrics)
+    csv += std::string(",") + m.column;
+  csv += "\n";
+  size_t missing = 0;
+  std::vector<std::string> group_order;
+  std::map<std::string, std::pair<size_t, std::vector<std::vector<double>>>> groups;  // first point, values per metric
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    const SweepPoint& p = plan.points[i];
+    if (!point_done(out, p)) {
+      ++missing;
+      continue;
+    }
+    Json s          = load_json_file((point_dir(out, p) / "summary.json").string());
+    std::string row;
+    param_cells(row, plan, p, true);
+    std::string gkey = p.sweep + "/" + p.group;
+    auto [it, fresh] = groups.try_emplace(gkey, i, std::vector<std::vector<double>>(std::size(kMetrics)));
+    if (fresh)
+      group_order.push_back(gkey);
+    for (size_t k = 0; k < std::size(kMetrics); ++k) {
+      double v = metric(s, kMetrics[k]);
+      csv_cell(row, num(v));
+      if (std::isfinite(v))
+        it->second.second[k].push_back(v);
+    }
+    csv += row + "\n";
+  }
+  fs::create_directories(out);
+  write_file_atomically((fs::path(out) / "combined.csv").string(), csv);
+  if (plan.seeds > 1) {
+    std::string s = param_header(plan, false) + ",seeds";
+    for (const auto& m : kMetrics)
+      s += std::string(",") + m.column + "_mean," + m.column + "_ci95_lo," + m.column + "_ci95_hi";
+    s += "\n";
+    for (const auto& g : group_order) {
+      const auto& [first, values] = groups[g];
+      std::string row;
+      param_cells(row, plan, plan.points[first], false);
+      csv_cell(row, std::to_string(values[0].size()));
+      for (const auto& v : values) {
+        MeanInterval mi = mean_ci95(v);
+        csv_cell(row, mi.n ? num(mi.mean) : "");
+        csv_cell(row, mi.n ? num(mi.lo) : "");
+        csv_cell(row, mi.n ? num(mi.hi) : "");
+      }
+      s += row + "\n";
+    }
+    write_file_atomically((fs::path(out) / "combined_seeds.csv").string(), s);
+  }
+  if (!quiet)
+    std::fprintf(stderr, "sweep: %zu points -> %s%s%s\n", plan.points.size() - missing,
+                 (fs::path(out) / "combined.csv").c_str(), plan.seeds > 1 ? " and combined_seeds.csv" : "",
+                 missing ? (" (" + std::to_string(missing) + " points have no results yet)").c_str() : "");
+  return missing;
+}
+
+std::string shell_quote(const std::string& s)
+{
+  std::string q = "'";
+  for (char c : s)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The sweep's own command line for the cluster (absolute paths; cwd is the submit directory).
+std::string sweep_command_line(const SweepCli& o, const std::string& out)
+{
+  std::string c = shell_quote(self_executable()) + " sweep " + shell_quote(fs::absolute(o.file).string()) +
+                  " --out " + shell_quote(fs::absolute(out).string());
+  if (o.seeds > 0)
+    c += " --seeds " + std::to_string(o.seeds);
+  for (const auto& s : o.sets)
+    c += " --set " + shell_quote(s);
+  if (o.no_fit)
+    c += " --no-fit";
+  return c;
+}
+
+int emit_slurm(const SweepCli& o, const SweepPlan& plan, const std::string& out)
+{
+  fs::path dir = fs::absolute(o.emit_slurm);
+  fs::create_directories(dir / "logs");
+  std::string cwd  = fs::current_path().string();
+  std::string cmd  = sweep_command_line(o, out);
+  std::string head = "#!/bin/bash\n# Written by `eldrsim sweep " + o.file + " --emit-slurm " + o.emit_slurm +
+                     "`: submit with " + (dir / "submit.sh").string() + ".\n";
+  std::string extra;
+  for (size_t b = 0, e; b < o.slurm_options.size(); b = e + 1) {
+    e = o.slurm_options.find(';', b);
+    if (e == std::string::npos)
+      e = o.slurm_options.size();
+    if (e > b)
+      extra += "#SBATCH " + o.slurm_options.substr(b, e - b) + "\n";
+  }
+  std::string array = head + "#SBATCH --job-name=eldrsim-" + fs::path(o.file).stem().string() +
+                      "\n#SBATCH --array=0-" + std::to_string(plan.points.size() - 1) +
+                      "\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n#SBATCH --output=" + (dir / "logs").string() +
+                      "/point-%a.out\n" + extra + "set -eu\ncd " + shell_quote(cwd) + "\n# One point per array task: " +
+                      std::to_string(plan.points.size()) + " points, written atomically under " +
+                      fs::absolute(out).string() + "\nexec " + cmd + " --point \"$SLURM_ARRAY_TASK_ID\" -q\n";
+  std::string merge_script = head + "#SBATCH --job-name=eldrsim-" + fs::path(o.file).stem().string() +
+                             "-merge\n#SBATCH --ntasks=1\n#SBATCH --output=" + (dir / "logs").string() +
+                             "/merge.out\n" + extra + "set -eu\ncd " + shell_quote(cwd) +
+                             "\n# After the array: runs any point that failed or is missing, then the combined CSV.\n"
+                             "exec " + cmd + " -j 1\n";
+  std::string submit = "#!/bin/bash\n# Submits the point array, then the merge step once every point has ended.\nset -eu\n"
+                       "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+                       "array=$(sbatch --parsable \"$here/points.sbatch\")\narray=${array%%;*}\n"
+                       "merge=$(sbatch --parsable --dependency=afterany:$array \"$here/merge.sbatch\")\nmerge=${merge%%;*}\n"
+                       "echo \"array job $array, merge job $merge\"\n";
+  write_file_atomically((dir / "points.sbatch").string(), array);
+  write_file_atomically((dir / "merge.sbatch").string(), merge_script);
+  write_file_atomically((dir / "submit.sh").string(), submit);
+  for (const char* f : {"points.sbatch", "merge.sbatch", "submit.sh"})
+    fs::permissions(dir / f, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                    fs::perm_options::add);
+  std::printf("%s: %zu-task job array (points.sbatch), merge step (merge.sbatch), submit with %s\n", dir.c_str(),
+              plan.points.size(), (dir / "submit.sh").c_str());
+  return 0;
+}
+
+int sweep(const SweepCli& o)
+{
+  SweepOptions so;
+  so.seeds   = o.seeds;
+  so.sets    = parse_sets(o.sets);
+  SweepPlan plan = load_sweep(o.file, so);
+  std::string out = out_dir(o);
+  if (o.list) {
+    for (size_t i = 0; i < plan.points.size(); ++i)
+      std::printf("%zu %s/%s%s\n", i, plan.points[i].sweep.c_str(), plan.points[i].name.c_str(),
+                  point_done(out, plan.points[i]) ? " (done)" : "");
+    return 0;
+  }
+  if (!o.emit_slurm.empty())
+    return emit_slurm(o, plan, out);
+  if (o.merge)
+    return merge(plan, out, o.quiet) == 0 ? 0 : 1;
+  int jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.point >= 0) {
+    if (size_t(o.point) >= plan.points.size())
+      throw InputError("--point", "", std::to_string(o.point) + " is past the last point (" +
+                                          std::to_string(plan.points.size() - 1) + ")");
+    return run_points(plan, {size_t(o.point)}, out, 1, !o.no_fit, o.quiet) == 0 ? 0 : 1;
+  }
+  std::vector<size_t> all(plan.points.size());
+  for (size_t i = 0; i < all.size(); ++i)
+    all[i] = i;
+  size_t failures = run_points(plan, all, out, jobs, !o.no_fit, o.quiet);
+  size_t missing  = merge(plan, out, o.quiet);
+  if (failures > 0 && !o.quiet)
+    std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
+  return failures == 0 && missing == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_sweep_command(CLI::App& app)
+{
+  auto o    = std::make_shared<SweepCli>();
+  auto* sub = app.add_subcommand(
+      "sweep", "Run a grid of experiments (a sweep file, docs/experiments.md), each point in its own process, N at a "
+               "time; resumable; writes OUT/combined.csv");
+  sub->add_option("sweep", o->file, "Sweep file (JSON), e.g. configs/paper/all.json")->required();
+  sub->add_option("--out,-o", o->out, "Results directory (default results/<sweep file stem>)");
+  sub->add_option("-j,--jobs", o->jobs, "Points run at once (default: the number of cores)")->check(CLI::PositiveNumber);
+  sub->add_option("--seeds", o->seeds, "Run every point with seeds 1..N; combined_seeds.csv has mean and 95% interval")
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--set", o->sets, "Override a config key in every point, KEY=VALUE (repeatable; the sweep file's own "
+                                    "set and grid win)")
+      ->allow_extra_args(false);
+  sub->add_flag("--list", o->list, "List the points (index, directory) and whether they are done; run nothing");
+  sub->add_flag("--merge", o->merge, "Only write combined.csv from the results present (exit 1 if some are missing)");
+  sub->add_option("--point", o->point, "Run only the point with this index (as a Slurm array task does)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--no-fit", o->no_fit, "Do not share ELDR fits between points: every eldr point fits on its own");
+  sub->add_option("--emit-slurm", o->emit_slurm,
+                  "Write a Slurm job array (points.sbatch), a merge step (merge.sbatch) and submit.sh into DIR; run nothing");
+  sub->add_option("--slurm-options", o->slurm_options,
+                  "Extra #SBATCH lines for --emit-slurm, separated by ';', e.g. '--partition=cpu;--time=00:10:00'");
+  sub->add_flag("--quiet,-q", o->quiet, "No progress lines");
+  return {sub, [o] { return sweep(*o); }};
+}
+
+}  // namespace eldr::app

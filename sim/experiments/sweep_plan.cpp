@@ -1,0 +1,359 @@
+#include "sim/experiments/sweep_plan.hpp"
+#include "sim/common/input_error.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace eldr {
+
+namespace fs = std::filesystem;
+
+std::vector<std::vector<SweepParam>> expand_grid(const std::vector<SweepAxis>& axes)
+{
+  std::vector<std::vector<SweepParam>> out(1);
+  for (const auto& [key, values] : axes) {
+    std::vector<std::vector<SweepParam>> next;
+    next.reserve(out.size() * values.size());
+    for (const auto& prefix : out)
+      for (const Json& v : values) {
+        next.push_back(prefix);
+        next.back().push_back({key, v});
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string hash_hex(const std::string& text)
+{
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string param_text(const Json& v)
+{
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+static std::string value_for_name(const std::string& key, const Json& v)
+{
+  if (key == "config" && v.is_string())
+    return fs::path(v.get<std::string>()).stem().string();
+  if (v.is_object()) {
+    std::string s;
+    for (const auto& [k, x] : v.items())
+      s += (s.empty() ? "" : "-") + k + "-" + value_for_name(k, x);
+    return s;
+  }
+  if (v.is_array()) {
+    std::string s;
+    for (const Json& x : v)
+      s += (s.empty() ? "" : "-") + value_for_name("", x);
+    return s;
+  }
+  return param_text(v);
+}
+
+static std::string last_segment(const std::string& key)
+{
+  auto dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string point_name(const std::vector<SweepParam>& params)
+{
+  if (params.empty())
+    return "base";
+  std::map<std::string, int> uses;
+  for (const auto& p : params)
+    ++uses[last_segment(p.key)];
+  std::string name;
+  for (const auto& p : params) {
+    std::string key = uses[last_segment(p.key)] > 1 ? p.key : last_segment(p.key);
+    name += (name.empty() ? "" : "__") + key + "=" + value_for_name(p.key, p.value);
+  }
+  for (char& c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '=' || c == '-'))
+      c = '-';
+  if (name.size() > 120)
+    name = name.substr(0, 100) + "-" + hash_hex(name);
+  return name;
+}
+
+bool key_changes_fit(const std::string& key)
+{
+  static const std::set<std::string> run_only = {
+      "router",           "workload.rate_rps",        "workload.duration_s",      "workload.measured_requests",
+      "workload.warmup_requests", "workload.warmup_rate_rps", "workload.drain_after_warmup",
+      "eldr.tau",         "eldr.min_two_candidates",  "eldr.refit",               "eldr.refit_window_s",
+      "eldr.refit_interval_s", "eldr.refit_iterations", "description"};
+  return !run_only.contains(key) && !key.starts_with("output.");
+}
+
+Json SweepPoint::identity() const
+{
+  Json o = Json::array();
+  for (const auto& [k, v] : overrides)
+    o.push_back({k, v});
+  return {{"sweep", sweep}, {"point", name}, {"config", config_label}, {"overrides", o}};
+}
+
+namespace {
+
+std::string read_text(const std::string& path)
+{
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A path in a sweep file: absolute as is; else relative to the sweep file's directory if it exists
+// there; else relative to the project root (configs/default.json from anywhere).
+std::string resolve_path(const std::string& value, const std::string& sweep_file)
+{
+  fs::path p(value);
+  if (p.is_absolute())
+    return value;
+  std::error_code ec;
+  fs::path near = fs::path(sweep_file).parent_path() / p;
+  if (fs::exists(near, ec))
+    return near.lexically_normal().string();
+  if (fs::exists(p, ec))
+    return value;
+  return (fs::path(project_root(sweep_file)) / p).lexically_normal().string();
+}
+
+std::string override_text(const Json& v) { return v.dump(); }
+
+std::string project_label(const std::string& path)
+{
+  std::error_code ec;
+  fs::path abs  = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  fs::path root = fs::weakly_canonical(fs::absolute(project_root(path), ec), ec);
+  fs::path rel  = abs.lexically_relative(root);
+  return rel.empty() || rel.begin()->string() == ".." ? abs.string() : rel.string();
+}
+
+struct Loader {
+  SweepOptions options;
+  SweepPlan plan;
+  std::set<std::string> open_files;  // include cycles
+  std::map<std::string, std::string> sweep_names;  // name -> file
+
+  void load(const std::string& path, const std::vector<Override>& outer_sets, int outer_seeds)
+  {
+    std::string canonical = fs::weakly_canonical(fs::path(path)).string();
+    if (open_files.contains(canonical))
+      throw InputError(path, "include", "includes itself");
+    open_files.insert(canonical);
+    Json doc = load_json_file(path);
+    if (!doc.is_object())
+      throw InputError(path, "", "a sweep file must be a JSON object");
+    JsonReader r(doc, path);
+    r.ignore("description");
+    std::string name = r.string("name", fs::path(path).stem().string());
+    if (name.empty() || name.find('/') != std::string::npos || name.starts_with("."))
+      r.fail("name", "must be a plain directory name, got '" + name + "'");
+    int seeds = int(r.integer("seeds", outer_seeds, 1, 1000));
+    std::vector<Override> sets = outer_sets;
+    if (r.has("set")) {
+      const Json& s = r.raw("set");
+      if (!s.is_object())
+        r.fail("set", "must be an object of \"dotted.key\": value");
+      for (const auto& [k, v] : s.items()) {
+        if (k.empty() || k == "config")
+          r.fail("set", "key '" + k + "' is not a config key");
+        sets.emplace_back(k, override_text(v));
+      }
+    }
+    std::vector<std::string> includes;
+    if (r.has("include")) {
+      const Json& inc = r.raw("include");
+      if (!inc.is_array() || inc.empty())
+        r.fail("include", "must be a non-empty list of sweep files");
+      for (const Json& f : inc) {
+        if (!f.is_string())
+          r.fail("include", "must list file names (strings)");
+        includes.push_back(resolve_path(f.get<std::string>(), path));
+        if (!fs::is_regular_file(includes.back()))
+          r.fail("include", "file not found: " + includes.back());
+      }
+    }
+    bool has_grid_or_base = r.has("grid") || r.has("base");
+    std::string base = resolve_path(r.string("base", "configs/default.json"), path);
+    if (!fs::is_regular_file(base))
+      r.fail("base", "file not found: " + base);
+    std::vector<SweepAxis> axes;
+    if (r.has("grid")) {
+      const Json& g = r.raw("grid");
+      if (!g.is_object() || g.empty())
+        r.fail("grid", "must be a non-empty object of \"dotted.key\": [values]");
+      for (const auto& [k, values] : g.items()) {
+        std::string field = "grid." + k;
+        if (k.empty())
+          throw InputError(path, "grid", "empty key");
+        if (!values.is_array() || values.empty())
+          throw InputError(path, field, "must be a non-empty list of values");
+        if (k == "seed" && (seeds > 1 || options.seeds > 1))
+          throw InputError(path, field, "a seed grid and \"seeds\"/--seeds > 1 together");
+        std::vector<Json> v;
+        std::set<std::string> seen;
+        for (const Json& x : values) {
+          if (k == "config") {
+            if (!x.is_string())
+              throw InputError(path, field, "must list config files (strings)");
+            v.push_back(resolve_path(x.get<std::string>(), path));
+            if (!fs::is_regular_file(v.back().get<std::string>()))
+              throw InputError(path, field, "file not found: " + v.back().get<std::string>());
+          } else
+            v.push_back(x);
+          if (!seen.insert(v.back().dump()).second)
+            throw InputError(path, field, "value " + x.dump() + " listed twice");
+        }
+        axes.emplace_back(k, std::move(v));
+      }
+    }
+    r.finish();
+    if (options.seeds > 0)
+      seeds = options.seeds;
+    for (const auto& inc : includes)
+      load(inc, sets, seeds);
+    if (!includes.empty() && !has_grid_or_base) {
+      open_files.erase(canonical);
+      return;
+    }
+    if (auto [it, fresh] = sweep_names.emplace(name, path); !fresh)
+      throw InputError(path, "name", "sweep name '" + name + "' is also used by " + it->second);
+    if (seeds > 1) {
+      std::vector<Json> s;
+      for (int i = 1; i <= seeds; ++i)
+        s.push_back(i);
+      axes.emplace_back("seed", std::move(s));
+    }
+    plan.seeds = std::max(plan.seeds, seeds);
+    std::set<std::string> names;
+    for (auto& params : expand_grid(axes))
+      add_point(path, name, base, sets, std::move(params), names);
+    open_files.erase(canonical);
+  }
+
+  void add_point(const std::string& path, const std::string& sweep, const std::string& base,
+                 const std::vector<Override>& sets, std::vector<SweepParam> params, std::set<std::string>& names)
+  {
+    SweepPoint p;
+    p.sweep     = sweep;
+    p.config    = base;
+    p.overrides = sets;
+    std::vector<SweepParam> without_seed;
+    for (const auto& q : params) {
+      if (q.key == "config")
+        p.config = q.value.get<std::string>();
+      else
+        p.overrides.emplace_back(q.key, override_text(q.value));
+      if (q.key != "seed")
+        without_seed.push_back(q);
+    }
+    p.config_label = project_label(p.config);
+    p.params       = std::move(params);
+    p.name         = point_name(p.params);
+    p.group  = point_name(without_seed);
+    if (!names.insert(p.name).second)
+      throw InputError(path, "grid", "two points share the directory name '" + p.name + "'");
+    if (options.validate_points)
+      describe(path, p);
+    plan.points.push_back(std::move(p));
+  }
+
+  // Loads the point's experiment: validates it and fills the CSV columns.
+  void describe(const std::string& path, SweepPoint& p)
+  {
+    Experiment x;
+    try {
+      x = load_experiment(p.config, p.overrides);
+    } catch (const InputError& e) {
+      // Name the grid key at fault when one value alone is enough to fail.
+      for (const auto& q : p.params) {
+        if (q.key == "config" || q.key == "seed")
+          continue;
+        std::vector<Override> one = p.overrides;
+        std::erase_if(one, [&](const Override& o) { return o.first == q.key; });
+        one.emplace_back(q.key, override_text(q.value));
+        try {
+          (void)load_experiment(p.config, {one.begin(), one.end() - 1});
+        } catch (const InputError&) {
+          continue;  // fails without it too: not this key's fault
+        }
+        try {
+          (void)load_experiment(p.config, one);
+        } catch (const InputError& e2) {
+          throw InputError(path, "grid." + q.key, "value " + q.value.dump() + ": " + e2.what());
+        }
+      }
+      throw InputError(path, "point " + p.name, e.what());
+    }
+    p.model    = x.model.name;
+    p.workload = x.workload.kind;
+    p.router   = x.router;
+    p.rate_rps = x.workload.rate_rps;
+    p.prefill  = x.topology.prefill.instances;
+    p.decode   = x.topology.decode.instances;
+    p.tau      = x.eldr.tau;
+    p.kmeans   = x.eldr.kmeans;
+    p.variant  = x.eldr.variant;
+    p.seed     = x.seed;
+    p.fit_eldr = x.router == "eldr" && x.eldr.model_file.empty();
+    if (p.fit_eldr) {
+      std::map<std::string, std::string> keys;  // last value wins, as when applied
+      for (const auto& [k, v] : p.overrides)
+        if (key_changes_fit(k))
+          keys[k] = v;
+      std::string text = p.config_label + "\n" + hash_hex(read_text(p.config));
+      for (const auto& [k, v] : keys)
+        text += "\n" + k + "=" + v;
+      p.fit_key = hash_hex(text);
+    }
+  }
+};
+
+const std::set<std::string> kStandardKeys = {"config",
+                                             "router",
+                                             "model",
+                                             "workload.kind",
+                                             "workload.rate_rps",
+                                             "topology.prefill.instances",
+                                             "topology.decode.instances",
+                                             "eldr.tau",
+                                             "eldr.kmeans",
+                                             "eldr.variant",
+                                             "seed"};
+
+}  // namespace
+
+SweepPlan load_sweep(const std::string& path, const SweepOptions& options)
+{
+  Loader l;
+  l.options   = options;
+  l.plan.file = path;
+  l.load(path, options.sets, 1);
+  if (l.plan.points.empty())
+    throw InputError(path, "", "no points (give a grid, a base or includes)");
+  std::set<std::string> seen;
+  for (const auto& p : l.plan.points)
+    for (const auto& q : p.params)
+      if (!kStandardKeys.contains(q.key) && seen.insert(q.key).second)
+        l.plan.extra_keys.push_back(q.key);
+  return std::move(l.plan);
+}
+
+}  // namespace eldr
