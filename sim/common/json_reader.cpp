@@ -1,6 +1,7 @@
 #include "sim/common/json_reader.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +11,9 @@ const Json JsonReader::empty_object_ = Json::object();
 
 Json load_json_file(const std::string& path)
 {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path, "", "is a directory, not a JSON file");
   std::ifstream in(path);
   if (!in)
     throw InputError(path, "", "cannot open file");

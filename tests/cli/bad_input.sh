@@ -104,6 +104,60 @@ expect_error "--set into a non-object" "$DEFAULT" "model.name" -- \
 expect_error "kv memory too small for the weights" "qwen3-30b-a3b.json" "(weights)" -- \
   run "$DEFAULT" --set serving.kv_memory_fraction=0.2 "${SMALL[@]}"
 
+# Bad model, hardware and cluster files (copies of the real ones with one field broken).
+/usr/bin/python3 - "$TMP" <<'EOF2'
+import json, sys
+tmp = sys.argv[1]
+def broken(src, name, mutate):
+    doc = json.load(open(src))
+    mutate(doc)
+    json.dump(doc, open(f"{tmp}/{name}", "w"), indent=2)
+broken("models/qwen3-30b-a3b.json", "model_type.json", lambda d: d.__setitem__("layers", "many"))
+broken("models/qwen3-30b-a3b.json", "model_topk.json", lambda d: d.__setitem__("top_k", 0))
+broken("models/hardware/mi300x.json", "hw_range.json", lambda d: d.__setitem__("hbm_bandwidth_TBps", -1))
+broken("configs/cluster/mi300x-5node.json", "cluster_key.json", lambda d: d.__setitem__("nics_per_gpu", 2))
+EOF2
+expect_error "model file: wrong type" "model_type.json" ": layers: " "must be an integer" -- \
+  run "$DEFAULT" --set model="$TMP/model_type.json" "${SMALL[@]}"
+expect_error "model file: out-of-range value" "model_topk.json" ": top_k: " "must be between" -- \
+  run "$DEFAULT" --set model="$TMP/model_topk.json" "${SMALL[@]}"
+cp configs/cluster/mi300x-5node.json "$TMP/cluster_hw.json"
+sed -i "s|\"hardware\": \"mi300x\"|\"hardware\": \"$TMP/hw_range.json\"|" "$TMP/cluster_hw.json"
+expect_error "hardware file: out-of-range value" "hw_range.json" ": hbm_bandwidth_TBps: " "must be between" -- \
+  run "$DEFAULT" --set cluster="$TMP/cluster_hw.json" "${SMALL[@]}"
+expect_error "cluster file: unknown key" "cluster_key.json" ": nics_per_gpu: unknown key" -- \
+  run "$DEFAULT" --set cluster="$TMP/cluster_key.json" "${SMALL[@]}"
+# Unreadable: a directory where a file should be (root reads any file, so permissions cannot show it).
+mkdir -p "$TMP/a_directory.json"
+expect_error "config that is a directory" "a_directory.json" "is a directory" -- run "$TMP/a_directory.json" "${SMALL[@]}"
+expect_error "model that is a directory" "a_directory.json" -- \
+  run "$DEFAULT" --set model="$TMP/a_directory.json" "${SMALL[@]}"
+# Binary garbage where JSON is expected.
+head -c 300 /dev/urandom >"$TMP/garbage.json"
+expect_error "config that is binary garbage" "garbage.json" -- run "$TMP/garbage.json" "${SMALL[@]}"
+# Traces: a wrong format version, and a routing file of another version.
+"$ELDRSIM" trace gen "$DEFAULT" --set workload.measured_requests=3 --set workload.warmup_requests=0 \
+  --set workload.calibration_requests=0 --set workload.prompt_max_tokens=8 --set workload.output_tokens=2 \
+  --routing --out "$TMP/tr" >/dev/null
+cp -r "$TMP/tr" "$TMP/tr-v9"
+sed -i 's/"version": 1/"version": 9/' "$TMP/tr-v9/trace.json"
+expect_error "trace of another format version" "tr-v9/trace.json: version: " -- \
+  run "$DEFAULT" --set workload.kind=trace --set workload.trace="$TMP/tr-v9" "${SMALL[@]}"
+cp -r "$TMP/tr" "$TMP/tr-rv"
+/usr/bin/python3 - "$TMP/tr-rv/routing.bin" <<'EOF2'
+import sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+b[8] = 99  # the version field follows the 8-byte magic
+open(p, "wb").write(bytes(b))
+EOF2
+expect_error "routing file of another version" "tr-rv/routing.bin: " "version" -- \
+  run "$DEFAULT" --set workload.kind=trace --set workload.trace="$TMP/tr-rv" --set workload.routing=trace \
+  --set workload.calibration_requests=0 "${SMALL[@]}"
+# Prompt sharing keys: inconsistent pairs.
+expect_error "system prompts without a length" "$DEFAULT" "workload.system_prompt_tokens" "need both" -- \
+  run "$DEFAULT" --set workload.system_prompts=4 "${SMALL[@]}"
+
 # Command-line errors CLI11 reports also exit 2.
 "$ELDRSIM" run "$DEFAULT" --rate -5 "${SMALL[@]}" >/dev/null 2>&1
 rc=$?
