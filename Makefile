@@ -7,9 +7,9 @@ OUT     ?= results/default
 
 DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev \
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
-                python3-matplotlib python3-scipy slurm-wlm munge
+                python3-matplotlib python3-scipy slurm-wlm munge clang
 
-.PHONY: all deps build run test bench esft mooncake clean paper report regression-baseline
+.PHONY: all deps build run test bench esft mooncake clean paper report regression-baseline sanitize fuzz
 
 all: build
 
@@ -79,5 +79,19 @@ report: build
 regression-baseline: build
 	tests/regression/refresh.sh $(BUILD)/eldrsim
 
+# The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it after `make test`).
+sanitize: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELDR_SANITIZE=ON -DELDR_BENCH=OFF
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E cli/slurm
+
+# libFuzzer harnesses of every input reader (fuzz/README.md); FUZZ_LIMIT per harness.
+FUZZ_LIMIT ?= -max_total_time=60
+fuzz: deps
+	CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELDR_FUZZ=ON -DELDR_BENCH=OFF -DBUILD_TESTING=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzzers
+	fuzz/run.sh build-fuzz $(FUZZ_LIMIT)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -12,6 +12,18 @@ XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_simulation, s4u, "eldr-sim simulation drive
 
 namespace sg4 = simgrid::s4u;
 
+// Built with AddressSanitizer (GCC defines the macro, clang answers __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define ELDR_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ELDR_ASAN 1
+#endif
+#endif
+#ifndef ELDR_ASAN
+#define ELDR_ASAN 0
+#endif
+
 namespace eldr {
 
 namespace {
@@ -98,10 +110,17 @@ private:
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
                            const SimulationOptions& opt)
 {
-  int argc           = 2;
   char arg0[]        = "eldrsim";
   char arg1[]        = "--log=root.thres:warning";
-  char* argv[]       = {arg0, arg1, nullptr};
+#if ELDR_ASAN
+  // AddressSanitizer cannot follow SimGrid's hand-made stack switches; threads it can.
+  char arg2[]  = "--cfg=contexts/factory:thread";
+  int argc     = 3;
+  char* argv[] = {arg0, arg1, arg2, nullptr};
+#else
+  int argc     = 2;
+  char* argv[] = {arg0, arg1, nullptr};
+#endif
   sg4::Engine engine(&argc, argv);
   Platform platform = build_platform(engine, x.cluster);
 

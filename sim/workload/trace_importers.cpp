@@ -154,6 +154,8 @@ int64_t parse_timestamp_ns(const std::string& text)
     return -1;
   if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 || h < 0 || mi < 0 || s < 0)
     return -1;
+  if (y < 1900 || y > 2200)  // int64 nanoseconds since 1970 end in 2262
+    return -1;
   int64_t frac_ns = 0;
   size_t p        = size_t(used);
   if (p < text.size()) {

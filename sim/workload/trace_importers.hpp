@@ -65,7 +65,8 @@ ImportReport import_azure(const RequestTraceImportOptions& o);
 // output_length (at least 2), prefix_hashes = hash_ids (512-token blocks). Label default "chat".
 ImportReport import_mooncake(const RequestTraceImportOptions& o);
 
-// Seconds since 1970-01-01 as integer nanoseconds of "YYYY-MM-DD hh:mm:ss[.fraction]"; -1 if malformed.
+// Seconds since 1970-01-01 as integer nanoseconds of "YYYY-MM-DD hh:mm:ss[.fraction]"; -1 if malformed
+// or outside the years 1900-2200.
 int64_t parse_timestamp_ns(const std::string& text);
 
 }  // namespace eldr

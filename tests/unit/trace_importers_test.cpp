@@ -240,6 +240,8 @@ TEST_CASE("Azure timestamps")
   CHECK(parse_timestamp_ns("1970-01-01 00:00:00") == 0);
   CHECK(parse_timestamp_ns("1970-01-02 00:00:01.5") == 86401500000000LL);
   CHECK(parse_timestamp_ns("2023-11-16 18:15:46.6805900") - parse_timestamp_ns("2023-11-16 18:15:46") == 680590000);
+  CHECK(parse_timestamp_ns("4046-11-16 18:17:03.9799600") == -1);  // past 2262: int64 ns overflow (a fuzzing finding)
+  CHECK(parse_timestamp_ns("0999-01-01 00:00:00") == -1);
   CHECK(parse_timestamp_ns("2024-03-01 00:00:00") - parse_timestamp_ns("2024-02-28 00:00:00") == 2 * 86400000000000LL);
   CHECK(parse_timestamp_ns("2023-11-16T18:15:46") == -1);
   CHECK(parse_timestamp_ns("2023-11-16 18:15:46.x") == -1);
