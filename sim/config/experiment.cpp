@@ -1,5 +1,7 @@
 #include "sim/config/experiment.hpp"
+#include "sim/workload/workload_generator.hpp"  // the label names a mix schedule may use
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <unistd.h>
@@ -117,6 +119,60 @@ static void place_group(InstanceGroup& g, const ClusterSpec& c, std::set<int>& u
   }
 }
 
+// workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"}, ...], starting at 0,
+// strictly increasing; labels absent from a piece get weight 0. Resolved to weights by label index.
+static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string& kind)
+{
+  std::vector<MixPhase> schedule;
+  if (!w.has("mix_schedule")) {
+    w.ignore("mix_schedule");
+    return schedule;
+  }
+  const Json& list = w.raw("mix_schedule");
+  if (!list.is_array() || list.empty())
+    w.fail("mix_schedule", "must be a non-empty list of {\"at_s\": seconds, \"weights\": {label: weight} or \"base\"}");
+  if (kind == "trace")
+    w.fail("mix_schedule", "drifts the label mix of generated workloads; a trace brings its own labels");
+  const std::vector<TaskLabel>& labels = labels_of(kind);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = w.key_path("mix_schedule") + "[" + std::to_string(i) + "]";
+    if (!list[i].is_object())
+      throw InputError(w.file(), path, "must be an object {\"at_s\": seconds, \"weights\": ...}");
+    JsonReader e(list[i], w.file(), path);
+    MixPhase phase;
+    phase.at_s = e.require_number("at_s", 0, 1e9);
+    if (i == 0 && phase.at_s != 0)
+      e.fail("at_s", "the first piece must start at 0 (the start of the measured phase)");
+    if (i > 0 && phase.at_s <= schedule.back().at_s)
+      e.fail("at_s", "must be later than the previous piece's (" + std::to_string(schedule.back().at_s) + " s)");
+    e.ignore("weights");
+    const Json& wj = e.raw("weights");
+    if (wj.is_string() && wj.get<std::string>() == "base") {
+      for (const auto& l : labels)
+        phase.weights.push_back(l.weight);
+    } else if (wj.is_object()) {
+      JsonReader ws(wj, w.file(), e.key_path("weights"));
+      double total = 0;
+      for (const auto& l : labels)
+        total += phase.weights.emplace_back(ws.number(l.name, 0, 0, 1e9));
+      for (const auto& k : ws.keys())
+        if (std::none_of(labels.begin(), labels.end(), [&](const TaskLabel& l) { return l.name == k; })) {
+          std::string names;
+          for (const auto& l : labels)
+            names += (names.empty() ? "" : ", ") + l.name;
+          ws.fail(k, "not a label of workload kind '" + kind + "' (" + names + ")");
+        }
+      if (total <= 0)
+        e.fail("weights", "needs at least one label with a weight above 0");
+    } else {
+      e.fail("weights", "must be an object {label: weight, ...} or the string \"base\"");
+    }
+    e.finish();
+    schedule.push_back(std::move(phase));
+  }
+  return schedule;
+}
+
 static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, std::set<int>& used, std::vector<long> default_nodes)
 {
   InstanceGroup g;
@@ -159,7 +215,11 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   std::string model_file = resolve_named_file(root, "models", r.string("model", "qwen3-30b-a3b"));
   require_file(model_file, r, "model");
   x.model       = load_model(model_file);
-  x.calibration = x.model.calibration_for(x.hardware.name, model_file);
+  x.calibration = x.model.calibration_for(x.hardware.name, model_file, x.hardware.calibration_from);
+  if (x.model.gemm_dtype == "fp8" && x.hardware.dense_fp8_flops <= 0)
+    throw InputError(hw_file, "dense_fp8_TFLOPs",
+                     "model '" + x.model.name + "' runs fp8 GEMMs but hardware '" + x.hardware.name +
+                         "' gives no fp8 peak");
 
   std::set<int> used;
   auto topo          = r.object("topology");
@@ -232,6 +292,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
                        "profile is for '" + x.routing_profile.model + "' but the experiment runs '" + x.model.name + "'");
     x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind,
                                x.workload.routing_profile_file);
+  }
+  x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind);
+  if (!x.workload.mix_schedule.empty() && x.workload.distinct_prompts > 0)
+    w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");
+  if (w.has("new_subtopics_after_s")) {
+    x.workload.new_subtopics_after_s = w.number("new_subtopics_after_s", 0, 0, 1e9);
+    if (x.workload.routing != "generated")
+      w.fail("new_subtopics_after_s", "needs workload.routing 'generated' (sub-topics are the routing generator's)");
+  } else {
+    w.ignore("new_subtopics_after_s");
   }
   w.finish();
 
