@@ -3,6 +3,7 @@
 // MI355X hardware and cluster files, every number read; calibration transfer only when a hardware file
 // asks for it.
 #include "input_error_util.hpp"
+#include "sim/common/json_reader.hpp"
 #include "sim/config/cluster_spec.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/config/hardware.hpp"
@@ -12,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <unistd.h>
@@ -246,4 +248,31 @@ TEST_CASE("whatif: a missing calibration is an error unless the hardware names a
   CHECK(c.decode_bw_efficiency == m.calibration.at("mi300x").decode_bw_efficiency);
   // A model's own block wins over the fallback.
   CHECK(m.calibration_for("mi300x", "f", "h200").transferred_from.empty());
+}
+
+TEST_CASE("whatif: half-given shared experts or dense layers and a self-referring fallback are errors")
+{
+  auto model_error = [](const std::function<void(Json&)>& edit) {
+    Json j = load_json_file("models/deepseek-v3.json");
+    edit(j);
+    return input_error_of([&] {
+      JsonReader r(j, "m.json");
+      read_model(r);
+    });
+  };
+  CHECK(model_error([](Json& j) { j.erase("shared_expert_MB"); }) ==
+        "m.json: shared_expert_MB: a shared expert needs both a count (shared_experts) and a size "
+        "(shared_expert_MB) above 0");
+  CHECK(model_error([](Json& j) { j["dense_layers"] = 0; }) ==
+        "m.json: dense_layers: dense layers need both a count (dense_layers) and a size (dense_layer_MB) above 0");
+  CHECK(contains(model_error([](Json& j) { j["gemm_dtype"] = "fp4"; }), "m.json: gemm_dtype: "));
+  CHECK(contains(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_layer_overhead_us"] = -1; }),
+                 "m.json: calibration.mi300x.moe_layer_overhead_us: must be between 0 and"));
+
+  Json h = load_json_file("models/hardware/h200.json");
+  h["calibration_from"] = "h200";
+  CHECK(input_error_of([&] {
+          JsonReader r(h, "h.json");
+          read_hardware(r);
+        }) == "h.json: calibration_from: names this hardware itself");
 }
