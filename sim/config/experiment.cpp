@@ -119,8 +119,47 @@ static void place_group(InstanceGroup& g, const ClusterSpec& c, std::set<int>& u
   }
 }
 
-// workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"}, ...], starting at 0,
-// strictly increasing; labels absent from a piece get weight 0. Resolved to weights by label index.
+// Every key of `r` must name a label of the kind; the error lists them.
+static void require_label_keys(const JsonReader& r, const std::vector<TaskLabel>& labels, const std::string& kind)
+{
+  for (const auto& k : r.keys())
+    if (std::none_of(labels.begin(), labels.end(), [&](const TaskLabel& l) { return l.name == k; })) {
+      std::string names;
+      for (const auto& l : labels)
+        names += (names.empty() ? "" : ", ") + l.name;
+      r.fail(k, "not a label of workload kind '" + kind + "' (" + names + ")");
+    }
+}
+
+// "share": {label: fraction, ...}: those labels get these fractions of the traffic, the others share
+// the rest in their usual proportions (a burst of one label is one key). Resolved to weights by index.
+static std::vector<double> read_mix_share(JsonReader& e, const std::vector<TaskLabel>& labels, const std::string& kind)
+{
+  const Json& sj = e.raw("share");
+  if (!sj.is_object() || sj.empty())
+    e.fail("share", "must be a non-empty object {label: fraction of traffic, ...}");
+  JsonReader sr(sj, e.file(), e.key_path("share"));
+  require_label_keys(sr, labels, kind);
+  double given = 0, rest = 0;
+  std::vector<double> share(labels.size(), -1);
+  for (size_t k = 0; k < labels.size(); ++k)
+    if (sr.has(labels[k].name))
+      given += share[k] = sr.number(labels[k].name, 0, 0, 1);
+    else
+      rest += labels[k].weight;
+  if (given > 1 + 1e-9)
+    e.fail("share", "fractions add up to " + std::to_string(given) + ", more than 1");
+  if (given <= 0 && rest <= 0)
+    e.fail("share", "needs at least one label with a fraction above 0");
+  for (size_t k = 0; k < labels.size(); ++k)
+    if (share[k] < 0)
+      share[k] = rest > 0 ? (1 - given) * labels[k].weight / rest : 0;
+  return share;
+}
+
+// workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
+// {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
+// Resolved to weights by label index.
 static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string& kind)
 {
   std::vector<MixPhase> schedule;
@@ -145,7 +184,15 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
       e.fail("at_s", "the first piece must start at 0 (the start of the measured phase)");
     if (i > 0 && phase.at_s <= schedule.back().at_s)
       e.fail("at_s", "must be later than the previous piece's (" + std::to_string(schedule.back().at_s) + " s)");
-    e.ignore("weights");
+    if (e.has("share") == e.has("weights"))
+      e.fail(e.has("share") ? "share" : "weights", "give exactly one of weights (relative, by label) and share "
+                                                   "(fractions of traffic for some labels, the rest in the usual mix)");
+    if (e.has("share")) {
+      phase.weights = read_mix_share(e, labels, kind);
+      e.finish();
+      schedule.push_back(std::move(phase));
+      continue;
+    }
     const Json& wj = e.raw("weights");
     if (wj.is_string() && wj.get<std::string>() == "base") {
       for (const auto& l : labels)
@@ -155,13 +202,7 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
       double total = 0;
       for (const auto& l : labels)
         total += phase.weights.emplace_back(ws.number(l.name, 0, 0, 1e9));
-      for (const auto& k : ws.keys())
-        if (std::none_of(labels.begin(), labels.end(), [&](const TaskLabel& l) { return l.name == k; })) {
-          std::string names;
-          for (const auto& l : labels)
-            names += (names.empty() ? "" : ", ") + l.name;
-          ws.fail(k, "not a label of workload kind '" + kind + "' (" + names + ")");
-        }
+      require_label_keys(ws, labels, kind);
       if (total <= 0)
         e.fail("weights", "needs at least one label with a weight above 0");
     } else {

@@ -148,6 +148,26 @@ TEST_CASE("drift: the example configs load with their schedules resolved by labe
   CHECK(std::isinf(load_experiment("configs/default.json").workload.new_subtopics_after_s));
 }
 
+TEST_CASE("drift: a share piece gives listed labels their fraction and the rest the usual proportions")
+{
+  Experiment x = load_experiment("configs/default.json",
+                                 {{"workload.mix_schedule", R"([{"at_s": 0, "share": {"medical": 0.6}},
+                                                                {"at_s": 10, "share": {"code": 0.5, "legal": 0.5}},
+                                                                {"at_s": 20, "share": {"math": 0}}])"}});
+  const auto& p = x.workload.mix_schedule;
+  REQUIRE(p.size() == 3);
+  // code, math, legal keep 2779 : 2744 : 3600 of the remaining 40%: 0.4 x 2779 / 9123 = 0.121846...
+  CHECK(p[0].weights[2] == doctest::Approx(0.6));
+  CHECK(p[0].weights[0] == doctest::Approx(0.4 * 2779 / 9123));
+  CHECK(p[0].weights[1] == doctest::Approx(0.4 * 2744 / 9123));
+  CHECK(p[0].weights[3] == doctest::Approx(0.4 * 3600 / 9123));
+  // Fractions adding up to 1 leave nothing for the others.
+  CHECK(p[1].weights == std::vector<double>{0.5, 0, 0, 0.5});
+  // A label switched off, the others in their usual proportions: medical 2545 / 8924.
+  CHECK(p[2].weights[1] == 0);
+  CHECK(p[2].weights[2] == doctest::Approx(2545.0 / 8924));
+}
+
 TEST_CASE("drift: bad schedules are one-line errors naming the file and the key")
 {
   const std::string f = "configs/default.json";
@@ -173,7 +193,9 @@ TEST_CASE("drift: bad schedules are one-line errors naming the file and the key"
         f + ": workload.mix_schedule[0].weights: needs at least one label with a weight above 0");
   CHECK(err(key, R"([{"at_s": 0, "weights": "uniform"}])") ==
         f + ": workload.mix_schedule[0].weights: must be an object {label: weight, ...} or the string \"base\"");
-  CHECK(err(key, R"([{"at_s": 0}])") == f + ": workload.mix_schedule[0].weights: is required");
+  CHECK(err(key, R"([{"at_s": 0}])") ==
+        f + ": workload.mix_schedule[0].weights: give exactly one of weights (relative, by label) and share "
+            "(fractions of traffic for some labels, the rest in the usual mix)");
   CHECK(err(key, R"([{"at_s": 0, "weights": "base", "until": 3}])").find(
             f + ": workload.mix_schedule[0].until: ") == 0);
   CHECK(err(key, R"([3])") == f + ": workload.mix_schedule[0]: must be an object {\"at_s\": seconds, \"weights\": ...}");
@@ -187,6 +209,19 @@ TEST_CASE("drift: bad schedules are one-line errors naming the file and the key"
         f + ": workload.new_subtopics_after_s: needs workload.routing 'generated' (sub-topics are the routing "
             "generator's)");
   CHECK(err("workload.new_subtopics_after_s", "-1").find(f + ": workload.new_subtopics_after_s: ") == 0);
+  CHECK(err(key, R"([{"at_s": 0, "weights": "base", "share": {"code": 0.6}}])") ==
+        f + ": workload.mix_schedule[0].share: give exactly one of weights (relative, by label) and share (fractions "
+            "of traffic for some labels, the rest in the usual mix)");
+  CHECK(err(key, R"([{"at_s": 0, "share": {"code": 0.7, "math": 0.5}}])") ==
+        f + ": workload.mix_schedule[0].share: fractions add up to 1.200000, more than 1");
+  CHECK(err(key, R"([{"at_s": 0, "share": {"code": 1.5}}])") ==
+        f + ": workload.mix_schedule[0].share.code: must be between 0 and 1, got 1.5");
+  CHECK(err(key, R"([{"at_s": 0, "share": {"poetry": 0.5}}])") ==
+        f + ": workload.mix_schedule[0].share.poetry: not a label of workload kind 'task' (code, math, medical, legal)");
+  CHECK(err(key, R"([{"at_s": 0, "share": {}}])") ==
+        f + ": workload.mix_schedule[0].share: must be a non-empty object {label: fraction of traffic, ...}");
+  CHECK(err(key, R"([{"at_s": 0, "share": {"code": 0, "math": 0, "medical": 0, "legal": 0}}])") ==
+        f + ": workload.mix_schedule[0].share: needs at least one label with a fraction above 0");
   // Every message is one line.
   CHECK(err(key, R"([{"at_s": 0, "weights": {"code": 0}}])").find('\n') == std::string::npos);
 }
