@@ -1,5 +1,7 @@
 #include "sim/config/experiment.hpp"
+#include "sim/workload/workload_generator.hpp"  // the label names a mix schedule may use
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <unistd.h>
@@ -117,6 +119,101 @@ static void place_group(InstanceGroup& g, const ClusterSpec& c, std::set<int>& u
   }
 }
 
+// Every key of `r` must name a label of the kind; the error lists them.
+static void require_label_keys(const JsonReader& r, const std::vector<TaskLabel>& labels, const std::string& kind)
+{
+  for (const auto& k : r.keys())
+    if (std::none_of(labels.begin(), labels.end(), [&](const TaskLabel& l) { return l.name == k; })) {
+      std::string names;
+      for (const auto& l : labels)
+        names += (names.empty() ? "" : ", ") + l.name;
+      r.fail(k, "not a label of workload kind '" + kind + "' (" + names + ")");
+    }
+}
+
+// "share": {label: fraction, ...}: those labels get these fractions of the traffic, the others share
+// the rest in their usual proportions (a burst of one label is one key). Resolved to weights by index.
+static std::vector<double> read_mix_share(JsonReader& e, const std::vector<TaskLabel>& labels, const std::string& kind)
+{
+  const Json& sj = e.raw("share");
+  if (!sj.is_object() || sj.empty())
+    e.fail("share", "must be a non-empty object {label: fraction of traffic, ...}");
+  JsonReader sr(sj, e.file(), e.key_path("share"));
+  require_label_keys(sr, labels, kind);
+  double given = 0, rest = 0;
+  std::vector<double> share(labels.size(), -1);
+  for (size_t k = 0; k < labels.size(); ++k)
+    if (sr.has(labels[k].name))
+      given += share[k] = sr.number(labels[k].name, 0, 0, 1);
+    else
+      rest += labels[k].weight;
+  if (given > 1 + 1e-9)
+    e.fail("share", "fractions add up to " + std::to_string(given) + ", more than 1");
+  if (given <= 0 && rest <= 0)
+    e.fail("share", "needs at least one label with a fraction above 0");
+  for (size_t k = 0; k < labels.size(); ++k)
+    if (share[k] < 0)
+      share[k] = rest > 0 ? (1 - given) * labels[k].weight / rest : 0;
+  return share;
+}
+
+// workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
+// {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
+// Resolved to weights by label index.
+static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string& kind)
+{
+  std::vector<MixPhase> schedule;
+  if (!w.has("mix_schedule")) {
+    w.ignore("mix_schedule");
+    return schedule;
+  }
+  const Json& list = w.raw("mix_schedule");
+  if (!list.is_array() || list.empty())
+    w.fail("mix_schedule", "must be a non-empty list of {\"at_s\": seconds, \"weights\": {label: weight} or \"base\"}");
+  if (kind == "trace")
+    w.fail("mix_schedule", "drifts the label mix of generated workloads; a trace brings its own labels");
+  const std::vector<TaskLabel>& labels = labels_of(kind);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = w.key_path("mix_schedule") + "[" + std::to_string(i) + "]";
+    if (!list[i].is_object())
+      throw InputError(w.file(), path, "must be an object {\"at_s\": seconds, \"weights\": ...}");
+    JsonReader e(list[i], w.file(), path);
+    MixPhase phase;
+    phase.at_s = e.require_number("at_s", 0, 1e9);
+    if (i == 0 && phase.at_s != 0)
+      e.fail("at_s", "the first piece must start at 0 (the start of the measured phase)");
+    if (i > 0 && phase.at_s <= schedule.back().at_s)
+      e.fail("at_s", "must be later than the previous piece's (" + std::to_string(schedule.back().at_s) + " s)");
+    if (e.has("share") == e.has("weights"))
+      e.fail(e.has("share") ? "share" : "weights", "give exactly one of weights (relative, by label) and share "
+                                                   "(fractions of traffic for some labels, the rest in the usual mix)");
+    if (e.has("share")) {
+      phase.weights = read_mix_share(e, labels, kind);
+      e.finish();
+      schedule.push_back(std::move(phase));
+      continue;
+    }
+    const Json& wj = e.raw("weights");
+    if (wj.is_string() && wj.get<std::string>() == "base") {
+      for (const auto& l : labels)
+        phase.weights.push_back(l.weight);
+    } else if (wj.is_object()) {
+      JsonReader ws(wj, w.file(), e.key_path("weights"));
+      double total = 0;
+      for (const auto& l : labels)
+        total += phase.weights.emplace_back(ws.number(l.name, 0, 0, 1e9));
+      require_label_keys(ws, labels, kind);
+      if (total <= 0)
+        e.fail("weights", "needs at least one label with a weight above 0");
+    } else {
+      e.fail("weights", "must be an object {label: weight, ...} or the string \"base\"");
+    }
+    e.finish();
+    schedule.push_back(std::move(phase));
+  }
+  return schedule;
+}
+
 static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, std::set<int>& used, std::vector<long> default_nodes)
 {
   InstanceGroup g;
@@ -159,7 +256,11 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   std::string model_file = resolve_named_file(root, "models", r.string("model", "qwen3-30b-a3b"));
   require_file(model_file, r, "model");
   x.model       = load_model(model_file);
-  x.calibration = x.model.calibration_for(x.hardware.name, model_file);
+  x.calibration = x.model.calibration_for(x.hardware.name, model_file, x.hardware.calibration_from);
+  if (x.model.gemm_dtype == "fp8" && x.hardware.dense_fp8_flops <= 0)
+    throw InputError(hw_file, "dense_fp8_TFLOPs",
+                     "model '" + x.model.name + "' runs fp8 GEMMs but hardware '" + x.hardware.name +
+                         "' gives no fp8 peak");
 
   std::set<int> used;
   auto topo          = r.object("topology");
@@ -233,6 +334,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
                        "profile is for '" + x.routing_profile.model + "' but the experiment runs '" + x.model.name + "'");
     x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind,
                                x.workload.routing_profile_file);
+  }
+  x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind);
+  if (!x.workload.mix_schedule.empty() && x.workload.distinct_prompts > 0)
+    w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");
+  if (w.has("new_subtopics_after_s")) {
+    x.workload.new_subtopics_after_s = w.number("new_subtopics_after_s", 0, 0, 1e9);
+    if (x.workload.routing != "generated")
+      w.fail("new_subtopics_after_s", "needs workload.routing 'generated' (sub-topics are the routing generator's)");
+  } else {
+    w.ignore("new_subtopics_after_s");
   }
   w.finish();
 

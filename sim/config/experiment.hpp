@@ -26,6 +26,13 @@ struct Topology {
   InstanceGroup decode;
 };
 
+// One piece of a drifting label mix: from `at_s` (seconds of measured-phase time) until the next
+// piece, labels are drawn with these weights (by label index of the workload kind; relative).
+struct MixPhase {
+  double at_s = 0;
+  std::vector<double> weights;
+};
+
 struct WorkloadSpec {
   std::string kind        = "task";  // task | language | trace
   std::string trace_dir;             // kind trace: resolved trace directory
@@ -52,6 +59,12 @@ struct WorkloadSpec {
   std::string lengths_file;  // resolved path
   std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
+  // Drift (docs/model.md section 4a). Measured requests draw their label from the schedule's piece at
+  // their arrival time (empty: the base mix throughout); warm-up and calibration requests from the base mix.
+  std::vector<MixPhase> mix_schedule;
+  // Measured requests arriving at or after this time draw their sub-topics from a set the calibration
+  // split never saw (generated routing only; infinity: never).
+  double new_subtopics_after_s = std::numeric_limits<double>::infinity();
 };
 
 struct ServingSpec {

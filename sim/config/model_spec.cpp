@@ -5,7 +5,10 @@ namespace eldr {
 
 double ModelSpec::weight_bytes() const
 {
-  return layers * (experts * expert_bytes + non_expert_bytes_per_layer) + embedding_bytes;
+  const double base = layers * (experts * expert_bytes + non_expert_bytes_per_layer) + embedding_bytes;
+  if (shared_experts == 0 && dense_layers == 0)
+    return base;  // the models without them: the same arithmetic as before they existed
+  return base + layers * shared_expert_bytes + dense_layers * dense_layer_bytes;
 }
 
 double ModelSpec::kv_reserved_bytes(int tokens) const
@@ -24,14 +27,31 @@ double ModelSpec::non_expert_flops_per_token() const
   return 2.0 * non_expert_bytes_per_layer / weight_bytes_per_param;
 }
 
-const Calibration& ModelSpec::calibration_for(const std::string& hardware, const std::string& file) const
+double ModelSpec::shared_expert_flops_per_token() const
 {
-  auto it = calibration.find(hardware);
-  if (it == calibration.end())
-    throw InputError(file, "calibration." + hardware,
-                     "model '" + name + "' has no calibration for hardware '" + hardware +
-                         "' (run analysis/fit_cost.py to fit one)");
-  return it->second;
+  return 2.0 * 3.0 * hidden * double(shared_expert_ffn) * shared_experts;  // gate, up, down
+}
+
+double ModelSpec::dense_layer_flops_per_token() const
+{
+  return 2.0 * dense_layer_bytes / weight_bytes_per_param;
+}
+
+Calibration ModelSpec::calibration_for(const std::string& hardware, const std::string& file,
+                                       const std::string& fallback) const
+{
+  if (auto it = calibration.find(hardware); it != calibration.end())
+    return it->second;
+  if (!fallback.empty())
+    if (auto it = calibration.find(fallback); it != calibration.end()) {
+      Calibration c      = it->second;
+      c.transferred_from = fallback;
+      return c;
+    }
+  throw InputError(file, "calibration." + hardware,
+                   "model '" + name + "' has no calibration for hardware '" + hardware + "'" +
+                       (fallback.empty() ? "" : " nor for its calibration_from '" + fallback + "'") +
+                       " (run analysis/fit_cost.py to fit one)");
 }
 
 ModelSpec load_model(const std::string& path)
@@ -64,6 +84,18 @@ ModelSpec read_model(JsonReader& r)
   if (m.sliding_kv_fraction > 0 && m.sliding_window == 0)
     r.fail("sliding_window", "is required when sliding_kv_fraction > 0");
   m.weight_bytes_per_param = r.number("non_expert_bytes_per_param", 2, 0.125, 8);
+  m.shared_experts         = int(r.integer("shared_experts", 0, 0, 1024));
+  m.shared_expert_ffn      = int(r.integer("shared_expert_ffn", m.expert_ffn, 1, 1 << 20));
+  m.shared_expert_bytes    = r.number("shared_expert_MB", 0, 0, 1e6) * 1e6;
+  if ((m.shared_experts > 0) != (m.shared_expert_bytes > 0))
+    r.fail(m.shared_experts > 0 ? "shared_expert_MB" : "shared_experts",
+           "a shared expert needs both a count (shared_experts) and a size (shared_expert_MB) above 0");
+  m.dense_layers      = int(r.integer("dense_layers", 0, 0, 1000));
+  m.dense_layer_bytes = r.number("dense_layer_MB", 0, 0, 1e6) * 1e6;
+  if ((m.dense_layers > 0) != (m.dense_layer_bytes > 0))
+    r.fail(m.dense_layers > 0 ? "dense_layer_MB" : "dense_layers",
+           "dense layers need both a count (dense_layers) and a size (dense_layer_MB) above 0");
+  m.gemm_dtype = r.choice("gemm_dtype", "bf16", {"bf16", "fp8"});
   auto cal                 = r.object("calibration");
   for (const auto& hw : cal.keys()) {
     auto c = cal.object(hw);
@@ -71,6 +103,8 @@ ModelSpec read_model(JsonReader& r)
     k.decode_bw_efficiency = c.require_number("decode_bw_efficiency", 0.01, 1.0);
     k.step_overhead_s      = c.require_number("step_overhead_ms", 0, 1e4) * 1e-3;
     k.prefill_overhead_s   = c.require_number("prefill_overhead_ms", 0, 1e5) * 1e-3;
+    if (c.has("moe_layer_overhead_us"))
+      k.moe_layer_overhead_s = c.require_number("moe_layer_overhead_us", 0, 1e6) * 1e-6;
     c.ignore("source");
     c.finish();
     m.calibration[hw] = k;

@@ -12,6 +12,13 @@ struct Calibration {
   double decode_bw_efficiency = 0;  // achieved fraction of peak HBM bandwidth in decode steps
   double step_overhead_s      = 0;  // per decode step: scheduling, sampling, graph launch
   double prefill_overhead_s   = 0;  // per prefill batch: eager kernel launches, front end, first-token sampling
+  // Per-MoE-layer fixed cost (router, gating, permutation, launches). < 0: derived from the hardware's
+  // measured MoE-layer scaling as a multiple of one expert's read time (the measured models). Models
+  // whose experts are far larger or fewer than the measured one give it in seconds instead, since that
+  // fixed cost does not grow with the expert's size (docs/calibration.md section 2.5).
+  double moe_layer_overhead_s = -1;
+  // Set when this block is another hardware's, reused through the hardware file's calibration_from.
+  std::string transferred_from;
 };
 
 struct ModelSpec {
@@ -35,6 +42,16 @@ struct ModelSpec {
   int sliding_window         = 0;
   double sliding_kv_fraction = 0;
   double weight_bytes_per_param = 2;  // dtype of non-expert weights (FLOPs from bytes)
+  // Optional structure of DeepSeek-style models (docs/model.md section 5); the defaults describe a
+  // model without them, so existing files keep their numbers. `layers` stays the MoE layers (the ones
+  // the routing has); dense layers are extra layers that have attention and a dense MLP but no
+  // routed experts, so no MoE term.
+  int shared_experts         = 0;  // per MoE layer, always active: read every step, computed on every token
+  int shared_expert_ffn      = 0;  // width of one shared expert
+  double shared_expert_bytes = 0;  // all shared experts of one MoE layer
+  int dense_layers           = 0;
+  double dense_layer_bytes   = 0;  // one dense layer: attention, dense MLP, norms; read every step
+  std::string gemm_dtype     = "bf16";  // which peak of the hardware the GEMMs run at: bf16 | fp8
   std::map<std::string, Calibration> calibration;  // by hardware name
 
   double weight_bytes() const;
@@ -42,7 +59,13 @@ struct ModelSpec {
   double kv_reserved_bytes(int tokens) const;
   double expert_flops_per_token() const;      // one layer, all top-k experts
   double non_expert_flops_per_token() const;  // one layer, without attention scores
-  const Calibration& calibration_for(const std::string& hardware, const std::string& file) const;
+  double shared_expert_flops_per_token() const;  // one MoE layer, all shared experts
+  double dense_layer_flops_per_token() const;    // one dense layer, without attention scores
+  int attention_layers() const { return layers + dense_layers; }  // layers that hold KV
+  // The calibration for `hardware`; if the model has none and `fallback` (the hardware file's
+  // calibration_from) is set, the fallback hardware's block, marked as transferred.
+  Calibration calibration_for(const std::string& hardware, const std::string& file,
+                              const std::string& fallback = "") const;
 };
 
 ModelSpec read_model(JsonReader& r);

@@ -8,13 +8,32 @@ namespace eldr {
 CostModel::CostModel(const ModelSpec& model, const Hardware& hw, const Calibration& cal)
     : model_(model), hw_(hw), cal_(cal)
 {
-  bw_            = hw.hbm_bandwidth_Bps * cal.decode_bw_efficiency;
-  flops_         = hw.dense_flops * hw.gemm_efficiency;
-  expert_read_s_ = model.expert_bytes / bw_;
+  bw_ = hw.hbm_bandwidth_Bps * cal.decode_bw_efficiency;
+  // FP8 models run their GEMMs at the hardware's FP8 peak (load_experiment rejects hardware without one).
+  const double peak = model.gemm_dtype == "fp8" && hw.dense_fp8_flops > 0 ? hw.dense_fp8_flops : hw.dense_flops;
+  flops_            = peak * hw.gemm_efficiency;
+  expert_read_s_    = model.expert_bytes / bw_;
   // A layer costs a + D*e (e = one expert's read time). The measured ratio r between D = hi and D = lo
-  // fixes a: (a + hi*e) = r (a + lo*e)  =>  a = e (hi - r lo) / (r - 1).
+  // fixes a: (a + hi*e) = r (a + lo*e)  =>  a = e (hi - r lo) / (r - 1). A calibration may give a in
+  // seconds instead, for models whose experts are unlike the measured model's (calibration.md 2.5).
   moe_overhead_s_ =
-      expert_read_s_ * (hw.moe_distinct_hi - hw.moe_time_ratio * hw.moe_distinct_lo) / (hw.moe_time_ratio - 1.0);
+      cal.moe_layer_overhead_s >= 0
+          ? cal.moe_layer_overhead_s
+          : expert_read_s_ * (hw.moe_distinct_hi - hw.moe_time_ratio * hw.moe_distinct_lo) / (hw.moe_time_ratio - 1.0);
+}
+
+double CostModel::always_active_s(int tokens) const
+{
+  // Shared experts on every MoE layer and the dense layers: weights read once per step or batch,
+  // FLOPs on every token; each a roofline of its own. Zero for models without them.
+  double t = 0;
+  if (model_.shared_experts > 0)
+    t += model_.layers * std::max(model_.shared_expert_bytes / bw_,
+                                  tokens * model_.shared_expert_flops_per_token() / flops_);
+  if (model_.dense_layers > 0)
+    t += model_.dense_layers * std::max(model_.dense_layer_bytes / bw_,
+                                        tokens * model_.dense_layer_flops_per_token() / flops_);
+  return t;
 }
 
 double CostModel::kv_capacity_bytes(double memory_fraction) const
@@ -44,7 +63,7 @@ double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::
   t += model_.layers * std::max(dense_memory, dense_compute);
   for (uint16_t d : distinct)
     t += moe_layer_s(batch, d);
-  return t;
+  return t + always_active_s(batch);
 }
 
 double CostModel::causal_pairs(double n, double window)
@@ -77,14 +96,18 @@ double CostModel::prefill_s(std::span<const PrefillPrompt> prompts, std::span<co
   }
   const double attn_flops_per_layer = 2.0 * 2.0 * model_.q_heads * model_.head_dim * pairs;
   const double dense_flops          = tokens * model_.non_expert_flops_per_token() + attn_flops_per_layer;
-  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_bytes(tokens + cached) / model_.layers / bw_;
+  // KV written and cached KV read, spread over every layer that holds KV (dense layers too).
+  const double kv_per_layer = kv_bytes(tokens + cached) / model_.attention_layers();
+  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_per_layer / bw_;
   // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.
   double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_;
   for (uint16_t d : distinct) {
     double experts = std::max(d * expert_read_s_, tokens * model_.expert_flops_per_token() / flops_);
     t += moe_overhead_s_ + experts + std::max(dense_memory, dense_flops / flops_);
   }
-  return t;
+  if (model_.dense_layers > 0)  // their attention and KV traffic; their weights are in always_active_s
+    t += model_.dense_layers * std::max(kv_per_layer / bw_, attn_flops_per_layer / flops_);
+  return t + always_active_s(int(tokens));
 }
 
 }  // namespace eldr

@@ -47,6 +47,7 @@ public:
 
 private:
   double attention_read_bytes(const AttentionLoad& a) const;
+  double always_active_s(int tokens) const;  // shared experts and dense layers
   ModelSpec model_;
   Hardware hw_;
   Calibration cal_;

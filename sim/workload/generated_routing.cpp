@@ -119,8 +119,9 @@ double layer_weight(const RoutingProfile& p, int layer, int layers)
 
 GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
                                    const std::vector<std::string>& labels, uint64_t seed,
-                                   const std::string& profile_file)
+                                   const std::string& profile_file, double novel_after_s)
 {
+  novel_after_s_         = novel_after_s;
   shape_.layers          = model.layers;
   shape_.experts         = model.experts;
   shape_.top_k           = model.top_k;
@@ -194,15 +195,27 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
     }
   }
 
-  // Sub-topic preferences and prefill->decode drift are always drawn.
-  logits_.assign(size_t(C) * S * 2 * cells, 0.f);
+  // Sub-topic preferences and prefill->decode drift are always drawn. Novel sub-topics (drift) are a
+  // second set per label, appended after the usual palettes and drawn from their own stream, so the
+  // usual palettes are the same with or without them.
+  const bool novel = novel_after_s_ != std::numeric_limits<double>::infinity();
+  novel_offset_    = novel ? C * S * 2 : 0;
+  logits_.assign(size_t(C) * S * 2 * cells * (novel ? 2 : 1), 0.f);
   std::vector<double> sub, drift;
+  Rng novel_rng(seed, "routing.generated.novel_subtopics");
+  for (int set = 0; set < (novel ? 2 : 1); ++set)
   for (int c = 0; c < C; ++c)
     for (int s = 0; s < S; ++s) {
-      draw(sub);
-      draw(drift);
+      if (set == 1) {
+        for (auto* v : {&sub, &drift})
+          for (double& x : *v)
+            x = normal(novel_rng);
+      } else {
+        draw(sub);
+        draw(drift);
+      }
       for (int phase = 0; phase < 2; ++phase) {
-        float* out = &logits_[((size_t(c) * S + s) * 2 + phase) * cells];
+        float* out = &logits_[(size_t(set * novel_offset_) + (size_t(c) * S + s) * 2 + phase) * cells];
         for (int l = 0; l < L; ++l) {
           const double w = layer_weight(p, l, L);
           for (int e = 0; e < E; ++e) {
@@ -278,22 +291,30 @@ GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
 }
 
 // The palette of a token given its hash: the low 24 bits choose the sub-topic, the high 32 the record.
-static int palette_for(const GeneratedRouting::Traits& t, const Request& r, int token, uint64_t h, int subtopics)
+// `first` is the palette index of the request's sub-topic set (0, or the novel set's offset).
+static int palette_for(const GeneratedRouting::Traits& t, const Request& r, int token, uint64_t h, int subtopics,
+                       int first)
 {
   const int phase   = token >= r.prompt_tokens ? 1 : 0;
   const bool second = double(h & 0xffffff) / double(1 << 24) < (phase ? t.decode_mix : t.prefill_mix);
-  return (int(r.label) * subtopics + (second ? t.secondary : t.primary)) * 2 + phase;
+  return first + (int(r.label) * subtopics + (second ? t.secondary : t.primary)) * 2 + phase;
+}
+
+int GeneratedRouting::first_palette(const Request& r) const
+{
+  // Only measured requests can be novel: the calibration split and the warm-up never see these sub-topics.
+  return r.measured && r.arrival_s >= novel_after_s_ ? novel_offset_ : 0;
 }
 
 int GeneratedRouting::palette_of(const Request& r, int token) const
 {
-  return palette_for(traits(r), r, token, token_hash(r, token), subtopics_);
+  return palette_for(traits(r), r, token, token_hash(r, token), subtopics_, first_palette(r));
 }
 
 size_t GeneratedRouting::record_of(const Request& r, int token) const
 {
   const uint64_t h = token_hash(r, token);
-  return size_t(palette_for(traits(r), r, token, h, subtopics_)) * size_t(records_) +
+  return size_t(palette_for(traits(r), r, token, h, subtopics_, first_palette(r))) * size_t(records_) +
          size_t((h >> 32) & uint64_t(records_ - 1));
 }
 

@@ -15,6 +15,7 @@
 #include "sim/common/huge_page_buffer.hpp"
 #include "sim/workload/expert_routing.hpp"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,11 @@ namespace eldr {
 
 class GeneratedRouting : public ExpertRoutingSource {
 public:
+  // novel_after_s: measured requests arriving at or after it draw their sub-topics from a second set
+  // per label that no calibration or warm-up request uses (workload.new_subtopics_after_s; drift).
   GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
-                   const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "");
+                   const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "",
+                   double novel_after_s = std::numeric_limits<double>::infinity());
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
@@ -44,6 +48,7 @@ public:
 
 private:
   size_t record_of(const Request& r, int token) const;
+  int first_palette(const Request& r) const;
   void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                     uint64_t seed, const std::string& profile_file);
   void sample_palettes(uint64_t seed);
@@ -53,6 +58,8 @@ private:
   int subtopics_ = 0;
   int records_   = 0;
   double mix_max_ = 0;
+  double novel_after_s_ = std::numeric_limits<double>::infinity();
+  int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)
   std::vector<float> logits_;  // [palette][layer][expert]
   HugePageBuffer pool_;  // [palette][record][words]
 };

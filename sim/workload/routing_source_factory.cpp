@@ -16,7 +16,7 @@ std::unique_ptr<ExpertRoutingSource> make_base_source(const Experiment& x, const
   if (x.workload.routing == "generated") {
     const std::string kind = x.workload.kind == "trace" ? "task" : x.workload.kind;
     return std::make_unique<GeneratedRouting>(x.model, x.routing_profile, kind, w.labels, x.seed,
-                                              x.workload.routing_profile_file);
+                                              x.workload.routing_profile_file, x.workload.new_subtopics_after_s);
   }
   if (x.workload.routing == "trace")
     return std::make_unique<ReplayRouting>(load_replay_routing(x, w));

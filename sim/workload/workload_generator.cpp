@@ -198,13 +198,22 @@ public:
       v.push_back(l.name);
     return v;
   }
-  Request draw(Rng& content) const
+  // `mix`: label weights by index (a drift schedule's piece); null: the labels' own weights.
+  Request draw(Rng& content, const std::vector<double>* mix = nullptr) const
   {
     Request r;
-    double u = content.uniform01() * total_weight_;
+    auto weight = [&](size_t k) { return mix ? (*mix)[k] : labels_[k].weight; };
+    double total = total_weight_;
+    if (mix) {
+      total = 0;
+      for (double x : *mix)
+        total += x;
+    }
+    // One uniform draw per request whatever the mix, so the content stream stays aligned across mixes.
+    double u = content.uniform01() * total;
     size_t k = 0;
-    while (k + 1 < labels_.size() && u >= labels_[k].weight) {
-      u -= labels_[k].weight;
+    while (k + 1 < labels_.size() && (u >= weight(k) || weight(k) <= 0)) {
+      u -= weight(k);
       ++k;
     }
     r.label          = uint16_t(k);
@@ -285,6 +294,14 @@ private:
 
 }  // namespace
 
+const std::vector<double>* mix_at(const std::vector<MixPhase>& schedule, double t)
+{
+  // Pieces start at 0 and increase (validated): the last piece starting at or before t.
+  auto it = std::upper_bound(schedule.begin(), schedule.end(), t,
+                             [](double x, const MixPhase& p) { return x < p.at_s; });
+  return it == schedule.begin() ? nullptr : &std::prev(it)->weights;
+}
+
 Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
 {
   RequestDrawer drawer(spec);
@@ -316,14 +333,18 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   w.requests.reserve(size_t(n));
   double t_warm = 0, t_meas = 0;
   for (long i = 0; i < n; ++i) {
-    Request r  = order.empty() ? drawer.draw(content) : sharing.pooled(order[size_t(i)]);
-    r.id       = uint32_t(i);
-    r.measured = i >= spec.warmup_requests;
-    if (r.measured)
+    // The arrival first: a drifting mix picks the label by it (the two streams are independent).
+    const bool measured = i >= spec.warmup_requests;
+    if (measured)
       t_meas += clock.next_gap(true);
     else
       t_warm += clock.next_gap(false);
-    r.arrival_s = r.measured ? t_meas : t_warm;
+    const double arrival = measured ? t_meas : t_warm;
+    const std::vector<double>* mix = measured ? mix_at(spec.mix_schedule, arrival) : nullptr;
+    Request r  = order.empty() ? drawer.draw(content, mix) : sharing.pooled(order[size_t(i)]);
+    r.id       = uint32_t(i);
+    r.measured = measured;
+    r.arrival_s = arrival;
     if (sharing.active())
       sharing.finish(r, system, w);
     w.requests.push_back(r);

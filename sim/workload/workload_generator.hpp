@@ -34,6 +34,9 @@ LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<Tas
 // Inter-arrival gaps (seconds) of a request log in the Azure 2023 CSV format, in file order.
 std::vector<double> load_arrival_gaps(const std::string& csv_path);
 
+// The label weights of a drift schedule at measured-phase time t (null: no schedule, the base mix).
+const std::vector<double>* mix_at(const std::vector<MixPhase>& schedule, double t);
+
 // Workload kinds "task" and "language". Calibration requests (spec.calibration_requests) come from
 // their own random stream, so their number does not change the served requests.
 // Arrival times are relative to the start of each request's phase: warm-up requests from 0, measured

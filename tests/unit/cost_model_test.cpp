@@ -244,6 +244,39 @@ TEST_CASE("cost: KV capacity is HBM share minus weights (by hand)")
   CHECK(cq.kv_capacity_bytes(0.9) == doctest::Approx(111.72224e9).epsilon(1e-12));
 }
 
+TEST_CASE("cost: shared experts and dense layers in a toy decode step and prefill by hand")
+{
+  // The toy above: 2 MoE layers, 4 experts of 1 GB, BW 5e11 B/s, 5e14 FLOP/s, a = 4 ms.
+  const Hardware h   = toy_hardware();
+  const Calibration c = toy_calibration();
+  ModelSpec m        = toy_model();
+  // Plus one shared expert of 1 GB (2 ms to read, 2 x 3 x 1000 x 100 = 6e5 FLOPs a token) on each MoE
+  // layer and one dense layer of 5e8 bytes (1 ms; 5e8 FLOPs a token).
+  m.shared_experts      = 1;
+  m.shared_expert_ffn   = 100;
+  m.shared_expert_bytes = 1e9;
+  m.dense_layers        = 1;
+  m.dense_layer_bytes   = 5e8;
+  CostModel cost(m, h, c);
+  // Decode, batch 4, 1000 context tokens, D = {3, 5}: the toy's 29.2 ms + 2 x 2 ms shared + 1 ms dense.
+  AttentionLoad a;
+  a.context_tokens = a.windowed_tokens = 1000;
+  CHECK(cost.decode_step_s(4, a, std::vector<uint16_t>{3, 5}) == doctest::Approx(34.2e-3).epsilon(1e-12));
+  // Weights: 2 x (4e9 + 5e8 + 1e9) + 5e8 + 2e8 = 11.7e9.
+  CHECK(m.weight_bytes() == doctest::Approx(11.7e9));
+
+  // Prefill of one 10,000-token prompt with kv 1e3 B a token, D = {4, 4}. The toy's MoE layers give
+  // 46.520032 ms (their KV share, now 1e7 B / 3 attention layers, stays under their compute). On top:
+  //   the dense layer's attention: max(KV 3.33e6 B / 5e11 = 6.7 us, 8.0008e10 FLOPs / 5e14 = 0.160016 ms)
+  //   shared experts: 2 x max(2 ms, 1e4 x 6e5 / 5e14 = 12 us) = 4 ms
+  //   dense layer weights: max(1 ms, 1e4 x 5e8 / 5e14 = 10 ms) = 10 ms
+  //   total 60.680048 ms
+  m.kv_bytes_per_token = 1e3;
+  CostModel cp(m, h, c);
+  CHECK(cp.prefill_s(std::vector<int>{10000}, std::vector<uint16_t>{4, 4}) ==
+        doctest::Approx(60.680048e-3).epsilon(1e-12));
+}
+
 namespace {
 struct Real {
   ModelSpec model   = load_model("models/qwen3-30b-a3b.json");
