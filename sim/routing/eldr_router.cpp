@@ -58,6 +58,7 @@ EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec) : model_(std::move
   shape.experts    = model_.experts;
   transport_bytes_ = signature_transport_bytes(shape, model_.variant);
   sims_.resize(size_t(model_.centroids.rows));
+  table_ = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
   next_refit_s_ = spec_.refit_interval_s;
 }
 
@@ -79,11 +80,10 @@ int EldrRouter::choose_signature(std::span<const float> signature, std::span<con
   if (int(in_flight.size()) != k)
     throw std::invalid_argument("ELDR has " + std::to_string(k) + " centroids but the cluster has " +
                                 std::to_string(in_flight.size()) + " decode workers");
+  centroid_dots(table_, signature, sims_);  // = dot(centroid w, signature), bit for bit
   float best = -2;
-  for (int w = 0; w < k; ++w) {
-    sims_[size_t(w)] = dot(model_.centroids.row(w), signature);
-    best             = std::max(best, sims_[size_t(w)]);
-  }
+  for (float s : sims_)
+    best = std::max(best, s);
   // Band: within tau of the best. With tau > 0 and min_two, the runner-up joins a band of one.
   const float floor = best - float(spec_.tau);
   int candidates    = 0;
@@ -153,6 +153,7 @@ void EldrRouter::refit(double)
     auto from = fit.centroids.row(j);
     std::copy(from.begin(), from.end(), model_.centroids.row(slot[size_t(j)]).begin());
   }
+  table_ = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
   ++refits_;
 }
 

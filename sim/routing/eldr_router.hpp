@@ -51,6 +51,7 @@ private:
   uint32_t pending_id_    = 0;
   bool pending_valid_     = false;
   Signature pending_;
+  CentroidTable table_;  // model_.centroids transposed for centroid_dots, rebuilt by each refit
   std::vector<float> sims_;
   std::deque<std::pair<double, Signature>> window_;
   double next_refit_s_ = 0;

@@ -536,4 +536,157 @@ double cosine(std::span<const float> a, std::span<const float> b)
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
 }
 
+
+// --- Similarity to K centroids ---------------------------------------------------------------------
+
+CentroidTable::CentroidTable(std::span<const float> row_major, int rows, int cols)
+    : rows_(rows), cols_(cols), stride_((rows + 15) / 16 * 16)
+{
+  if (rows < 0 || cols < 0 || row_major.size() != size_t(rows) * size_t(cols))
+    throw std::invalid_argument("CentroidTable: rows x cols values expected");
+  values_.assign(size_t(cols) * size_t(stride_), 0.f);
+  for (int k = 0; k < rows; ++k)
+    for (int i = 0; i < cols; ++i)
+      values_[size_t(i) * size_t(stride_) + size_t(k)] = row_major[size_t(k) * size_t(cols) + size_t(i)];
+}
+
+namespace {
+
+// dot_kernel's order, which centroid_dots reproduces: dimension i < n32 goes to partial sum i % 32,
+// n32 <= i < n8 to partial sum i % 8 (after all of the former), each sum in ascending i; the 32 sums
+// reduce by a fixed tree, then dimensions n8 .. n - 1 are added one by one.
+struct DotLayout {
+  size_t n, n32, n8;
+  explicit DotLayout(size_t d) : n(d), n32(d & ~size_t(31)), n8(d & ~size_t(7)) {}
+};
+
+// The non-zero dimensions of x below n8, ascending; the returned count is where those from n32 start.
+// Reused across calls (one thread runs the whole simulation; the buffer only grows).
+std::vector<uint32_t>& nonzero_buffer(size_t n)
+{
+  thread_local std::vector<uint32_t> idx;
+  if (idx.size() < n + 16)
+    idx.resize(n + 16);
+  return idx;
+}
+
+// Lane-wise IEEE multiply then add (no contraction into FMA: dot_kernel rounds the product), so every
+// lane holds exactly what dot_kernel computes for its centroid.
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void centroid_dots_avx512(const CentroidTable& t,
+                                                                                      const float* x, float* out)
+{
+  const DotLayout d(size_t(t.cols()));
+  uint32_t* idx = nonzero_buffer(d.n).data();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  size_t count = 0;
+  auto compact = [&](size_t from, size_t to) {
+    for (size_t b = from; b < to; b += 16) {
+      const __mmask16 valid = to - b >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (to - b)) - 1);
+      const __mmask16 nz = _mm512_mask_cmpneq_ps_mask(valid, _mm512_maskz_loadu_ps(valid, x + b), _mm512_setzero_ps());
+      // Compress in a register and store all 16 lanes (the buffer has 16 spare): a masked compress
+      // to memory is several times slower on Intel cores.
+      _mm512_storeu_si512(idx + count, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
+      count += size_t(std::popcount(unsigned(nz)));
+    }
+  };
+  compact(0, d.n32);
+  const size_t count32 = count;
+  compact(d.n32, d.n8);
+
+  const size_t stride = size_t(t.stride());
+  for (int g = 0; g < t.rows(); g += 16) {
+    const float* c = t.data() + g;
+    alignas(64) float acc[32][16];
+    for (auto& a : acc)
+      _mm512_store_ps(a, _mm512_setzero_ps());
+    auto add = [&](uint32_t i, uint32_t slot) {
+      const __m512 p = _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_load_ps(c + size_t(i) * stride));
+      _mm512_store_ps(acc[slot], _mm512_add_ps(_mm512_load_ps(acc[slot]), p));
+    };
+    for (size_t q = 0; q < count32; ++q)
+      add(idx[q], idx[q] & 31);
+    for (size_t q = count32; q < count; ++q)
+      add(idx[q], idx[q] & 7);
+    __m512 s[8];
+    for (int l = 0; l < 8; ++l)
+      s[l] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[l]), _mm512_load_ps(acc[8 + l])),
+                           _mm512_add_ps(_mm512_load_ps(acc[16 + l]), _mm512_load_ps(acc[24 + l])));
+    __m512 r = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[0], s[4]), _mm512_add_ps(s[1], s[5])),
+                             _mm512_add_ps(_mm512_add_ps(s[2], s[6]), _mm512_add_ps(s[3], s[7])));
+    for (size_t i = d.n8; i < d.n; ++i)
+      r = _mm512_add_ps(r, _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_load_ps(c + i * stride)));
+    const int left = t.rows() - g;
+    _mm512_mask_storeu_ps(out + g, left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1), r);
+  }
+}
+
+// The same computation with generic 16-float vectors (two AVX2 or four SSE registers: neither target
+// has FMA, so nothing is contracted) and a scalar compaction.
+__attribute__((target_clones("avx2", "default"))) void centroid_dots_portable(const CentroidTable& t, const float* x,
+                                                                               float* out)
+{
+  using v16 = float __attribute__((vector_size(64)));
+  const DotLayout d(size_t(t.cols()));
+  uint32_t* idx = nonzero_buffer(d.n).data();
+  size_t count = 0, count32 = 0;
+  for (size_t i = 0; i < d.n8; ++i) {
+    count32 = i == d.n32 ? count : count32;
+    idx[count] = uint32_t(i);
+    count += x[i] != 0;
+  }
+  if (d.n32 == d.n8)
+    count32 = count;
+
+  const size_t stride = size_t(t.stride());
+  for (int g = 0; g < t.rows(); g += 16) {
+    const float* c = t.data() + g;
+    v16 acc[32] = {};
+    v16 v;  // (loaded through memcpy, no vector-valued helper: its ABI differs per target)
+    for (size_t q = 0; q < count; ++q) {
+      __builtin_memcpy(&v, c + idx[q] * stride, sizeof v);
+      acc[idx[q] & (q < count32 ? 31 : 7)] += x[idx[q]] * v;
+    }
+    v16 s[8];
+    for (int l = 0; l < 8; ++l)
+      s[l] = (acc[l] + acc[8 + l]) + (acc[16 + l] + acc[24 + l]);
+    v16 r = ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+    for (size_t i = d.n8; i < d.n; ++i) {
+      __builtin_memcpy(&v, c + i * stride, sizeof v);
+      r += x[i] * v;
+    }
+    for (int k = 0; k < 16 && g + k < t.rows(); ++k)
+      out[g + k] = r[k];
+  }
+}
+
+int best_dots_kernel()
+{
+  static const int k = __builtin_cpu_supports("avx512f") ? 1 : 0;
+  return k;
+}
+
+}  // namespace
+
+bool detail::centroid_dots_with(int kernel, const CentroidTable& t, std::span<const float> x, std::span<float> out)
+{
+  if (x.size() != size_t(t.cols()) || out.size() != size_t(t.rows()))
+    throw std::invalid_argument("centroid_dots: " + std::to_string(x.size()) + " dimensions and " +
+                                std::to_string(out.size()) + " outputs for a " + std::to_string(t.rows()) + " x " +
+                                std::to_string(t.cols()) + " table");
+  if (kernel < 0)
+    kernel = best_dots_kernel();
+  if (kernel > best_dots_kernel())
+    return false;
+  if (kernel == 1)
+    centroid_dots_avx512(t, x.data(), out.data());
+  else
+    centroid_dots_portable(t, x.data(), out.data());
+  return true;
+}
+
+void centroid_dots(const CentroidTable& t, std::span<const float> x, std::span<float> out)
+{
+  detail::centroid_dots_with(-1, t, x, out);
+}
+
 }  // namespace eldr

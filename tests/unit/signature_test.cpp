@@ -12,7 +12,9 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <vector>
 
@@ -396,4 +398,48 @@ TEST_CASE("signature: the scalar, AVX2 and AVX-512 counting kernels agree")
   CHECK(ran >= 2);  // scalar and the automatic choice at least
   std::vector<uint16_t> full(want.size(), 65535);
   CHECK_THROWS_AS(detail::count_masks_with(0, tokens, s, full), std::overflow_error);
+}
+
+TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")
+{
+  // Random centroids and signatures with 0 to 100 % zeros (some -0.0), dimensions around the 8- and
+  // 32-float blocks of dot_kernel, K around the 16-centroid groups.
+  Rng rng(5, "test.signature.centroid_dots");
+  auto value = [&] { return float(rng.uniform01() * 2 - 1); };
+  int ran = 0;
+  for (int dim : {1, 7, 8, 9, 31, 32, 33, 40, 64, 100, 135, 1152}) {
+    for (int k : {1, 3, 16, 17, 40}) {
+      CAPTURE(dim);
+      CAPTURE(k);
+      std::vector<float> rows(size_t(k) * size_t(dim));
+      for (float& v : rows)
+        v = value();
+      const CentroidTable table(rows, k, dim);
+      REQUIRE(table.rows() == k);
+      REQUIRE(table.cols() == dim);
+      CHECK(reinterpret_cast<uintptr_t>(table.data()) % 64 == 0);
+      for (double zeros : {0.0, 0.4, 0.9, 1.0}) {
+        std::vector<float> x(static_cast<size_t>(dim));
+        for (float& v : x)
+          v = rng.uniform01() < zeros ? (rng.uniform01() < 0.5 ? 0.f : -0.f) : value();
+        std::vector<float> want(static_cast<size_t>(k));
+        for (int c = 0; c < k; ++c)
+          want[size_t(c)] = dot(std::span<const float>(rows).subspan(size_t(c) * size_t(dim), size_t(dim)), x);
+        for (int kernel : {0, 1, -1}) {
+          CAPTURE(kernel);
+          std::vector<float> got(size_t(k), 99.f);
+          if (!detail::centroid_dots_with(kernel, table, x, got))
+            continue;  // the CPU lacks it
+          ++ran;
+          for (int c = 0; c < k; ++c)
+            CHECK(std::bit_cast<uint32_t>(got[size_t(c)]) == std::bit_cast<uint32_t>(want[size_t(c)]));
+        }
+      }
+    }
+  }
+  CHECK(ran > 0);
+  const CentroidTable table(std::vector<float>(6, 1.f), 2, 3);
+  std::vector<float> out(2), x(4);
+  CHECK_THROWS_AS(centroid_dots(table, x, out), std::invalid_argument);
+  CHECK_THROWS_AS(CentroidTable(std::vector<float>(5), 2, 3), std::invalid_argument);
 }
