@@ -52,7 +52,9 @@ private:
   bool pending_valid_     = false;
   Signature pending_;
   CentroidTable table_;  // model_.centroids transposed for centroid_dots, rebuilt by each refit
-  std::vector<float> sims_;
+  // Per worker, scratch of one decision: exact similarity (when known_), estimate and its bound, band.
+  std::vector<float> sims_, approx_, bound_;
+  std::vector<char> known_, in_band_;
   std::deque<std::pair<double, Signature>> window_;
   double next_refit_s_ = 0;
   long refits_         = 0;

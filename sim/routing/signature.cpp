@@ -539,6 +539,25 @@ double cosine(std::span<const float> a, std::span<const float> b)
 
 // --- Similarity to K centroids ---------------------------------------------------------------------
 
+namespace {
+
+__attribute__((target("avx512f,f16c"))) void to_half(const float* from, uint16_t* to, size_t n)
+{
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i),
+                        _mm512_maskz_cvtps_ph(__mmask16(0xFFFF), _mm512_loadu_ps(from + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i)
+    to[i] = _cvtss_sh(from[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+__attribute__((target("avx512f,f16c"))) double half_value(uint16_t h)
+{
+  return double(_cvtsh_ss(h));
+}
+
+}  // namespace
+
 CentroidTable::CentroidTable(std::span<const float> row_major, int rows, int cols)
     : rows_(rows), cols_(cols), stride_((rows + 15) / 16 * 16)
 {
@@ -548,6 +567,26 @@ CentroidTable::CentroidTable(std::span<const float> row_major, int rows, int col
   for (int k = 0; k < rows; ++k)
     for (int i = 0; i < cols; ++i)
       values_[size_t(i) * size_t(stride_) + size_t(k)] = row_major[size_t(k) * size_t(cols) + size_t(i)];
+  if (__builtin_cpu_supports("avx512f")) {
+    half_.resize(values_.size());
+    to_half(values_.data(), half_.data(), values_.size());
+    // f_k = |c - h|_2 (the estimate's centroid error, Cauchy-Schwarz with |x|_2) + gamma (|c|_2 + |h|_2)
+    // (float rounding of the exact and the estimated sums: at most n + 64 operations on any path, each
+    // within 2^-24 relative) + 2^-20 (1 + |h|_2) (rounding of approx +- bound itself), 1 % on top.
+    const double gamma = double(cols + 64) * 0x1.0p-24;
+    for (int k = 0; k < rows; ++k) {
+      double e2 = 0, c2 = 0, h2 = 0;
+      for (int i = 0; i < cols; ++i) {
+        const double c = values_[size_t(i) * size_t(stride_) + size_t(k)];
+        const double h = half_value(half_[size_t(i) * size_t(stride_) + size_t(k)]);
+        e2 += (c - h) * (c - h);
+        c2 += c * c;
+        h2 += h * h;
+      }
+      const double f = std::sqrt(e2) + gamma * (std::sqrt(c2) + std::sqrt(h2)) + 0x1.0p-20 * (1 + std::sqrt(h2));
+      half_error_.push_back(float(f * 1.01));
+    }
+  }
 }
 
 namespace {
@@ -659,6 +698,59 @@ __attribute__((target_clones("avx2", "default"))) void centroid_dots_portable(co
   }
 }
 
+// Estimates from the float16 table: the non-zero dimensions of x compacted as for the exact kernel,
+// then four independent fused chains per 16 centroids (their order does not matter: the bound covers
+// any order).
+__attribute__((target("avx512f"))) bool approx_dots_avx512(const CentroidTable& t, const float* x, float* approx,
+                                                          float* bound)
+{
+  const size_t n     = size_t(t.cols());
+  uint32_t* idx      = nonzero_buffer(n).data();
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512 sq          = _mm512_setzero_ps();
+  size_t count       = 0;
+  for (size_t b = 0; b < n; b += 16) {
+    const __mmask16 valid = n - b >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - b)) - 1);
+    const __m512 v        = _mm512_maskz_loadu_ps(valid, x + b);
+    const __mmask16 nz    = _mm512_mask_cmpneq_ps_mask(valid, v, _mm512_setzero_ps());
+    sq                    = _mm512_fmadd_ps(v, v, sq);
+    _mm512_storeu_si512(idx + count, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
+    count += size_t(std::popcount(unsigned(nz)));
+  }
+  alignas(64) float squares[16];
+  _mm512_store_ps(squares, sq);
+  float sum = 0;
+  for (float v : squares)
+    sum += v;
+  const float norm = std::sqrt(sum) * 1.001f;
+  if (!std::isfinite(norm))
+    return false;
+  const size_t stride = size_t(t.stride());
+  for (int g = 0; g < t.rows(); g += 16) {
+    const uint16_t* h = t.half_data() + g;
+    // (A macro, not a lambda: a lambda would not inherit the target, and would return vectors.)
+#define ELDR_APPROX_TERM(acc, q)                                                                          \
+  acc = _mm512_fmadd_ps(                                                                                 \
+      _mm512_set1_ps(x[idx[q]]),                                                                         \
+      _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), _mm256_load_si256(reinterpret_cast<const __m256i*>(h + idx[q] * stride))), \
+      acc)
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    size_t q = 0;
+    for (; q + 4 <= count; q += 4)
+      for (int u = 0; u < 4; ++u)
+        ELDR_APPROX_TERM(a[u], q + size_t(u));
+    for (; q < count; ++q)
+      ELDR_APPROX_TERM(a[0], q);
+#undef ELDR_APPROX_TERM
+    const int left        = t.rows() - g;
+    const __mmask16 store = left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
+    _mm512_mask_storeu_ps(approx + g, store, _mm512_add_ps(_mm512_add_ps(a[0], a[1]), _mm512_add_ps(a[2], a[3])));
+  }
+  for (int k = 0; k < t.rows(); ++k)
+    bound[k] = t.half_error(k) * norm;
+  return true;
+}
+
 int best_dots_kernel()
 {
   static const int k = __builtin_cpu_supports("avx512f") ? 1 : 0;
@@ -682,6 +774,14 @@ bool detail::centroid_dots_with(int kernel, const CentroidTable& t, std::span<co
   else
     centroid_dots_portable(t, x.data(), out.data());
   return true;
+}
+
+bool approx_centroid_dots(const CentroidTable& t, std::span<const float> x, std::span<float> approx,
+                          std::span<float> bound)
+{
+  if (x.size() != size_t(t.cols()) || approx.size() != size_t(t.rows()) || bound.size() != size_t(t.rows()))
+    throw std::invalid_argument("approx_centroid_dots: sizes differ from the table's");
+  return t.has_half() && approx_dots_avx512(t, x.data(), approx.data(), bound.data());
 }
 
 void centroid_dots(const CentroidTable& t, std::span<const float> x, std::span<float> out)

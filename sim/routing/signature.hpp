@@ -202,6 +202,11 @@ public:
   int cols() const { return cols_; }
   int stride() const { return stride_; }
   const float* data() const { return values_.data(); }
+  // The same layout in float16 (built when the CPU has AVX-512F, else empty), and per centroid the
+  // factor f_k of approx_centroid_dots' error bound.
+  const uint16_t* half_data() const { return half_.data(); }
+  bool has_half() const { return !half_.empty(); }
+  float half_error(int k) const { return half_error_[size_t(k)]; }
 
 private:
   template <class T> struct Aligned64 {
@@ -214,6 +219,8 @@ private:
   };
   int rows_ = 0, cols_ = 0, stride_ = 0;
   std::vector<float, Aligned64<float>> values_;
+  std::vector<uint16_t, Aligned64<uint16_t>> half_;
+  std::vector<float> half_error_;
 };
 
 // out[k] = dot(centroid row k, x), bit for bit (the same 32 partial sums, each in ascending index
@@ -222,6 +229,15 @@ private:
 // partial sum never changes it), and each non-zero one costs a multiply and an add of 16 centroids.
 // x.size() must equal cols() and out.size() rows(), else std::invalid_argument.
 void centroid_dots(const CentroidTable& t, std::span<const float> x, std::span<float> out);
+
+// Cheap bounded estimates of the same dots from the float16 copy (a table half the size, which stays in
+// L1): |approx[k] - dot(centroid row k, x)| <= bound[k], where bound[k] = f_k x |x|_2 and f_k covers
+// the float16 rounding of the centroid (|c_k - half(c_k)|_2, exactly measured at build), both sums'
+// float rounding and the bound's own (DESIGN of the decision: docs/eldr.md). A caller needing exact
+// comparisons computes dot() only where an interval straddles the threshold. False, with nothing
+// written, when the table has no float16 copy or x is not finite (|x|_2 overflows or is NaN).
+bool approx_centroid_dots(const CentroidTable& t, std::span<const float> x, std::span<float> approx,
+                          std::span<float> bound);
 
 namespace detail {
 // centroid_dots with a chosen kernel: 0 portable (SSE2/AVX2 vectors, the same bits), 1 AVX-512F,

@@ -15,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -442,4 +443,51 @@ TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")
   std::vector<float> out(2), x(4);
   CHECK_THROWS_AS(centroid_dots(table, x, out), std::invalid_argument);
   CHECK_THROWS_AS(CentroidTable(std::vector<float>(5), 2, 3), std::invalid_argument);
+}
+
+TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and the bound is small")
+{
+  Rng rng(6, "test.signature.approx_dots");
+  int ran = 0;
+  for (int dim : {1, 33, 128, 1152}) {
+    for (int k : {1, 16, 19}) {
+      CAPTURE(dim);
+      CAPTURE(k);
+      std::vector<float> rows(size_t(k) * size_t(dim));
+      for (int c = 0; c < k; ++c) {
+        // Unit rows with values of every magnitude (float16 subnormals included).
+        double n2 = 0;
+        for (int i = 0; i < dim; ++i) {
+          const float v = float((rng.uniform01() - 0.5) * std::pow(10.0, -6 * rng.uniform01()));
+          rows[size_t(c * dim + i)] = v;
+          n2 += double(v) * v;
+        }
+        for (int i = 0; i < dim; ++i)
+          rows[size_t(c * dim + i)] = float(rows[size_t(c * dim + i)] / std::sqrt(n2));
+      }
+      const CentroidTable table(rows, k, dim);
+      for (double scale : {1.0, 1e-3, 1e4}) {
+        std::vector<float> x(static_cast<size_t>(dim)), approx(static_cast<size_t>(k)), bound(static_cast<size_t>(k));
+        double n2 = 0;
+        for (float& v : x) {
+          v = rng.uniform01() < 0.4 ? 0.f : float(rng.uniform01() - 0.3);
+          n2 += double(v) * v;
+        }
+        for (float& v : x)
+          v = float(v / std::sqrt(n2) * scale);
+        if (!approx_centroid_dots(table, x, approx, bound))
+          continue;  // no float16 copy on this CPU
+        ++ran;
+        for (int c = 0; c < k; ++c) {
+          const float exact = dot(std::span<const float>(rows).subspan(size_t(c * dim), size_t(dim)), x);
+          CHECK(std::abs(double(approx[size_t(c)]) - exact) <= bound[size_t(c)]);
+          CHECK(bound[size_t(c)] <= 1e-3 * scale);
+        }
+      }
+      std::vector<float> bad(static_cast<size_t>(dim), 0.f), approx(static_cast<size_t>(k)), bound(static_cast<size_t>(k));
+      bad[0] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(!approx_centroid_dots(table, bad, approx, bound));
+    }
+  }
+  MESSAGE("approx kernel runs: " << ran);
 }
