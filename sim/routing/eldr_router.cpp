@@ -68,7 +68,8 @@ EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec) : model_(std::move
 
 void EldrRouter::observe_prompt(const Request& r, const PromptProfile& profile)
 {
-  pending_       = model_.signature(profile);
+  pending_.resize(size_t(model_.dimension()));  // reused: no allocation per request
+  make_signature(profile, model_.variant, &model_.idf, model_.mask, pending_);
   pending_id_    = r.id;
   pending_valid_ = true;
 }
@@ -147,7 +148,7 @@ int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
   pending_valid_ = false;
   int w          = choose_signature(pending_, load.in_flight);
   if (spec_.refit == "online") {
-    remember(load.now_s, std::move(pending_));
+    remember(load.now_s, pending_);
     if (load.now_s >= next_refit_s_) {
       refit(load.now_s);
       next_refit_s_ = load.now_s + spec_.refit_interval_s;
@@ -156,23 +157,27 @@ int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
   return w;
 }
 
-void EldrRouter::remember(double now, Signature signature)
+void EldrRouter::remember(double now, std::span<const float> signature)
 {
-  window_.emplace_back(now, std::move(signature));
-  while (!window_.empty() && window_.front().first < now - spec_.refit_window_s)
-    window_.pop_front();
+  window_times_.push_back(now);
+  window_rows_.insert(window_rows_.end(), signature.begin(), signature.end());
+  while (!window_times_.empty() && window_times_.front() < now - spec_.refit_window_s) {
+    window_times_.pop_front();
+    ++window_start_;
+  }
+  if (window_start_ > window_times_.size()) {
+    window_rows_.erase(window_rows_.begin(), window_rows_.begin() + std::ptrdiff_t(window_start_ * signature.size()));
+    window_start_ = 0;
+  }
 }
 
 void EldrRouter::refit(double)
 {
   const int k = model_.centroids.rows;
-  if (int(window_.size()) < k)
+  if (int(window_times_.size()) < k)
     return;
   const int dim = model_.dimension();
-  DenseMatrix points(int(window_.size()), dim);
-  int rows = 0;
-  for (const auto& [t, sig] : window_)
-    std::copy(sig.begin(), sig.end(), points.row(rows++).begin());
+  const DenseMatrixView points(window_rows_.data() + window_start_ * size_t(dim), int(window_times_.size()), dim);
   // All-zero signatures (prompts with nothing on the mask's layers) carry no locality: K-means places
   // them anywhere, which is harmless.
   KMeansOptions o;
