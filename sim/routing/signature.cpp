@@ -207,6 +207,34 @@ __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, 
       }
 }
 
+// The AVX-512 kernel over the masks of up to 255 tokens (the byte counters' range), for up to
+// kRegWords words a token (a router's mask: 2 words a layer for 128 experts): the byte counters stay
+// in registers across tokens instead of a load and a store per word and token, then go to acc (64
+// bytes a word at 64 * word). (The tokens' masks are looked up beforehand: a call in the loop would
+// spill every vector register.)
+constexpr int kRegWords = 24;
+__attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const uint64_t* const* tokens, int n,
+                                                                      const uint32_t* words, int nw, uint8_t* acc)
+{
+  __m512i sum[kRegWords];
+#pragma GCC unroll 24
+  for (int w = 0; w < kRegWords; ++w)
+    sum[w] = _mm512_setzero_si512();
+  for (int t = 0; t < n; ++t) {
+    const uint64_t* masks = tokens[t];
+#pragma GCC unroll 24
+    for (int w = 0; w < kRegWords; ++w)
+      if (w < nw)
+        sum[w] = _mm512_sub_epi8(sum[w], _mm512_movm_epi8(_cvtu64_mask64(masks[words[w]])));
+  }
+#pragma GCC unroll 24
+  for (int w = 0; w < kRegWords; ++w)
+    if (w < nw) {
+      uint8_t* at = acc + 64 * size_t(words[w]);
+      _mm512_storeu_si512(at, _mm512_add_epi8(_mm512_loadu_si512(at), sum[w]));
+    }
+}
+
 int best_kernel()
 {
   static const int k = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") ? 2
@@ -269,6 +297,34 @@ public:
     pending_ = 0;
   }
   std::span<const int> layers() const { return layers_; }
+  // add() of tokens [begin, end) of r, with the counters in registers when they fit.
+  void add_range(const ExpertRoutingSource& routing, const Request& r, int begin, int end)
+  {
+    size_t nw = 0;
+    for (const WordRun& run : runs_)
+      nw += run.n;
+    if (kernel_ != 2 || nw > size_t(kRegWords)) {
+      for (int t = begin; t < end; ++t)
+        add(routing.token_experts(r, t).data());
+      return;
+    }
+    uint32_t words[kRegWords];
+    nw = 0;
+    for (const WordRun& run : runs_)
+      for (uint32_t w = run.first; w < run.first + run.n; ++w)
+        words[nw++] = w;
+    const uint64_t* tokens[255];
+    for (int t = begin; t < end;) {
+      const int stop = std::min(end, t + (255 - pending_));
+      for (int u = t; u < stop; ++u)
+        tokens[u - t] = routing.token_experts(r, u).data();
+      add_masks_avx512_regs(tokens, stop - t, words, int(nw), acc_.data());
+      pending_ += stop - t;
+      t = stop;
+      if (pending_ == 255)
+        flush();
+    }
+  }
 
 private:
   const RoutingShape& s_;
@@ -296,8 +352,7 @@ void count_range(const ExpertRoutingSource& routing, const Request& r, int begin
 {
   check_room(counts, long(end) - long(begin), &r);
   MaskCounter counter(routing.shape(), counts, end - begin < 8 ? 0 : best_kernel(), only);
-  for (int t = begin; t < end; ++t)
-    counter.add(routing.token_experts(r, t).data());
+  counter.add_range(routing, r, begin, end);
   counter.flush();
 }
 
