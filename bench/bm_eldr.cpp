@@ -8,6 +8,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -66,6 +67,10 @@ void BM_EldrDecision(benchmark::State& state)
     benchmark::DoNotOptimize(w);
   }
   state.counters["dimension"] = double(router.model().dimension());
+  double nz = 0;
+  for (const Signature& g : sigs)
+    nz += double(std::count_if(g.begin(), g.end(), [](float v) { return v != 0; }));
+  state.counters["nonzero"] = nz / double(sigs.size());
 }
 BENCHMARK(BM_EldrDecision);
 

@@ -8,7 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <immintrin.h>
+#include <iterator>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -112,9 +115,85 @@ void point_block(bool avx, DenseMatrixView xs, DenseMatrixView cs, int i, float*
   }
 }
 
+// The same dots with the centroids transposed, 16 to a 512-bit register: accumulator [p][l] holds
+// lane l (coordinates j = l mod 8) of point p against 16 centroids, so each dot still gets its 8
+// lanes of fused multiply-adds in coordinate order, then finish_dot: bit-identical to block_avx2 with
+// half the instructions, and one centroid load serves P points. ct is d x 16 (centroids g .. g + 15).
+template <int P>
+__attribute__((target("avx512f"))) void block_avx512(const float* const* x, const float* ct, const float* const* c,
+                                                     int k, int d, float* out, size_t ldo)
+{
+  __m512 acc[P][8];
+  for (int p = 0; p < P; ++p)
+    for (int l = 0; l < 8; ++l)
+      acc[p][l] = _mm512_setzero_ps();
+  const int d8 = d & ~7;
+  for (int j = 0; j < d8; j += 8)
+    for (int l = 0; l < 8; ++l) {
+      const __m512 cv = _mm512_load_ps(ct + size_t(j + l) * 16);
+      for (int p = 0; p < P; ++p)
+        acc[p][l] = _mm512_fmadd_ps(_mm512_set1_ps(x[p][j + l]), cv, acc[p][l]);
+    }
+  for (int p = 0; p < P; ++p) {
+    alignas(64) float lanes[8][16];
+    for (int l = 0; l < 8; ++l)
+      _mm512_store_ps(lanes[l], acc[p][l]);
+    for (int q = 0; q < k; ++q) {
+      const float pair[8] = {lanes[0][q], lanes[1][q], lanes[2][q], lanes[3][q],
+                             lanes[4][q], lanes[5][q], lanes[6][q], lanes[7][q]};
+      out[size_t(p) * ldo + size_t(q)] = finish_dot(pair, x[p], c[q], d8, d);
+    }
+  }
+}
+
+bool cpu_has_avx512f()
+{
+  static const bool yes = __builtin_cpu_supports("avx512f");
+  return yes;
+}
+
+// dots() on AVX-512: centroids in groups of 16, transposed once per call.
+void dots_avx512(DenseMatrixView xs, DenseMatrixView cs, float* out)
+{
+  const int d = xs.cols, k = cs.rows;
+  thread_local std::vector<float> buffer;  // d x 16 floats from a 64-byte boundary
+  buffer.resize(size_t(d) * 16 + 16);
+  float* ct = buffer.data() + (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / sizeof(float);
+  for (int g = 0; g < k; g += 16) {
+    const int kg = std::min(16, k - g);
+    std::fill(ct, ct + size_t(d) * 16, 0.f);
+    const float* c[16];
+    for (int q = 0; q < kg; ++q) {
+      c[q] = cs.data + size_t(g + q) * size_t(d);
+      for (int j = 0; j < d; ++j)
+        ct[size_t(j) * 16 + size_t(q)] = c[q][j];
+    }
+    auto x_rows = [&](int i, auto& x) {
+      for (size_t p = 0; p < std::size(x); ++p)
+        x[p] = xs.data + size_t(i + int(p)) * size_t(d);
+    };
+    int i = 0;
+    for (; i + 3 <= xs.rows; i += 3) {
+      const float* x[3];
+      x_rows(i, x);
+      block_avx512<3>(x, ct, c, kg, d, out + size_t(i) * size_t(k) + size_t(g), size_t(k));
+    }
+    for (; i < xs.rows; ++i) {
+      const float* x[1];
+      x_rows(i, x);
+      block_avx512<1>(x, ct, c, kg, d, out + size_t(i) * size_t(k) + size_t(g), size_t(k));
+    }
+  }
+}
+
 // out (rows x k, row-major) = X C^T.
 void dots(DenseMatrixView xs, DenseMatrixView cs, float* out, bool avx)
 {
+  // (AVX-512 pays a transpose of the centroids per call: worth it from a few points and centroids.)
+  if (avx && cs.rows >= 4 && xs.rows >= 8 && cpu_has_avx512f()) {
+    dots_avx512(xs, cs, out);
+    return;
+  }
   int i = 0;
   for (; i + 3 <= xs.rows; i += 3)
     point_block<3>(avx, xs, cs, i, out);

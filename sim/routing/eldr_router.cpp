@@ -58,12 +58,18 @@ EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec) : model_(std::move
   shape.experts    = model_.experts;
   transport_bytes_ = signature_transport_bytes(shape, model_.variant);
   sims_.resize(size_t(model_.centroids.rows));
+  approx_.resize(sims_.size());
+  bound_.resize(sims_.size());
+  known_.resize(sims_.size());
+  in_band_.resize(sims_.size());
+  table_ = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
   next_refit_s_ = spec_.refit_interval_s;
 }
 
 void EldrRouter::observe_prompt(const Request& r, const PromptProfile& profile)
 {
-  pending_       = model_.signature(profile);
+  pending_.resize(size_t(model_.dimension()));  // reused: no allocation per request
+  make_signature(profile, model_.variant, &model_.idf, model_.mask, pending_);
   pending_id_    = r.id;
   pending_valid_ = true;
 }
@@ -79,26 +85,53 @@ int EldrRouter::choose_signature(std::span<const float> signature, std::span<con
   if (int(in_flight.size()) != k)
     throw std::invalid_argument("ELDR has " + std::to_string(k) + " centroids but the cluster has " +
                                 std::to_string(in_flight.size()) + " decode workers");
+  // The decision compares similarities s_w = dot(centroid w, signature) with the best one, the band
+  // floor and the runner-up. Bounded float16 estimates (s_w within approx_ +- bound_) settle most
+  // comparisons; s_w itself is computed (exactly as dot()) only where an interval cannot, so the
+  // decision and the best similarity are those of the exact s_w. Without the estimates, all are exact.
+  const bool estimated = approx_centroid_dots(table_, signature, approx_, bound_);
+  if (!estimated)
+    centroid_dots(table_, signature, sims_);
+  std::fill(known_.begin(), known_.end(), char(!estimated));
+  auto exact = [&](int w) {
+    if (!known_[size_t(w)]) {
+      sims_[size_t(w)]  = dot(model_.centroids.row(w), signature);
+      known_[size_t(w)] = 1;
+    }
+    return sims_[size_t(w)];
+  };
+  auto lo = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] - bound_[size_t(w)]; };
+  auto hi = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] + bound_[size_t(w)]; };
+  auto at_least = [&](int w, float v) { return lo(w) >= v || (hi(w) >= v && exact(w) >= v); };
+  auto equals   = [&](int w, float v) { return lo(w) <= v && v <= hi(w) && exact(w) == v; };
+
+  // The best: the maximum over the workers whose interval reaches the highest lower end.
+  float top_lo = -2;
+  for (int w = 0; w < k; ++w)
+    top_lo = std::max(top_lo, lo(w));
   float best = -2;
-  for (int w = 0; w < k; ++w) {
-    sims_[size_t(w)] = dot(model_.centroids.row(w), signature);
-    best             = std::max(best, sims_[size_t(w)]);
-  }
+  for (int w = 0; w < k; ++w)
+    if (hi(w) >= top_lo)
+      best = std::max(best, exact(w));
   // Band: within tau of the best. With tau > 0 and min_two, the runner-up joins a band of one.
   const float floor = best - float(spec_.tau);
   int candidates    = 0;
-  for (float s : sims_)
-    candidates += s >= floor;
+  for (int w = 0; w < k; ++w)
+    candidates += in_band_[size_t(w)] = at_least(w, floor);
   float second = -2;
   if (spec_.tau > 0 && spec_.min_two && candidates < 2 && k > 1) {
-    for (float s : sims_)
-      if (s < best)
-        second = std::max(second, s);
+    // The maximum below the best: among the workers below it, those reaching the highest lower end.
+    float below_lo = -2;
+    for (int w = 0; w < k; ++w)
+      if (!at_least(w, best))
+        below_lo = std::max(below_lo, lo(w));
+    for (int w = 0; w < k; ++w)
+      if (!at_least(w, best) && hi(w) >= below_lo)
+        second = std::max(second, exact(w));
   }
   int choice = -1;
   for (int w = 0; w < k; ++w) {
-    const float s = sims_[size_t(w)];
-    if (s < floor && s != second)
+    if (!in_band_[size_t(w)] && !equals(w, second))
       continue;
     if (choice < 0 || in_flight[size_t(w)] < in_flight[size_t(choice)])
       choice = w;
@@ -115,7 +148,7 @@ int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
   pending_valid_ = false;
   int w          = choose_signature(pending_, load.in_flight);
   if (spec_.refit == "online") {
-    remember(load.now_s, std::move(pending_));
+    remember(load.now_s, pending_);
     if (load.now_s >= next_refit_s_) {
       refit(load.now_s);
       next_refit_s_ = load.now_s + spec_.refit_interval_s;
@@ -124,23 +157,27 @@ int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
   return w;
 }
 
-void EldrRouter::remember(double now, Signature signature)
+void EldrRouter::remember(double now, std::span<const float> signature)
 {
-  window_.emplace_back(now, std::move(signature));
-  while (!window_.empty() && window_.front().first < now - spec_.refit_window_s)
-    window_.pop_front();
+  window_times_.push_back(now);
+  window_rows_.insert(window_rows_.end(), signature.begin(), signature.end());
+  while (!window_times_.empty() && window_times_.front() < now - spec_.refit_window_s) {
+    window_times_.pop_front();
+    ++window_start_;
+  }
+  if (window_start_ > window_times_.size()) {
+    window_rows_.erase(window_rows_.begin(), window_rows_.begin() + std::ptrdiff_t(window_start_ * signature.size()));
+    window_start_ = 0;
+  }
 }
 
 void EldrRouter::refit(double)
 {
   const int k = model_.centroids.rows;
-  if (int(window_.size()) < k)
+  if (int(window_times_.size()) < k)
     return;
   const int dim = model_.dimension();
-  DenseMatrix points(int(window_.size()), dim);
-  int rows = 0;
-  for (const auto& [t, sig] : window_)
-    std::copy(sig.begin(), sig.end(), points.row(rows++).begin());
+  const DenseMatrixView points(window_rows_.data() + window_start_ * size_t(dim), int(window_times_.size()), dim);
   // All-zero signatures (prompts with nothing on the mask's layers) carry no locality: K-means places
   // them anywhere, which is harmless.
   KMeansOptions o;
@@ -153,6 +190,7 @@ void EldrRouter::refit(double)
     auto from = fit.centroids.row(j);
     std::copy(from.begin(), from.end(), model_.centroids.row(slot[size_t(j)]).begin());
   }
+  table_ = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
   ++refits_;
 }
 

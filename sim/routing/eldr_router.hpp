@@ -42,7 +42,7 @@ public:
   const EldrModel& model() const { return model_; }
 
 private:
-  void remember(double now, Signature signature);
+  void remember(double now, std::span<const float> signature);
   void refit(double now);
 
   EldrModel model_;
@@ -51,8 +51,16 @@ private:
   uint32_t pending_id_    = 0;
   bool pending_valid_     = false;
   Signature pending_;
-  std::vector<float> sims_;
-  std::deque<std::pair<double, Signature>> window_;
+  CentroidTable table_;  // model_.centroids transposed for centroid_dots, rebuilt by each refit
+  // Per worker, scratch of one decision: exact similarity (when known_), estimate and its bound, band.
+  std::vector<float> sims_, approx_, bound_;
+  std::vector<char> known_, in_band_;
+  // The refit window, oldest first: the routing times, and the signatures as contiguous rows from
+  // window_start_ (K-means reads them in place, no copy); dropped rows are reclaimed once they
+  // outnumber the live ones.
+  std::deque<double> window_times_;
+  std::vector<float> window_rows_;
+  size_t window_start_ = 0;
   double next_refit_s_ = 0;
   long refits_         = 0;
   long decisions_      = 0;

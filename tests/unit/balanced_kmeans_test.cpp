@@ -285,12 +285,13 @@ TEST_CASE("kmeans: match_centroids maximises the total cosine, not each row gree
   CHECK(match_centroids(old, fresh) == std::vector<int>{1, 0});
 }
 
-TEST_CASE("kmeans: the AVX2 and portable dot kernels agree bit for bit")
+TEST_CASE("kmeans: the AVX2, AVX-512 and portable dot kernels agree bit for bit")
 {
+  // AVX-512 (when the CPU has it) from 8 points and 4 centroids, in groups of 16 centroids.
   Rng rng(28, "test.kmeans.kernel");
   for (int d : {1, 7, 8, 13, 64, 6151}) {
-    for (int n : {1, 2, 5}) {
-      for (int k : {1, 3, 4, 9}) {
+    for (int n : {1, 2, 5, 8, 13}) {
+      for (int k : {1, 3, 4, 9, 16, 21}) {
         DenseMatrix x(n, d), c(k, d);
         for (float& v : x.values)
           v = float(gaussian(rng));

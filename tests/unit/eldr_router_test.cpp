@@ -2,11 +2,13 @@
 // limits tau = 0 and tau = 1, the model file, the online refit, and a fit on generated routing.
 #include "sim/routing/eldr_router.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/rng.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -169,4 +171,112 @@ TEST_CASE("eldr: the online refit keeps stable clusters on their workers")
   auto stats = r.stats();
   CHECK(stats[0].first == "refits");
   CHECK(stats[0].second >= 6);
+}
+
+namespace {
+
+// The decision as DESIGN.md section 1 states it, on exact dot() similarities: the reference the
+// router's bounded-estimate shortcut must reproduce.
+std::pair<int, float> reference_choice(const DenseMatrix& c, std::span<const float> sig, std::span<const int> load,
+                                       double tau, bool min_two)
+{
+  std::vector<float> s(size_t(c.rows));
+  float best = -2;
+  for (int w = 0; w < c.rows; ++w)
+    best = std::max(best, s[size_t(w)] = dot(c.row(w), sig));
+  const float floor = best - float(tau);
+  int band          = 0;
+  for (float v : s)
+    band += v >= floor;
+  float second = -2;
+  if (tau > 0 && min_two && band < 2 && c.rows > 1)
+    for (float v : s)
+      if (v < best)
+        second = std::max(second, v);
+  int choice = -1;
+  for (int w = 0; w < c.rows; ++w)
+    if ((s[size_t(w)] >= floor || s[size_t(w)] == second) &&
+        (choice < 0 || load[size_t(w)] < load[size_t(choice)]))
+      choice = w;
+  return {choice, best};
+}
+
+}  // namespace
+
+TEST_CASE("eldr: decisions and best similarity equal the exact reference, near ties and band edges included")
+{
+  Rng rng(11, "test.eldr.decision");
+  auto gauss = [&] { return float(std::sqrt(-2 * std::log(1 - rng.uniform01())) * std::cos(6.283185307 * rng.uniform01())); };
+  auto normalise = [](std::span<float> v) {
+    double n = 0;
+    for (float x : v)
+      n += double(x) * x;
+    for (float& x : v)
+      x = n > 0 ? float(x / std::sqrt(n)) : 0.f;
+  };
+  int cases = 0, exact_ties = 0;
+  for (int round = 0; round < 60; ++round) {
+    const int experts = round % 3 == 0 ? 128 : 40, layers = 1 + round % 9, k = std::vector<int>{1, 2, 5, 16, 20}[size_t(round % 5)];
+    EldrModel m;
+    m.layers  = layers;
+    m.experts = experts;
+    for (int l = 0; l < layers; ++l)
+      m.mask.push_back(l);
+    m.centroids = DenseMatrix(k, layers * experts);
+    for (int w = 0; w < k; ++w) {
+      auto row = m.centroids.row(w);
+      if (w > 0 && rng.uniform01() < 0.4) {
+        // A near or exact copy of the previous centroid: similarities within float rounding.
+        auto prev = m.centroids.row(w - 1);
+        const double eps = rng.uniform01() < 0.3 ? 0 : std::pow(10.0, -3 - 4 * rng.uniform01());
+        for (size_t i = 0; i < row.size(); ++i)
+          row[i] = prev[i] + float(eps) * gauss();
+      } else {
+        for (float& v : row)
+          v = std::abs(gauss()) * (rng.uniform01() < 0.7 ? 1.f : 0.f);
+      }
+      normalise(row);
+    }
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> sig(size_t(m.dimension()));
+      const double density = rng.uniform01();
+      if (trial % 4 == 0) {
+        // A mix of two centroids: similarities to them nearly equal.
+        auto a = m.centroids.row(int(rng.below(uint64_t(k)))), b = m.centroids.row(int(rng.below(uint64_t(k))));
+        for (size_t i = 0; i < sig.size(); ++i)
+          sig[i] = a[i] + b[i] * float(1 + 1e-6 * gauss());
+      } else {
+        for (float& v : sig)
+          v = rng.uniform01() < density ? std::abs(gauss()) : 0.f;
+      }
+      if (trial % 7 != 6)
+        normalise(sig);  // and some signatures of any norm
+      std::vector<int> load(static_cast<size_t>(k));
+      for (int& l : load)
+        l = int(rng.below(4));
+      // tau values that put the band floor on, or within a few ulps of, another worker's similarity.
+      std::vector<float> s(static_cast<size_t>(k));
+      for (int w = 0; w < k; ++w)
+        s[size_t(w)] = dot(m.centroids.row(w), sig);
+      const float top = *std::max_element(s.begin(), s.end());
+      const float other = s[size_t(rng.below(uint64_t(k)))];
+      for (double tau : {0.0, 0.1, 1.0, double(top - other), double(top - other) + 1e-7, double(top - other) - 1e-7,
+                         double(top - other) + 3e-4}) {
+        for (bool min_two : {false, true}) {
+          EldrSpec sp = spec(tau, min_two);
+          EldrRouter r(m, sp);
+          const auto [want, best] = reference_choice(m.centroids, sig, load, tau, min_two);
+          CAPTURE(round);
+          CAPTURE(trial);
+          CAPTURE(tau);
+          REQUIRE(r.choose_signature(sig, load) == want);
+          CHECK(r.stats()[2].second == double(best));
+          exact_ties += std::count(s.begin(), s.end(), top) > 1;
+          ++cases;
+        }
+      }
+    }
+  }
+  CHECK(cases == 60 * 20 * 14);
+  CHECK(exact_ties > 0);
 }

@@ -12,7 +12,10 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -335,27 +338,29 @@ TEST_CASE("signature: generated routing gates are the palette softmax and logits
   CHECK(out.counts == dec);
 
   // Counting only some layers gives the same cells there and leaves the others alone, on every path:
-  // counts only, dense gate tables, and few tokens (scalar).
-  const std::vector<int> some{3, 40, 17};
-  for (int n : {70, 5}) {
-    Request q       = r;
-    q.prompt_tokens = n;
-    const PromptProfile whole = count_prompt(src, q, {true, true}, gates.get());
-    for (ProfileFields f : {ProfileFields{}, ProfileFields{true, true}}) {
-      const PromptProfile part = count_prompt(src, q, f, gates.get(), some);
-      int wrong = 0;
-      for (int l = 0; l < s.layers; ++l) {
-        const bool in = std::find(some.begin(), some.end(), l) != some.end();
-        for (int e = 0; e < s.experts; ++e) {
-          const size_t c = size_t(l) * s.experts + e;
-          wrong += part.counts[c] != (in ? whole.counts[c] : 0);
-          if (f.gate_prob)
-            wrong += std::abs(part.gate_prob[c] - (in ? whole.gate_prob[c] : 0.f)) > 1e-5f * (1 + whole.gate_prob[c]);
+  // counts only (counters in registers for masks of up to 12 layers, across the 255-token flushes;
+  // in memory for larger ones), dense gate tables, and few tokens (scalar).
+  const std::vector<int> three{3, 40, 17}, thirteen{0, 2, 5, 9, 11, 20, 21, 30, 33, 38, 41, 44, 47};
+  for (int n : {600, 70, 5})
+    for (const std::vector<int>& some : {three, thirteen}) {
+      Request q       = r;
+      q.prompt_tokens = n;
+      const PromptProfile whole = count_prompt(src, q, {true, true}, gates.get());
+      for (ProfileFields f : {ProfileFields{}, ProfileFields{true, true}}) {
+        const PromptProfile part = count_prompt(src, q, f, gates.get(), some);
+        int wrong = 0;
+        for (int l = 0; l < s.layers; ++l) {
+          const bool in = std::find(some.begin(), some.end(), l) != some.end();
+          for (int e = 0; e < s.experts; ++e) {
+            const size_t c = size_t(l) * s.experts + e;
+            wrong += part.counts[c] != (in ? whole.counts[c] : 0);
+            if (f.gate_prob)
+              wrong += std::abs(part.gate_prob[c] - (in ? whole.gate_prob[c] : 0.f)) > 1e-5f * (1 + whole.gate_prob[c]);
+          }
         }
+        CHECK(wrong == 0);
       }
-      CHECK(wrong == 0);
     }
-  }
   CHECK_THROWS_AS(count_prompt(src, r, {}, nullptr, std::vector<int>{48}), std::invalid_argument);
 
   // Uniform routing has no gates.
@@ -396,4 +401,95 @@ TEST_CASE("signature: the scalar, AVX2 and AVX-512 counting kernels agree")
   CHECK(ran >= 2);  // scalar and the automatic choice at least
   std::vector<uint16_t> full(want.size(), 65535);
   CHECK_THROWS_AS(detail::count_masks_with(0, tokens, s, full), std::overflow_error);
+}
+
+TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")
+{
+  // Random centroids and signatures with 0 to 100 % zeros (some -0.0), dimensions around the 8- and
+  // 32-float blocks of dot_kernel, K around the 16-centroid groups.
+  Rng rng(5, "test.signature.centroid_dots");
+  auto value = [&] { return float(rng.uniform01() * 2 - 1); };
+  int ran = 0;
+  for (int dim : {1, 7, 8, 9, 31, 32, 33, 40, 64, 100, 135, 1152}) {
+    for (int k : {1, 3, 16, 17, 40}) {
+      CAPTURE(dim);
+      CAPTURE(k);
+      std::vector<float> rows(size_t(k) * size_t(dim));
+      for (float& v : rows)
+        v = value();
+      const CentroidTable table(rows, k, dim);
+      REQUIRE(table.rows() == k);
+      REQUIRE(table.cols() == dim);
+      CHECK(reinterpret_cast<uintptr_t>(table.data()) % 64 == 0);
+      for (double zeros : {0.0, 0.4, 0.9, 1.0}) {
+        std::vector<float> x(static_cast<size_t>(dim));
+        for (float& v : x)
+          v = rng.uniform01() < zeros ? (rng.uniform01() < 0.5 ? 0.f : -0.f) : value();
+        std::vector<float> want(static_cast<size_t>(k));
+        for (int c = 0; c < k; ++c)
+          want[size_t(c)] = dot(std::span<const float>(rows).subspan(size_t(c) * size_t(dim), size_t(dim)), x);
+        for (int kernel : {0, 1, -1}) {
+          CAPTURE(kernel);
+          std::vector<float> got(size_t(k), 99.f);
+          if (!detail::centroid_dots_with(kernel, table, x, got))
+            continue;  // the CPU lacks it
+          ++ran;
+          for (int c = 0; c < k; ++c)
+            CHECK(std::bit_cast<uint32_t>(got[size_t(c)]) == std::bit_cast<uint32_t>(want[size_t(c)]));
+        }
+      }
+    }
+  }
+  CHECK(ran > 0);
+  const CentroidTable table(std::vector<float>(6, 1.f), 2, 3);
+  std::vector<float> out(2), x(4);
+  CHECK_THROWS_AS(centroid_dots(table, x, out), std::invalid_argument);
+  CHECK_THROWS_AS(CentroidTable(std::vector<float>(5), 2, 3), std::invalid_argument);
+}
+
+TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and the bound is small")
+{
+  Rng rng(6, "test.signature.approx_dots");
+  int ran = 0;
+  for (int dim : {1, 33, 128, 1152}) {
+    for (int k : {1, 16, 19}) {
+      CAPTURE(dim);
+      CAPTURE(k);
+      std::vector<float> rows(size_t(k) * size_t(dim));
+      for (int c = 0; c < k; ++c) {
+        // Unit rows with values of every magnitude (float16 subnormals included).
+        double n2 = 0;
+        for (int i = 0; i < dim; ++i) {
+          const float v = float((rng.uniform01() - 0.5) * std::pow(10.0, -6 * rng.uniform01()));
+          rows[size_t(c * dim + i)] = v;
+          n2 += double(v) * v;
+        }
+        for (int i = 0; i < dim; ++i)
+          rows[size_t(c * dim + i)] = float(rows[size_t(c * dim + i)] / std::sqrt(n2));
+      }
+      const CentroidTable table(rows, k, dim);
+      for (double scale : {1.0, 1e-3, 1e4}) {
+        std::vector<float> x(static_cast<size_t>(dim)), approx(static_cast<size_t>(k)), bound(static_cast<size_t>(k));
+        double n2 = 0;
+        for (float& v : x) {
+          v = rng.uniform01() < 0.4 ? 0.f : float(rng.uniform01() - 0.3);
+          n2 += double(v) * v;
+        }
+        for (float& v : x)
+          v = float(v / std::sqrt(n2) * scale);
+        if (!approx_centroid_dots(table, x, approx, bound))
+          continue;  // no float16 copy on this CPU
+        ++ran;
+        for (int c = 0; c < k; ++c) {
+          const float exact = dot(std::span<const float>(rows).subspan(size_t(c * dim), size_t(dim)), x);
+          CHECK(std::abs(double(approx[size_t(c)]) - exact) <= bound[size_t(c)]);
+          CHECK(bound[size_t(c)] <= 1e-3 * scale);
+        }
+      }
+      std::vector<float> bad(static_cast<size_t>(dim), 0.f), approx(static_cast<size_t>(k)), bound(static_cast<size_t>(k));
+      bad[0] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(!approx_centroid_dots(table, bad, approx, bound));
+    }
+  }
+  MESSAGE("approx kernel runs: " << ran);
 }
