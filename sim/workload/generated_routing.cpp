@@ -257,11 +257,6 @@ inline uint32_t scaled(uint64_t bits32, uint32_t n)
   return uint32_t(((bits32 & 0xffffffffULL) * n) >> 32);
 }
 
-inline uint64_t token_hash(const Request& r, int token)
-{
-  return splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
-}
-
 }  // namespace
 
 GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
@@ -277,24 +272,45 @@ GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
   return t;
 }
 
-// The palette of a token given its hash: the low 24 bits choose the sub-topic, the high 32 the record.
-static int palette_for(const GeneratedRouting::Traits& t, const Request& r, int token, uint64_t h, int subtopics)
-{
-  const int phase   = token >= r.prompt_tokens ? 1 : 0;
-  const bool second = double(h & 0xffffff) / double(1 << 24) < (phase ? t.decode_mix : t.prefill_mix);
-  return (int(r.label) * subtopics + (second ? t.secondary : t.primary)) * 2 + phase;
-}
-
 int GeneratedRouting::palette_of(const Request& r, int token) const
 {
-  return palette_for(traits(r), r, token, token_hash(r, token), subtopics_);
+  return int(record_of(r, token) / size_t(records_));
+}
+
+const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) const
+{
+  constexpr uint32_t kMaxCached = 1u << 22;  // ids beyond (never a real workload's) share one slot
+  if (r.id < kMaxCached && r.id >= keys_.size())
+    keys_.resize(size_t(r.id) + 1);
+  RequestKey& k = r.id < kMaxCached ? keys_[r.id] : uncached_;
+  if (k.prompt_tokens == r.prompt_tokens && k.routing_seed == r.routing_seed && k.label == r.label)
+    return k;
+  const Traits t  = traits(r);
+  k.routing_seed  = r.routing_seed;
+  k.prompt_tokens = r.prompt_tokens;
+  k.label         = r.label;
+  for (int phase = 0; phase < 2; ++phase) {
+    k.palette[phase][0] = uint32_t((int(r.label) * subtopics_ + t.primary) * 2 + phase);
+    k.palette[phase][1] = uint32_t((int(r.label) * subtopics_ + t.secondary) * 2 + phase);
+    // A token draws from the secondary iff its hash's low 24 bits x, as a fraction x / 2^24, fall
+    // below the mix: for integer x that is exactly x < ceil(mix * 2^24) (scaling by 2^24 is exact).
+    k.threshold[phase] = uint32_t(std::ceil((phase ? t.decode_mix : t.prefill_mix) * double(1 << 24)));
+  }
+  return k;
+}
+
+// The low 24 bits of the token's hash choose the sub-topic, the high 32 the record.
+size_t GeneratedRouting::record_of(const RequestKey& k, int token) const
+{
+  const uint64_t h  = splitmix64(k.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
+  const int phase   = token >= k.prompt_tokens ? 1 : 0;
+  const int second  = (h & 0xffffff) < k.threshold[phase] ? 1 : 0;
+  return size_t(k.palette[phase][second]) * size_t(records_) + size_t((h >> 32) & uint64_t(records_ - 1));
 }
 
 size_t GeneratedRouting::record_of(const Request& r, int token) const
 {
-  const uint64_t h = token_hash(r, token);
-  return size_t(palette_for(traits(r), r, token, h, subtopics_)) * size_t(records_) +
-         size_t((h >> 32) & uint64_t(records_ - 1));
+  return record_of(key(r), token);
 }
 
 std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int token) const
@@ -304,9 +320,20 @@ std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int 
 
 void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
+  const Request* last = nullptr;
+  const RequestKey* k = nullptr;
   accumulate_records(
       pool_.data(), size_t(shape_.words()), tokens.size(),
-      [&](size_t i) { return record_of(*tokens[i].request, tokens[i].position); }, union_masks);
+      [&](size_t i) {
+        // Consecutive tokens are usually of one request (a prompt chunk): look its key up once.
+        const Request* r = tokens[i].request;
+        if (r != last) {
+          last = r;
+          k    = &key(*r);
+        }
+        return record_of(*k, tokens[i].position);
+      },
+      union_masks);
 }
 
 std::span<const float> GeneratedRouting::palette_logits(int palette) const

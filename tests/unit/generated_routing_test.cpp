@@ -99,6 +99,47 @@ TEST_CASE("generated routing: prompt and output tokens use their request's label
   }
 }
 
+TEST_CASE("generated routing: a request's cached key follows the request, not its id")
+{
+  // The source caches what a token's palette depends on by request id. Requests built on the fly
+  // that reuse an id must still get their own palettes and records: compare against a fresh source
+  // that only ever sees one of them.
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  GeneratedRouting shared(x.model, x.routing_profile, "task", w.labels, x.seed);
+  for (int i = 0; i < 40; ++i) {
+    Request r = w.requests[size_t(i)];
+    r.id      = 7;  // every one of them under the same id
+    GeneratedRouting fresh(x.model, x.routing_profile, "task", w.labels, x.seed);
+    for (int t : {0, r.prompt_tokens - 1, r.prompt_tokens, r.prompt_tokens + 100}) {
+      CHECK(shared.palette_of(r, t) == fresh.palette_of(r, t));
+      auto a = shared.token_experts(r, t);
+      auto b = fresh.token_experts(r, t);
+      CHECK(std::equal(a.begin(), a.end(), b.begin()));
+    }
+  }
+}
+
+TEST_CASE("generated routing: the share of secondary-palette tokens is the request's mix")
+{
+  // Independent check of the integer threshold that replaces double(x) / 2^24 < mix: over many
+  // output tokens the secondary share converges to traits().decode_mix (binomial, 4 sigma).
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  GeneratedRouting g(x.model, x.routing_profile, "task", w.labels, x.seed);
+  const int S = x.routing_profile.subtopics_per_label;
+  const int n = 20000;
+  for (int i = 0; i < 5; ++i) {
+    const Request& r = w.requests[size_t(i)];
+    auto tr          = g.traits(r);
+    int second       = 0;
+    for (int t = r.prompt_tokens; t < r.prompt_tokens + n; ++t)
+      second += (g.palette_of(r, t) / 2 % S) == tr.secondary;
+    const double sd = std::sqrt(tr.decode_mix * (1 - tr.decode_mix) / n);
+    CHECK(std::abs(double(second) / n - tr.decode_mix) <= 4 * sd + 1e-9);
+  }
+}
+
 TEST_CASE("generated routing: middle layers are the most label-discriminative")
 {
   RoutingProfile p;
