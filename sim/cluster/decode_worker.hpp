@@ -39,6 +39,7 @@ private:
   int index_;
   double kv_capacity_;
   double kv_used_ = 0;
+  long warmup_requests_ = 0;  // the driver waits for these to finish before the measured phase
   std::vector<Sequence> batch_;
   std::vector<uint64_t> union_;
   std::vector<TokenRef> tokens_;

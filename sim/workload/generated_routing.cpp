@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 namespace eldr {
 
@@ -21,13 +22,15 @@ double normal(Rng& rng)
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+constexpr int kMaxWordsPerLayer = 8;  // 512 experts: the models have at most 256
+
 // Vose's alias table for O(1) draws from a discrete distribution.
 class AliasTable {
 public:
   explicit AliasTable(const std::vector<double>& p)
   {
     const size_t n = p.size();
-    prob_.resize(n);
+    std::vector<double> prob(n);
     alias_.resize(n);
     std::vector<double> scaled(n);
     std::vector<size_t> small, large;
@@ -39,26 +42,31 @@ public:
       size_t s = small.back(), l = large.back();
       small.pop_back();
       large.pop_back();
-      prob_[s]  = scaled[s];
+      prob[s]   = scaled[s];
       alias_[s] = uint32_t(l);
       scaled[l] = scaled[l] + scaled[s] - 1.0;
       (scaled[l] < 1.0 ? small : large).push_back(l);
     }
     for (size_t i : large)
-      prob_[i] = 1.0;
+      prob[i] = 1.0;
     for (size_t i : small)
-      prob_[i] = 1.0;
+      prob[i] = 1.0;
+    // The coin u32 * 2^-32 < prob is, for integer u32, exactly u32 < ceil(prob * 2^32) (scaling by
+    // 2^32 is exact): an integer compare per draw.
+    threshold_.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      threshold_[i] = uint64_t(std::ceil(std::max(prob[i], 0.0) * 0x1.0p32));
   }
   // One 64-bit draw: the high half picks the column (multiply-shift), the low half the coin.
   uint32_t draw(Rng& rng) const
   {
     const uint64_t x = rng();
-    const size_t i   = size_t(((x >> 32) * uint64_t(prob_.size())) >> 32);
-    return double(x & 0xffffffffULL) * 0x1.0p-32 < prob_[i] ? uint32_t(i) : alias_[i];
+    const size_t i   = size_t(((x >> 32) * uint64_t(alias_.size())) >> 32);
+    return (x & 0xffffffffULL) < threshold_[i] ? uint32_t(i) : alias_[i];
   }
 
 private:
-  std::vector<double> prob_;
+  std::vector<uint64_t> threshold_;
   std::vector<uint32_t> alias_;
 };
 
@@ -219,6 +227,9 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
 void GeneratedRouting::sample_palettes(uint64_t seed)
 {
   const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
+  if (W > kMaxWordsPerLayer)
+    throw std::invalid_argument("generated routing supports at most " + std::to_string(64 * kMaxWordsPerLayer) +
+                                " experts");
   const size_t words = size_t(shape_.words());
   const int P        = palettes();
   pool_ = HugePageBuffer(size_t(P) * records_ * words);
@@ -235,16 +246,18 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
         x /= total;
       AliasTable table(prob);
       // Plackett-Luce top-k: draw from the softmax, rejecting experts already picked, until k distinct.
+      // The layer's mask is built in a local copy (no store-to-load round trip per draw), then stored.
       for (int rec = 0; rec < records_; ++rec) {
-        uint64_t* mask = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
+        uint64_t local[kMaxWordsPerLayer] = {};
         for (int picked = 0; picked < shape_.top_k;) {
-          uint32_t e = table.draw(rng);
-          uint64_t bit = uint64_t(1) << (e % 64);
-          if (mask[e / 64] & bit)
+          const uint32_t e   = table.draw(rng);
+          const uint64_t bit = uint64_t(1) << (e % 64);
+          if (local[e / 64] & bit)
             continue;
-          mask[e / 64] |= bit;
+          local[e / 64] |= bit;
           ++picked;
         }
+        std::copy(local, local + W, &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W]);
       }
     }
 }
