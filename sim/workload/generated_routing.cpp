@@ -257,7 +257,9 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
           local[e / 64] |= bit;
           ++picked;
         }
-        std::copy(local, local + W, &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W]);
+        uint64_t* out = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
+        for (int w = 0; w < W; ++w)
+          out[w] = local[w];
       }
     }
 }
@@ -333,20 +335,40 @@ std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int 
 
 void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
+  const size_t words = size_t(shape_.words());
+  // Prefill ORs a batch's prompts into one union, a chunk per call, and a prompt repeats records (a
+  // 256-token prompt hits ~160 distinct records of its palettes' 512): a record already in the union
+  // cannot change it. The records ORed so far are remembered across calls for as long as the union
+  // passed in still contains the one they went into, which keeps skipping them exact whoever calls.
+  const bool prompt = !tokens.empty() && tokens[0].position < tokens[0].request->prompt_tokens;
+  if (prompt) {
+    seen_.resize((pool_.size() / words + 63) / 64);
+    seen_union_.resize(words);
+    if (!contains(union_masks, seen_union_))
+      std::fill(seen_.begin(), seen_.end(), 0);
+  }
+  offsets_.clear();
   const Request* last = nullptr;
   const RequestKey* k = nullptr;
-  accumulate_records(
-      pool_.data(), size_t(shape_.words()), tokens.size(),
-      [&](size_t i) {
-        // Consecutive tokens are usually of one request (a prompt chunk): look its key up once.
-        const Request* r = tokens[i].request;
-        if (r != last) {
-          last = r;
-          k    = &key(*r);
-        }
-        return record_of(*k, tokens[i].position);
-      },
-      union_masks);
+  for (const TokenRef& t : tokens) {
+    // Consecutive tokens are usually of one request (a prompt chunk): look its key up once.
+    if (t.request != last) {
+      last = t.request;
+      k    = &key(*t.request);
+    }
+    const size_t rec = record_of(*k, t.position);
+    if (prompt) {
+      uint64_t& w       = seen_[rec / 64];
+      const uint64_t bit = uint64_t(1) << (rec % 64);
+      if (w & bit)
+        continue;
+      w |= bit;
+    }
+    offsets_.push_back(rec * words);
+  }
+  or_records(pool_.data(), offsets_, words, union_masks);
+  if (prompt)
+    std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
 }
 
 std::span<const float> GeneratedRouting::palette_logits(int palette) const

@@ -70,6 +70,11 @@ private:
   // built on the fly that reuse an id (tests, trace statistics) get their own key.
   mutable std::vector<RequestKey> keys_;
   mutable RequestKey uncached_;
+  // accumulate_tokens' scratch: record offsets, and for prompt tokens the records already ORed
+  // (a bit per palette record) into `seen_union_`, the union as the last prompt call left it.
+  mutable std::vector<size_t> offsets_;
+  mutable std::vector<uint64_t> seen_;
+  mutable std::vector<uint64_t> seen_union_;
 };
 
 // Per-layer label discriminativeness at depth x = l / (layers - 1).
