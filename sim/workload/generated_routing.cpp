@@ -249,13 +249,14 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
       // The layer's mask is built in a local copy (no store-to-load round trip per draw), then stored.
       for (int rec = 0; rec < records_; ++rec) {
         uint64_t local[kMaxWordsPerLayer] = {};
+        // Branch-free rejection: a repeat sets no new bit and does not count (an unpredictable branch
+        // per draw otherwise).
         for (int picked = 0; picked < shape_.top_k;) {
           const uint32_t e   = table.draw(rng);
           const uint64_t bit = uint64_t(1) << (e % 64);
-          if (local[e / 64] & bit)
-            continue;
-          local[e / 64] |= bit;
-          ++picked;
+          const uint64_t was = local[e / 64];
+          local[e / 64]      = was | bit;
+          picked += (was & bit) == 0;
         }
         uint64_t* out = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
         for (int w = 0; w < W; ++w)
