@@ -67,10 +67,17 @@ void DecodeWorker::admit()
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
 }
 
+// The planned steps live in rings (committing steps moves the head, not the data): upcoming step k is
+// slot (head_ + k) mod max_block_.
+size_t DecodeWorker::slot(int k) const
+{
+  return size_t((head_ + k) % max_block_);
+}
+
 std::span<uint64_t> DecodeWorker::step_union(int k)
 {
   const size_t words = size_t(s_.routing.shape().words());
-  return {&unions_[size_t(k) * words], words};
+  return {&unions_[slot(k) * words], words};
 }
 
 // Plans the steps from `start` up to the first one after which a sequence finishes (at most
@@ -99,18 +106,26 @@ int DecodeWorker::plan(double start)
   for (Sequence& seq : batch_)
     seq.planned = std::max(seq.planned, n);
 
-  double t = start;
+  // Contexts are whole numbers, so their sums are exact in any order: step k adds k per sequence.
+  long context0 = 0;
+  for (const Sequence& seq : batch_)
+    context0 += seq.request->prompt_tokens + seq.generated;
+  const long batch = long(batch_.size());
+  double t         = start;
   for (int k = 0; k < n; ++k) {
     AttentionLoad attention;
-    for (const Sequence& seq : batch_) {
-      const double context = seq.request->prompt_tokens + seq.generated + k;
-      attention.context_tokens += context;
-      attention.windowed_tokens += window > 0 ? std::min(context, double(window)) : context;
+    attention.context_tokens  = double(context0 + k * batch);
+    attention.windowed_tokens = attention.context_tokens;
+    if (window > 0) {
+      long windowed = 0;
+      for (const Sequence& seq : batch_)
+        windowed += std::min(seq.request->prompt_tokens + seq.generated + k, window);
+      attention.windowed_tokens = double(windowed);
     }
     const double distinct_sum = double(count_distinct(step_union(k), shape, distinct_));
     const double d            = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
-    planned_[size_t(k)] = {t, d, attention.context_tokens, float(distinct_sum / shape.layers),
-                           uint32_t(batch_.size()), uint16_t(index_)};
+    planned_[slot(k)] = {t, d, attention.context_tokens, float(distinct_sum / shape.layers),
+                         uint32_t(batch_.size()), uint16_t(index_)};
     t += d;  // the clock after sleeping d from t, exactly as SimGrid computes it
   }
   return n;
@@ -120,14 +135,14 @@ int DecodeWorker::plan(double start)
 // transfer arrives. Returns how many steps have ended.
 int DecodeWorker::sleep_through(double start, int steps)
 {
-  auto end_of = [&](int k) { return planned_[size_t(k)].start_s + planned_[size_t(k)].duration_s; };
+  auto end_of = [&](int k) { return planned_[slot(k)].start_s + planned_[slot(k)].duration_s; };
   // One timed wait ends exactly at the planned end E when start + (E - start) == E, which holds for
   // E <= 2 start (Sterbenz: E - start is then exact); only the first second of a run needs the check.
   int m = 1;
   while (m < steps && end_of(m) <= 2 * start)
     ++m;
   if (m == 1) {
-    sg4::this_actor::sleep_for(planned_[0].duration_s);
+    sg4::this_actor::sleep_for(planned_[slot(0)].duration_s);
     return 1;
   }
   WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
@@ -150,13 +165,10 @@ void DecodeWorker::commit(int steps, double now)
 {
   WorkerCounters& c = s_.recorder.decode_worker(index_);
   for (int k = 0; k < steps; ++k)
-    s_.recorder.add_step(planned_[size_t(k)]);
+    s_.recorder.add_step(planned_[slot(k)]);
   c.steps += steps;
   c.tokens += long(batch_.size()) * steps;
-  std::copy(planned_.begin() + steps, planned_.end(), planned_.begin());
-  const size_t words = size_t(s_.routing.shape().words());
-  std::copy(unions_.begin() + long(size_t(steps) * words), unions_.begin() + long(size_t(unions_ready_) * words),
-            unions_.begin());
+  head_ = int(slot(steps));
   unions_ready_ -= steps;
   // Every sequence got `steps` tokens; the finished ones leave (order kept: deterministic and FCFS-fair).
   size_t kept = 0;

@@ -47,6 +47,7 @@ private:
   int sleep_through(double start, int steps);
   void commit(int steps, double now);
   void finish(const Sequence& seq, double now);
+  size_t slot(int k) const;
   std::span<uint64_t> step_union(int k);
 
   ClusterState& s_;
@@ -56,9 +57,10 @@ private:
   double kv_used_ = 0;
   long warmup_requests_ = 0;  // the driver waits for these to finish before the measured phase
   std::vector<Sequence> batch_;
-  std::vector<uint64_t> unions_;     // max_block_ unions of the upcoming steps, the next one first
+  std::vector<uint64_t> unions_;     // ring of max_block_ unions of the upcoming steps
   int unions_ready_ = 0;             // how many of them exist
-  std::vector<StepRecord> planned_;  // the planned steps: start, duration, ... (next one first)
+  std::vector<StepRecord> planned_;  // ring of the planned steps: start, duration, ...
+  int head_ = 0;                     // the slot of the next step in both rings
   std::vector<TokenRef> tokens_;
   std::vector<uint16_t> distinct_;
 };
