@@ -13,7 +13,7 @@ namespace eldr::bench {
 namespace {
 
 // A decode step of `batch` sequences, each part-way through its output, with the distinct-expert
-// counts of the union of their tokens under uniform routing (what DecodeWorker::step_time feeds in).
+// counts of the union of their tokens under uniform routing (what DecodeWorker::plan feeds in).
 void BM_DecodeStepCost(benchmark::State& state)
 {
   const int batch            = int(state.range(0));

@@ -1,5 +1,5 @@
 // The decode batch union: one token's expert masks per sequence ORed together, then popcounted per
-// layer. This is the simulator's hot loop (DecodeWorker::step_time -> accumulate_tokens), once per decode step.
+// layer. This is the simulator's hot loop (DecodeWorker::plan -> accumulate_tokens), once per decode step.
 #include "bench/bench_common.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/workload/uniform_routing.hpp"

@@ -37,11 +37,16 @@ void KvReceiver::operator()()
   }
 }
 
-DecodeWorker::DecodeWorker(ClusterState& state, int index) : s_(state), index_(index), cache_(s_.decode_caches[size_t(index)])
+DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
+    : s_(state), index_(index), max_block_(std::max(1, max_block_steps)), cache_(s_.decode_caches[size_t(index)])
 {
   s_.recorder.decode_worker(index_).kv_capacity_bytes = s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction);
-  union_.resize(size_t(s_.routing.shape().words()));
+  unions_.resize(size_t(max_block_) * size_t(s_.routing.shape().words()));
+  planned_.resize(size_t(max_block_));
   distinct_.resize(size_t(s_.routing.shape().layers));
+  // As the driver counts them: the requests before the first measured one.
+  const auto& reqs = s_.workload.requests;
+  warmup_requests_ = std::find_if(reqs.begin(), reqs.end(), [](const Request& r) { return r.measured; }) - reqs.begin();
 }
 
 void DecodeWorker::admit()
@@ -68,33 +73,126 @@ void DecodeWorker::admit()
       c.kv_peak_bytes = double(cache_.used()) * s_.kv_block_bytes;
       c.kv_peak_s     = now;
     }
-    batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated});
+    batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0});
     s_.recorder.request(r->id).decode_admit_s = now;
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
 }
 
-double DecodeWorker::step_time(double now)
+// The planned steps live in rings (committing steps moves the head, not the data): upcoming step k is
+// slot (head_ + k) mod max_block_.
+size_t DecodeWorker::slot(int k) const
+{
+  return size_t((head_ + k) % max_block_);
+}
+
+std::span<uint64_t> DecodeWorker::step_union(int k)
+{
+  const size_t words = size_t(s_.routing.shape().words());
+  return {&unions_[slot(k) * words], words};
+}
+
+// Plans the steps from `start` up to the first one after which a sequence finishes (at most
+// max_block_): their expert unions and costs, as one step at a time would compute them. Returns
+// their number.
+int DecodeWorker::plan(double start)
 {
   const RoutingShape& shape = s_.routing.shape();
   const int window          = s_.experiment.model.sliding_window;
-  AttentionLoad attention;
-  tokens_.clear();
-  for (const Sequence& seq : batch_) {
-    const Request& r = *seq.request;
-    // This step runs output token generated-1 (position prompt + generated - 1) through the model.
-    tokens_.push_back({&r, r.prompt_tokens + seq.generated - 1});
-    const double context = r.prompt_tokens + seq.generated;
-    attention.context_tokens += context;
-    attention.windowed_tokens += window > 0 ? std::min(context, double(window)) : context;
+  int n                     = max_block_;
+  for (const Sequence& seq : batch_)
+    n = std::min(n, seq.request->output_tokens - seq.generated);
+  n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step
+  for (int k = unions_ready_; k < n; ++k)
+    std::ranges::fill(step_union(k), 0);
+  unions_ready_ = std::max(unions_ready_, n);
+  for (int k = 0; k < n; ++k) {
+    // At step k a sequence runs output token generated-1+k (position prompt + generated - 1 + k).
+    tokens_.clear();
+    for (const Sequence& seq : batch_)
+      if (seq.planned <= k)
+        tokens_.push_back({seq.request, seq.request->prompt_tokens + seq.generated - 1 + k});
+    if (!tokens_.empty())
+      s_.routing.accumulate_tokens(tokens_, step_union(k));
   }
-  std::fill(union_.begin(), union_.end(), 0);
-  s_.routing.accumulate_tokens(tokens_, union_);
-  const double distinct_sum = double(count_distinct(union_, shape, distinct_));
-  const double t = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
-  s_.recorder.add_step({now, t, attention.context_tokens, float(distinct_sum / shape.layers),
-                        uint32_t(batch_.size()), uint16_t(index_)});
-  return t;
+  for (Sequence& seq : batch_)
+    seq.planned = std::max(seq.planned, n);
+
+  // Contexts are whole numbers, so their sums are exact in any order: step k adds k per sequence.
+  long context0 = 0;
+  for (const Sequence& seq : batch_)
+    context0 += seq.request->prompt_tokens + seq.generated;
+  const long batch = long(batch_.size());
+  double t         = start;
+  for (int k = 0; k < n; ++k) {
+    AttentionLoad attention;
+    attention.context_tokens  = double(context0 + k * batch);
+    attention.windowed_tokens = attention.context_tokens;
+    if (window > 0) {
+      long windowed = 0;
+      for (const Sequence& seq : batch_)
+        windowed += std::min(seq.request->prompt_tokens + seq.generated + k, window);
+      attention.windowed_tokens = double(windowed);
+    }
+    const double distinct_sum = double(count_distinct(step_union(k), shape, distinct_));
+    const double d            = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
+    planned_[slot(k)] = {t, d, attention.context_tokens, float(distinct_sum / shape.layers),
+                         uint32_t(batch_.size()), uint16_t(index_)};
+    t += d;  // the clock after sleeping d from t, exactly as SimGrid computes it
+  }
+  return n;
+}
+
+// Sleeps through up to `steps` planned steps, stopping at the end of the step in progress when a KV
+// transfer arrives. Returns how many steps have ended.
+int DecodeWorker::sleep_through(double start, int steps)
+{
+  auto end_of = [&](int k) { return planned_[slot(k)].start_s + planned_[slot(k)].duration_s; };
+  // One timed wait ends exactly at the planned end E when start + (E - start) == E, which holds for
+  // E <= 2 start (Sterbenz: E - start is then exact); only the first second of a run needs the check.
+  int m = 1;
+  while (m < steps && end_of(m) <= 2 * start)
+    ++m;
+  if (m == 1) {
+    sg4::this_actor::sleep_for(planned_[slot(0)].duration_s);
+    return 1;
+  }
+  WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
+  std::unique_lock<sg4::Mutex> lock(*arrivals.mutex);
+  if (arrivals.ready->wait_until(lock, end_of(m - 1)) == std::cv_status::timeout)
+    return m;
+  // A KV transfer arrived during step k: it is admitted when that step ends.
+  const double now = sg4::Engine::get_clock();
+  int k            = 0;
+  while (end_of(k) < now)
+    ++k;
+  lock.unlock();
+  if (end_of(k) > now)
+    sg4::this_actor::sleep_until(end_of(k));
+  return k + 1;
+}
+
+// Records the first `steps` planned steps as done, `now` being the end of the last.
+void DecodeWorker::commit(int steps, double now)
+{
+  WorkerCounters& c = s_.recorder.decode_worker(index_);
+  for (int k = 0; k < steps; ++k)
+    s_.recorder.add_step(planned_[slot(k)]);
+  c.steps += steps;
+  c.tokens += long(batch_.size()) * steps;
+  head_ = int(slot(steps));
+  unions_ready_ -= steps;
+  // Every sequence got `steps` tokens; the finished ones leave (order kept: deterministic and FCFS-fair).
+  size_t kept = 0;
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    batch_[i].generated += steps;
+    batch_[i].planned -= steps;
+    if (batch_[i].generated >= batch_[i].request->output_tokens)
+      finish(batch_[i], now);
+    else
+      batch_[kept++] = batch_[i];
+  }
+  batch_.resize(kept);
 }
 
 void DecodeWorker::finish(const Sequence& seq, double now)
@@ -118,13 +216,16 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   ++s_.finished;
   if (!r.measured)
     ++s_.finished_warmup;
-  s_.done_cv->notify_all();
+  // Wake the driver only when what it waits for (every warm-up request, then every request, done)
+  // may hold, and now and then for its progress line: a wake per finish costs a context switch each.
+  if (s_.finished_warmup == warmup_requests_ || s_.finished == long(s_.workload.requests.size()) ||
+      s_.finished % 1024 == 0)
+    s_.done_cv->notify_all();
 }
 
 void DecodeWorker::operator()()
 {
   WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
-  WorkerCounters& c   = s_.recorder.decode_worker(index_);
   while (true) {
     admit();
     if (batch_.empty()) {
@@ -132,19 +233,9 @@ void DecodeWorker::operator()()
       continue;
     }
     const double start = sg4::Engine::get_clock();
-    sg4::this_actor::sleep_for(step_time(start));
-    const double now = sg4::Engine::get_clock();
-    ++c.steps;
-    c.tokens += long(batch_.size());
-    // Every sequence got one token; the finished ones leave (order kept: deterministic and FCFS-fair).
-    size_t kept = 0;
-    for (size_t i = 0; i < batch_.size(); ++i) {
-      if (++batch_[i].generated >= batch_[i].request->output_tokens)
-        finish(batch_[i], now);
-      else
-        batch_[kept++] = batch_[i];
-    }
-    batch_.resize(kept);
+    const int steps    = plan(start);
+    const int done     = sleep_through(start, steps);
+    commit(done, sg4::Engine::get_clock());
   }
 }
 

@@ -21,9 +21,19 @@ private:
 // caching; at most max_decode_seqs); each step
 // generates one token for every sequence in the batch, its time given by the cost model from the
 // distinct experts the batch's tokens pick.
+//
+// Speed: only admissions and finishes are visible to other actors, so the worker does not sleep
+// step by step. It plans the steps up to the next finish (at most `max_block_steps`), each with its
+// own expert union and cost, and sleeps through all of them at once; a KV arrival wakes it, and it
+// then sleeps to the end of the step in progress, admits, and plans again from there, keeping the
+// unions already built (the new sequences' tokens are ORed in). Step records and simulated times
+// are those of one sleep per step (max_block_steps = 1) with one exception: SimGrid ends a sleep at
+// any other event less than its timing precision (1 ns) before the sleep's end, which shifts that
+// step's end by under 1 ns; a step slept through is not a SimGrid event, so it keeps its exact end.
+// It happens in some runs (1 of the 15 calibration cells, not S1) and moves times by under 1 ns.
 class DecodeWorker {
 public:
-  DecodeWorker(ClusterState& state, int index);
+  DecodeWorker(ClusterState& state, int index, int max_block_steps);
   void operator()();
 
 private:
@@ -31,16 +41,26 @@ private:
     const Request* request;
     long private_blocks;  // KV blocks of its own (output, partial prompt block; all of them without prefix caching)
     int generated;        // output tokens so far, the first one included
+    int planned;          // the upcoming steps whose union already holds this sequence's token
   };
   void admit();
-  double step_time(double now);
+  int plan(double start);
+  int sleep_through(double start, int steps);
+  void commit(int steps, double now);
   void finish(const Sequence& seq, double now);
+  size_t slot(int k) const;
+  std::span<uint64_t> step_union(int k);
 
   ClusterState& s_;
   int index_;
+  int max_block_;
   BlockCache& cache_;  // this worker's KV memory, in blocks
+  long warmup_requests_ = 0;  // the driver waits for these to finish before the measured phase
   std::vector<Sequence> batch_;
-  std::vector<uint64_t> union_;
+  std::vector<uint64_t> unions_;     // ring of max_block_ unions of the upcoming steps
+  int unions_ready_ = 0;             // how many of them exist
+  std::vector<StepRecord> planned_;  // ring of the planned steps: start, duration, ...
+  int head_ = 0;                     // the slot of the next step in both rings
   std::vector<TokenRef> tokens_;
   std::vector<uint16_t> distinct_;
 };

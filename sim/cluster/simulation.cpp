@@ -139,7 +139,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
     s.decode_hosts.push_back(host);
     s.kv_doorbells.push_back(sg4::Mailbox::by_name("kv-doorbell-" + std::to_string(i)));
     sg4::Actor::create("kv-receiver-" + std::to_string(i), host, KvReceiver(s, i))->daemonize();
-    sg4::Actor::create("decode-" + std::to_string(i), host, DecodeWorker(s, i))->daemonize();
+    sg4::Actor::create("decode-" + std::to_string(i), host, DecodeWorker(s, i, opt.decode_block_steps))->daemonize();
   }
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();

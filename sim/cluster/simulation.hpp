@@ -9,6 +9,9 @@ namespace eldr {
 
 struct SimulationOptions {
   bool progress = false;  // a progress line on stderr
+  // Decode steps a worker may sleep through at once (DecodeWorker); 1 sleeps step by step. Results
+  // are the same; it only changes how often SimGrid wakes the worker.
+  int decode_block_steps = 32;
 };
 
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,

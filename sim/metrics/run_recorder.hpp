@@ -65,7 +65,15 @@ public:
   const std::vector<RequestRecord>& requests() const { return requests_; }
   WorkerCounters& decode_worker(int w) { return decode_[size_t(w)]; }
   const std::vector<WorkerCounters>& decode_workers() const { return decode_; }
-  void add_step(const StepRecord& s) { steps_.push_back(s); }
+  // Steps are kept in start order. A decode worker records the steps it slept through when it wakes,
+  // after other workers' later steps: those go in at their place, found from the back.
+  void add_step(const StepRecord& s)
+  {
+    auto at = steps_.end();
+    while (at != steps_.begin() && (at - 1)->start_s > s.start_s)
+      --at;
+    steps_.insert(at, s);
+  }
   const std::vector<StepRecord>& steps() const { return steps_; }
 
   std::vector<std::pair<std::string, double>> router_stats;  // the decode router's counters at the end

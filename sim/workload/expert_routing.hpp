@@ -75,6 +75,15 @@ inline long count_distinct(std::span<const uint64_t> union_masks, const RoutingS
   return total;
 }
 
+// True when every bit set in `part` is set in `whole` (masks of one shape).
+inline bool contains(std::span<const uint64_t> whole, std::span<const uint64_t> part)
+{
+  for (size_t i = 0; i < part.size(); ++i)
+    if (part[i] & ~whole[i])
+      return false;
+  return true;
+}
+
 // True when every layer's union holds all experts (nothing more can be added).
 inline bool union_is_full(std::span<const uint64_t> union_masks, const RoutingShape& shape)
 {

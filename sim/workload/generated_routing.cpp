@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 namespace eldr {
 
@@ -21,13 +22,15 @@ double normal(Rng& rng)
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+constexpr int kMaxWordsPerLayer = 8;  // 512 experts: the models have at most 256
+
 // Vose's alias table for O(1) draws from a discrete distribution.
 class AliasTable {
 public:
   explicit AliasTable(const std::vector<double>& p)
   {
     const size_t n = p.size();
-    prob_.resize(n);
+    std::vector<double> prob(n);
     alias_.resize(n);
     std::vector<double> scaled(n);
     std::vector<size_t> small, large;
@@ -39,26 +42,31 @@ public:
       size_t s = small.back(), l = large.back();
       small.pop_back();
       large.pop_back();
-      prob_[s]  = scaled[s];
+      prob[s]   = scaled[s];
       alias_[s] = uint32_t(l);
       scaled[l] = scaled[l] + scaled[s] - 1.0;
       (scaled[l] < 1.0 ? small : large).push_back(l);
     }
     for (size_t i : large)
-      prob_[i] = 1.0;
+      prob[i] = 1.0;
     for (size_t i : small)
-      prob_[i] = 1.0;
+      prob[i] = 1.0;
+    // The coin u32 * 2^-32 < prob is, for integer u32, exactly u32 < ceil(prob * 2^32) (scaling by
+    // 2^32 is exact): an integer compare per draw.
+    threshold_.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      threshold_[i] = uint64_t(std::ceil(std::max(prob[i], 0.0) * 0x1.0p32));
   }
   // One 64-bit draw: the high half picks the column (multiply-shift), the low half the coin.
   uint32_t draw(Rng& rng) const
   {
     const uint64_t x = rng();
-    const size_t i   = size_t(((x >> 32) * uint64_t(prob_.size())) >> 32);
-    return double(x & 0xffffffffULL) * 0x1.0p-32 < prob_[i] ? uint32_t(i) : alias_[i];
+    const size_t i   = size_t(((x >> 32) * uint64_t(alias_.size())) >> 32);
+    return (x & 0xffffffffULL) < threshold_[i] ? uint32_t(i) : alias_[i];
   }
 
 private:
-  std::vector<double> prob_;
+  std::vector<uint64_t> threshold_;
   std::vector<uint32_t> alias_;
 };
 
@@ -232,6 +240,9 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
 void GeneratedRouting::sample_palettes(uint64_t seed)
 {
   const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
+  if (W > kMaxWordsPerLayer)
+    throw std::invalid_argument("generated routing supports at most " + std::to_string(64 * kMaxWordsPerLayer) +
+                                " experts");
   const size_t words = size_t(shape_.words());
   const int P        = palettes();
   pool_ = HugePageBuffer(size_t(P) * records_ * words);
@@ -248,16 +259,21 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
         x /= total;
       AliasTable table(prob);
       // Plackett-Luce top-k: draw from the softmax, rejecting experts already picked, until k distinct.
+      // The layer's mask is built in a local copy (no store-to-load round trip per draw), then stored.
       for (int rec = 0; rec < records_; ++rec) {
-        uint64_t* mask = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
+        uint64_t local[kMaxWordsPerLayer] = {};
+        // Branch-free rejection: a repeat sets no new bit and does not count (an unpredictable branch
+        // per draw otherwise).
         for (int picked = 0; picked < shape_.top_k;) {
-          uint32_t e = table.draw(rng);
-          uint64_t bit = uint64_t(1) << (e % 64);
-          if (mask[e / 64] & bit)
-            continue;
-          mask[e / 64] |= bit;
-          ++picked;
+          const uint32_t e   = table.draw(rng);
+          const uint64_t bit = uint64_t(1) << (e % 64);
+          const uint64_t was = local[e / 64];
+          local[e / 64]      = was | bit;
+          picked += (was & bit) == 0;
         }
+        uint64_t* out = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
+        for (int w = 0; w < W; ++w)
+          out[w] = local[w];
       }
     }
 }
@@ -268,11 +284,6 @@ namespace {
 inline uint32_t scaled(uint64_t bits32, uint32_t n)
 {
   return uint32_t(((bits32 & 0xffffffffULL) * n) >> 32);
-}
-
-inline uint64_t token_hash(const Request& r, int token)
-{
-  return splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
 }
 
 }  // namespace
@@ -290,16 +301,6 @@ GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
   return t;
 }
 
-// The palette of a token given its hash: the low 24 bits choose the sub-topic, the high 32 the record.
-// `first` is the palette index of the request's sub-topic set (0, or the novel set's offset).
-static int palette_for(const GeneratedRouting::Traits& t, const Request& r, int token, uint64_t h, int subtopics,
-                       int first)
-{
-  const int phase   = token >= r.prompt_tokens ? 1 : 0;
-  const bool second = double(h & 0xffffff) / double(1 << 24) < (phase ? t.decode_mix : t.prefill_mix);
-  return first + (int(r.label) * subtopics + (second ? t.secondary : t.primary)) * 2 + phase;
-}
-
 int GeneratedRouting::first_palette(const Request& r) const
 {
   // Only measured requests can be novel: the calibration split and the warm-up never see these sub-topics.
@@ -308,14 +309,45 @@ int GeneratedRouting::first_palette(const Request& r) const
 
 int GeneratedRouting::palette_of(const Request& r, int token) const
 {
-  return palette_for(traits(r), r, token, token_hash(r, token), subtopics_, first_palette(r));
+  return int(record_of(r, token) / size_t(records_));
+}
+
+const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) const
+{
+  constexpr uint32_t kMaxCached = 1u << 22;  // ids beyond (never a real workload's) share one slot
+  if (r.id < kMaxCached && r.id >= keys_.size())
+    keys_.resize(size_t(r.id) + 1);
+  RequestKey& k = r.id < kMaxCached ? keys_[r.id] : uncached_;
+  const int first = first_palette(r);
+  if (k.prompt_tokens == r.prompt_tokens && k.routing_seed == r.routing_seed && k.label == r.label && k.first == first)
+    return k;
+  const Traits t  = traits(r);
+  k.routing_seed  = r.routing_seed;
+  k.prompt_tokens = r.prompt_tokens;
+  k.label         = r.label;
+  k.first         = first;
+  for (int phase = 0; phase < 2; ++phase) {
+    k.palette[phase][0] = uint32_t(first + (int(r.label) * subtopics_ + t.primary) * 2 + phase);
+    k.palette[phase][1] = uint32_t(first + (int(r.label) * subtopics_ + t.secondary) * 2 + phase);
+    // A token draws from the secondary iff its hash's low 24 bits x, as a fraction x / 2^24, fall
+    // below the mix: for integer x that is exactly x < ceil(mix * 2^24) (scaling by 2^24 is exact).
+    k.threshold[phase] = uint32_t(std::ceil((phase ? t.decode_mix : t.prefill_mix) * double(1 << 24)));
+  }
+  return k;
+}
+
+// The low 24 bits of the token's hash choose the sub-topic, the high 32 the record.
+size_t GeneratedRouting::record_of(const RequestKey& k, int token) const
+{
+  const uint64_t h  = splitmix64(k.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
+  const int phase   = token >= k.prompt_tokens ? 1 : 0;
+  const int second  = (h & 0xffffff) < k.threshold[phase] ? 1 : 0;
+  return size_t(k.palette[phase][second]) * size_t(records_) + size_t((h >> 32) & uint64_t(records_ - 1));
 }
 
 size_t GeneratedRouting::record_of(const Request& r, int token) const
 {
-  const uint64_t h = token_hash(r, token);
-  return size_t(palette_for(traits(r), r, token, h, subtopics_, first_palette(r))) * size_t(records_) +
-         size_t((h >> 32) & uint64_t(records_ - 1));
+  return record_of(key(r), token);
 }
 
 std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int token) const
@@ -325,9 +357,40 @@ std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int 
 
 void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
-  accumulate_records(
-      pool_.data(), size_t(shape_.words()), tokens.size(),
-      [&](size_t i) { return record_of(*tokens[i].request, tokens[i].position); }, union_masks);
+  const size_t words = size_t(shape_.words());
+  // Prefill ORs a batch's prompts into one union, a chunk per call, and a prompt repeats records (a
+  // 256-token prompt hits ~160 distinct records of its palettes' 512): a record already in the union
+  // cannot change it. The records ORed so far are remembered across calls for as long as the union
+  // passed in still contains the one they went into, which keeps skipping them exact whoever calls.
+  const bool prompt = !tokens.empty() && tokens[0].position < tokens[0].request->prompt_tokens;
+  if (prompt) {
+    seen_.resize((pool_.size() / words + 63) / 64);
+    seen_union_.resize(words);
+    if (!contains(union_masks, seen_union_))
+      std::fill(seen_.begin(), seen_.end(), 0);
+  }
+  offsets_.clear();
+  const Request* last = nullptr;
+  const RequestKey* k = nullptr;
+  for (const TokenRef& t : tokens) {
+    // Consecutive tokens are usually of one request (a prompt chunk): look its key up once.
+    if (t.request != last) {
+      last = t.request;
+      k    = &key(*t.request);
+    }
+    const size_t rec = record_of(*k, t.position);
+    if (prompt) {
+      uint64_t& w       = seen_[rec / 64];
+      const uint64_t bit = uint64_t(1) << (rec % 64);
+      if (w & bit)
+        continue;
+      w |= bit;
+    }
+    offsets_.push_back(rec * words);
+  }
+  or_records(pool_.data(), offsets_, words, union_masks);
+  if (prompt)
+    std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
 }
 
 std::span<const float> GeneratedRouting::palette_logits(int palette) const

@@ -47,8 +47,20 @@ public:
   int palettes() const { return int(logits_.size() / size_t(shape_.layers * shape_.experts)); }
 
 private:
+  // What a token's record depends on besides its position, computed once per request: the per-token
+  // work is then one hash and a compare (traits() needs two more hashes and an integer division).
+  struct RequestKey {
+    uint64_t routing_seed = 0;
+    int prompt_tokens     = -1;  // -1: not computed yet
+    uint16_t label        = 0;
+    int first             = 0;   // first_palette(): 0, or the novel sub-topics' offset
+    uint32_t palette[2][2]{};    // [phase][0 primary, 1 secondary] palette index
+    uint32_t threshold[2]{};     // [phase] the secondary is drawn iff (hash & 0xffffff) < threshold
+  };
+  const RequestKey& key(const Request& r) const;
   size_t record_of(const Request& r, int token) const;
   int first_palette(const Request& r) const;
+  size_t record_of(const RequestKey& k, int token) const;
   void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                     uint64_t seed, const std::string& profile_file);
   void sample_palettes(uint64_t seed);
@@ -62,6 +74,15 @@ private:
   int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)
   std::vector<float> logits_;  // [palette][layer][expert]
   HugePageBuffer pool_;  // [palette][record][words]
+  // Keys by request id, filled lazily; an entry is checked against the request's fields, so requests
+  // built on the fly that reuse an id (tests, trace statistics) get their own key.
+  mutable std::vector<RequestKey> keys_;
+  mutable RequestKey uncached_;
+  // accumulate_tokens' scratch: record offsets, and for prompt tokens the records already ORed
+  // (a bit per palette record) into `seen_union_`, the union as the last prompt call left it.
+  mutable std::vector<size_t> offsets_;
+  mutable std::vector<uint64_t> seen_;
+  mutable std::vector<uint64_t> seen_union_;
 };
 
 // Per-layer label discriminativeness at depth x = l / (layers - 1).

@@ -99,6 +99,95 @@ TEST_CASE("generated routing: prompt and output tokens use their request's label
   }
 }
 
+TEST_CASE("generated routing: a request's cached key follows the request, not its id")
+{
+  // The source caches what a token's palette depends on by request id. Requests built on the fly
+  // that reuse an id must still get their own palettes and records: compare against a fresh source
+  // that only ever sees one of them.
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  GeneratedRouting shared(x.model, x.routing_profile, "task", w.labels, x.seed);
+  for (int i = 0; i < 40; ++i) {
+    Request r = w.requests[size_t(i)];
+    r.id      = 7;  // every one of them under the same id
+    GeneratedRouting fresh(x.model, x.routing_profile, "task", w.labels, x.seed);
+    for (int t : {0, r.prompt_tokens - 1, r.prompt_tokens, r.prompt_tokens + 100}) {
+      CHECK(shared.palette_of(r, t) == fresh.palette_of(r, t));
+      auto a = shared.token_experts(r, t);
+      auto b = fresh.token_experts(r, t);
+      CHECK(std::equal(a.begin(), a.end(), b.begin()));
+    }
+  }
+}
+
+TEST_CASE("generated routing: accumulate_tokens equals the OR of token_experts, chunked or not")
+{
+  // Prompt calls skip records already ORed into the union they are given (remembered across calls).
+  // Compare with a plain OR of every token's masks: one prefill batch in chunks of 32 as the prefill
+  // worker does, a second batch into a fresh union, a call on an unrelated union in between, and
+  // decode-token calls.
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  GeneratedRouting g(x.model, x.routing_profile, "task", w.labels, x.seed);
+  const size_t words = size_t(g.shape().words());
+  auto plain = [&](std::span<const TokenRef> tokens) {
+    std::vector<uint64_t> u(words, 0);
+    for (const TokenRef& t : tokens) {
+      auto m = g.token_experts(*t.request, t.position);
+      for (size_t i = 0; i < words; ++i)
+        u[i] |= m[i];
+    }
+    return u;
+  };
+  for (int batch = 0; batch < 3; ++batch) {
+    std::vector<TokenRef> all;
+    for (int i = 0; i < 3; ++i) {
+      const Request& r = w.requests[size_t(batch * 3 + i)];
+      for (int t = 0; t < r.prompt_tokens; ++t)
+        all.push_back({&r, t});
+    }
+    std::vector<uint64_t> u(words, 0), other(words, 0);
+    for (size_t b = 0; b < all.size(); b += 32) {
+      std::span<const TokenRef> chunk(all.data() + b, std::min<size_t>(32, all.size() - b));
+      g.accumulate_tokens(chunk, u);
+      if (b == 64)  // an unrelated union in between must not inherit this batch's records
+        g.accumulate_tokens(std::span<const TokenRef>(all.data(), 3), other);
+    }
+    CHECK(u == plain(all));
+    CHECK(other == plain(std::span<const TokenRef>(all.data(), 3)));
+    // A prefix of the same prompts into a fresh union: nothing may be skipped.
+    std::vector<uint64_t> fresh(words, 0);
+    g.accumulate_tokens(std::span<const TokenRef>(all.data(), 40), fresh);
+    CHECK(fresh == plain(std::span<const TokenRef>(all.data(), 40)));
+  }
+  std::vector<TokenRef> decode;
+  for (int i = 0; i < 80; ++i)
+    decode.push_back({&w.requests[size_t(i)], w.requests[size_t(i)].prompt_tokens + 7});
+  std::vector<uint64_t> u(words, 0);
+  g.accumulate_tokens(decode, u);
+  CHECK(u == plain(decode));
+}
+
+TEST_CASE("generated routing: the share of secondary-palette tokens is the request's mix")
+{
+  // Independent check of the integer threshold that replaces double(x) / 2^24 < mix: over many
+  // output tokens the secondary share converges to traits().decode_mix (binomial, 4 sigma).
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  GeneratedRouting g(x.model, x.routing_profile, "task", w.labels, x.seed);
+  const int S = x.routing_profile.subtopics_per_label;
+  const int n = 20000;
+  for (int i = 0; i < 5; ++i) {
+    const Request& r = w.requests[size_t(i)];
+    auto tr          = g.traits(r);
+    int second       = 0;
+    for (int t = r.prompt_tokens; t < r.prompt_tokens + n; ++t)
+      second += (g.palette_of(r, t) / 2 % S) == tr.secondary;
+    const double sd = std::sqrt(tr.decode_mix * (1 - tr.decode_mix) / n);
+    CHECK(std::abs(double(second) / n - tr.decode_mix) <= 4 * sd + 1e-9);
+  }
+}
+
 TEST_CASE("generated routing: middle layers are the most label-discriminative")
 {
   RoutingProfile p;
