@@ -37,6 +37,16 @@ struct WorkQueue {
   }
 };
 
+// The layout of a group's instances: its GPU count and expert-parallel degree over the node's xGMI links.
+inline InstanceLayout instance_layout(const InstanceGroup& g, const ClusterSpec& c)
+{
+  InstanceLayout l;
+  l.gpus  = g.gpus_per_instance;
+  l.ep    = g.expert_parallel;
+  l.links = {c.xgmi_bandwidth_Bps, c.xgmi_latency_s};
+  return l;
+}
+
 struct ClusterState {
   ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const ExpertRoutingSource& src,
                DecodeRouter& router, RunRecorder& rec)
@@ -53,17 +63,23 @@ struct ClusterState {
       , prefill_in_flight(size_t(x.topology.prefill.instances), 0)
       , decode_in_flight(size_t(x.topology.decode.instances), 0)
       , kv_transfers(w.requests.size())
+      , kv_flows_pending(w.requests.size(), 0)
+      , prefill_layout(instance_layout(x.topology.prefill, x.cluster))
+      , decode_layout(instance_layout(x.topology.decode, x.cluster))
       , kv_block_tokens(x.model.kv_block_tokens)
       , kv_block_bytes(c.kv_bytes(x.model.kv_block_tokens))
       , block_keys(x.serving.prefix_cache ? w.requests.size() : 0)
   {
     // KV memory in whole blocks, the unit vLLM allocates; prefill workers have a cache only when
     // prefix caching is on (otherwise their KV lives just for one batch and its transfer).
-    const long blocks = long(c.kv_capacity_bytes(x.serving.kv_memory_fraction) / kv_block_bytes);
+    // An instance of g GPUs holds g x the KV memory next to one copy of the weights.
+    auto blocks = [&](const InstanceGroup& g) {
+      return long(c.kv_capacity_bytes(x.serving.kv_memory_fraction, g.gpus_per_instance) / kv_block_bytes);
+    };
     if (x.serving.prefix_cache)
-      prefill_caches.assign(size_t(x.topology.prefill.instances), BlockCache(blocks));
+      prefill_caches.assign(size_t(x.topology.prefill.instances), BlockCache(blocks(x.topology.prefill)));
     prefill_releases.assign(size_t(x.topology.prefill.instances), 0);
-    decode_caches.assign(size_t(x.topology.decode.instances), BlockCache(blocks));
+    decode_caches.assign(size_t(x.topology.decode.instances), BlockCache(blocks(x.topology.decode)));
   }
   bool caches_prefixes() const { return experiment.serving.prefix_cache; }
   bool decode_caches_prefixes() const { return experiment.serving.prefix_cache && experiment.serving.decode_prefix_cache; }
@@ -77,14 +93,24 @@ struct ClusterState {
   RunRecorder& recorder;
   std::unique_ptr<GateSource> gates;  // gate values of the routing source, for routers that need them
 
-  std::vector<simgrid::s4u::Host*> prefill_hosts;
+  std::vector<simgrid::s4u::Host*> prefill_hosts;  // each instance's first GPU
   std::vector<simgrid::s4u::Host*> decode_hosts;
+  std::vector<std::vector<simgrid::s4u::Host*>> prefill_gpu_hosts, decode_gpu_hosts;  // all of each instance's GPUs
   std::vector<simgrid::s4u::Mailbox*> kv_doorbells;    // a decode instance learns of an incoming KV transfer here
   std::vector<WorkQueue> prefill_queues;
   std::vector<WorkQueue> decode_arrivals;  // KV received, waiting for admission
   std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
   std::vector<int> decode_in_flight;       // routed and not yet finished
-  std::vector<simgrid::s4u::CommPtr> kv_transfers;  // by request id, while its KV cache is in flight
+  // By request id, while its KV cache is in flight: one flow per GPU of the decode instance (prefill
+  // GPU i mod g_p -> decode GPU i), and how many of them have not arrived yet.
+  std::vector<std::vector<simgrid::s4u::CommPtr>> kv_transfers;
+  std::vector<int> kv_flows_pending;
+
+  // The instances' GPU layouts (docs/model.md section 3b) and, for expert-parallel decode instances,
+  // each instance's expert placement as rank masks [layer][rank][word] (empty when ep = 1).
+  InstanceLayout prefill_layout;
+  InstanceLayout decode_layout;
+  std::vector<std::vector<uint64_t>> decode_rank_masks;
 
   // KV blocks. Decode workers always account their memory in a block cache (without prefix caching
   // every block is private); prefill workers have one with prefix caching.

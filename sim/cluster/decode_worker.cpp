@@ -3,6 +3,7 @@
 #include "sim/cluster/prefill_worker.hpp"
 
 #include <algorithm>
+#include <bit>
 
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_decode, s4u, "eldr-sim decode workers");
 
@@ -20,15 +21,19 @@ void KvReceiver::operator()()
   while (true) {
     auto i = size_t(sg4::Activity::wait_any(watched));
     if (i == 0) {
-      watched.push_back(s_.kv_transfers[announced->id]);
-      incoming.push_back(announced);
+      for (const sg4::CommPtr& flow : s_.kv_transfers[announced->id]) {
+        watched.push_back(flow);
+        incoming.push_back(announced);
+      }
       watched[0] = doorbell->get_async<Request>(&announced);
       continue;
     }
     const Request* r = incoming[i];
     watched.erase(watched.begin() + long(i));
     incoming.erase(incoming.begin() + long(i));
-    s_.kv_transfers[r->id] = nullptr;
+    if (--s_.kv_flows_pending[r->id] > 0)
+      continue;  // a multi-GPU instance takes the request over once every GPU's share has arrived
+    std::vector<sg4::CommPtr>().swap(s_.kv_transfers[r->id]);
     RequestRecord& rec = s_.recorder.request(r->id);
     rec.kv_end_s       = sg4::Engine::get_clock();
     s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens);
@@ -40,10 +45,21 @@ void KvReceiver::operator()()
 DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
     : s_(state), index_(index), max_block_(std::max(1, max_block_steps)), cache_(s_.decode_caches[size_t(index)])
 {
-  s_.recorder.decode_worker(index_).kv_capacity_bytes = s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction);
+  s_.recorder.decode_worker(index_).kv_capacity_bytes =
+      s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction, s_.decode_layout.gpus);
   unions_.resize(size_t(max_block_) * size_t(s_.routing.shape().words()));
   planned_.resize(size_t(max_block_));
-  distinct_.resize(size_t(s_.routing.shape().layers));
+  const size_t layers = size_t(s_.routing.shape().layers);
+  distinct_.resize(layers);
+  ep_ = s_.decode_layout.ep;
+  if (ep_ > 1) {
+    const size_t R = size_t(ep_);
+    rank_masks_    = s_.decode_rank_masks[size_t(index)];
+    rank_acc_.resize(size_t(max_block_) * layers * (R + R * R));
+    rank_distinct_.resize(layers * R);
+    rank_picks_.resize(layers * R);
+    pair_max_.resize(layers);
+  }
   // As the driver counts them: the requests before the first measured one.
   const auto& reqs = s_.workload.requests;
   warmup_requests_ = std::find_if(reqs.begin(), reqs.end(), [](const Request& r) { return r.measured; }) - reqs.begin();
@@ -73,7 +89,7 @@ void DecodeWorker::admit()
       c.kv_peak_bytes = double(cache_.used()) * s_.kv_block_bytes;
       c.kv_peak_s     = now;
     }
-    batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0});
+    batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_)});
     s_.recorder.request(r->id).decode_admit_s = now;
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
@@ -92,6 +108,68 @@ std::span<uint64_t> DecodeWorker::step_union(int k)
   return {&unions_[slot(k) * words], words};
 }
 
+std::span<uint32_t> DecodeWorker::step_ranks(int k)
+{
+  const size_t n = rank_acc_.size() / size_t(max_block_);
+  return {&rank_acc_[slot(k) * n], n};
+}
+
+// Expert parallel: ORs tokens_ into step k's union as accumulate_tokens does, and counts per layer each
+// rank's picks and the tokens each owner dispatches to each other rank holding one of their experts.
+void DecodeWorker::accumulate_ranks(int k)
+{
+  const RoutingShape& shape = s_.routing.shape();
+  const int W = shape.words_per_layer, R = ep_;
+  const size_t per_layer = size_t(R + R * R);
+  std::span<uint64_t> u  = step_union(k);
+  std::span<uint32_t> acc = step_ranks(k);
+  for (size_t t = 0; t < tokens_.size(); ++t) {
+    std::span<const uint64_t> m = s_.routing.token_experts(*tokens_[t].request, tokens_[t].position);
+    const int o = owners_[t];
+    for (int l = 0; l < shape.layers; ++l) {
+      uint32_t* a = &acc[size_t(l) * per_layer];
+      for (int r = 0; r < R; ++r) {
+        int c = 0;
+        for (int w = 0; w < W; ++w)
+          c += std::popcount(m[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
+        a[r] += uint32_t(c);
+        if (c > 0 && r != o)
+          ++a[R + o * R + r];
+      }
+    }
+    for (size_t i = 0; i < u.size(); ++i)
+      u[i] |= m[i];
+  }
+}
+
+// The cost of planned step k (its union and, with expert parallelism, its per-rank counts complete).
+DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& attention)
+{
+  if (ep_ <= 1)
+    return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_);
+  const RoutingShape& shape = s_.routing.shape();
+  const int W = shape.words_per_layer, R = ep_;
+  const size_t per_layer = size_t(R + R * R);
+  std::span<const uint64_t> u   = step_union(k);
+  std::span<const uint32_t> acc = step_ranks(k);
+  for (int l = 0; l < shape.layers; ++l) {
+    const uint32_t* a = &acc[size_t(l) * per_layer];
+    uint32_t worst    = 0;
+    for (int r = 0; r < R; ++r) {
+      int d = 0;
+      for (int w = 0; w < W; ++w)
+        d += std::popcount(u[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
+      rank_distinct_[size_t(l * R + r)] = uint16_t(d);
+      rank_picks_[size_t(l * R + r)]    = a[r];
+    }
+    for (int i = 0; i < R * R; ++i)
+      worst = std::max(worst, a[R + i]);
+    pair_max_[size_t(l)] = worst;
+  }
+  const RankLoads loads{R, rank_distinct_, rank_picks_, pair_max_};
+  return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_, &loads);
+}
+
 // Plans the steps from `start` up to the first one after which a sequence finishes (at most
 // max_block_): their expert unions and costs, as one step at a time would compute them. Returns
 // their number.
@@ -103,16 +181,27 @@ int DecodeWorker::plan(double start)
   for (const Sequence& seq : batch_)
     n = std::min(n, seq.request->output_tokens - seq.generated);
   n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step
-  for (int k = unions_ready_; k < n; ++k)
+  for (int k = unions_ready_; k < n; ++k) {
     std::ranges::fill(step_union(k), 0);
+    if (ep_ > 1)
+      std::ranges::fill(step_ranks(k), 0);
+  }
   unions_ready_ = std::max(unions_ready_, n);
   for (int k = 0; k < n; ++k) {
     // At step k a sequence runs output token generated-1+k (position prompt + generated - 1 + k).
     tokens_.clear();
+    owners_.clear();
     for (const Sequence& seq : batch_)
-      if (seq.planned <= k)
+      if (seq.planned <= k) {
         tokens_.push_back({seq.request, seq.request->prompt_tokens + seq.generated - 1 + k});
-    if (!tokens_.empty())
+        if (ep_ > 1)
+          owners_.push_back(seq.owner);
+      }
+    if (tokens_.empty())
+      continue;
+    if (ep_ > 1)
+      accumulate_ranks(k);
+    else
       s_.routing.accumulate_tokens(tokens_, step_union(k));
   }
   for (Sequence& seq : batch_)
@@ -135,9 +224,10 @@ int DecodeWorker::plan(double start)
       attention.windowed_tokens = double(windowed);
     }
     const double distinct_sum = double(count_distinct(step_union(k), shape, distinct_));
-    const double d            = s_.cost.decode_step_s(int(batch_.size()), attention, distinct_);
+    const DecodeStepCost c    = step_cost(k, int(batch_.size()), attention);
+    const double d            = c.seconds;
     planned_[slot(k)] = {t, d, attention.context_tokens, float(distinct_sum / shape.layers),
-                         uint32_t(batch_.size()), uint16_t(index_)};
+                         uint32_t(batch_.size()), uint16_t(index_), float(c.imbalance), float(c.all_to_all_s)};
     t += d;  // the clock after sleeping d from t, exactly as SimGrid computes it
   }
   return n;

@@ -42,6 +42,7 @@ private:
     long private_blocks;  // KV blocks of its own (output, partial prompt block; all of them without prefix caching)
     int generated;        // output tokens so far, the first one included
     int planned;          // the upcoming steps whose union already holds this sequence's token
+    int owner;            // expert parallel: the rank that holds its hidden state (dispatches its tokens)
   };
   void admit();
   int plan(double start);
@@ -50,6 +51,9 @@ private:
   void finish(const Sequence& seq, double now);
   size_t slot(int k) const;
   std::span<uint64_t> step_union(int k);
+  std::span<uint32_t> step_ranks(int k);
+  void accumulate_ranks(int k);
+  DecodeStepCost step_cost(int k, int batch, const AttentionLoad& attention);
 
   ClusterState& s_;
   int index_;
@@ -63,6 +67,15 @@ private:
   int head_ = 0;                     // the slot of the next step in both rings
   std::vector<TokenRef> tokens_;
   std::vector<uint16_t> distinct_;
+  // Expert parallel (ep_ > 1) only: per planned step, [layer][rank] picks then [layer][owner][rank]
+  // tokens dispatched (a ring like unions_), accumulated from per-token masks; this instance's rank masks.
+  int ep_ = 1;
+  std::span<const uint64_t> rank_masks_;
+  std::vector<uint32_t> rank_acc_;
+  std::vector<int> owners_;  // owner of each of tokens_
+  std::vector<uint16_t> rank_distinct_;
+  std::vector<uint32_t> rank_picks_, pair_max_;
+  long admitted_ = 0;
 };
 
 }  // namespace eldr

@@ -98,7 +98,7 @@ double PrefillWorker::run_batch()
   }
   std::vector<uint16_t> distinct(size_t(shape.layers));
   count_distinct(used, shape, distinct);
-  return s_.cost.prefill_s(prompts, distinct);
+  return s_.cost.prefill_s(s_.prefill_layout, prompts, distinct);
 }
 
 PromptProfile PrefillWorker::prompt_profile(const Prompt& p) const
@@ -147,7 +147,16 @@ void PrefillWorker::hand_off(const Prompt& p)
   // flow of no bytes would end with the doorbell, before the receiver could watch it.
   auto bytes = std::max<uint64_t>(
       4, uint64_t(s_.cost.kv_bytes(r.prompt_tokens - rec.decode_cached_tokens) + s_.decode_router.handoff_bytes(r)));
-  s_.kv_transfers[r.id] = sg4::Comm::sendto_async(s_.prefill_hosts[size_t(index_)], s_.decode_hosts[size_t(d)], bytes);
+  // A decode instance of g GPUs receives g flows of bytes/g in parallel, prefill GPU i mod g_p -> decode
+  // GPU i (each GPU gets its share of the KV heads); one GPU: the single flow as before.
+  const auto& senders   = s_.prefill_gpu_hosts[size_t(index_)];
+  const auto& receivers = s_.decode_gpu_hosts[size_t(d)];
+  auto& flows           = s_.kv_transfers[r.id];
+  flows.clear();
+  const uint64_t share = receivers.size() == 1 ? bytes : std::max<uint64_t>(1, bytes / receivers.size());
+  for (size_t i = 0; i < receivers.size(); ++i)
+    flows.push_back(sg4::Comm::sendto_async(senders[i % senders.size()], receivers[i], share));
+  s_.kv_flows_pending[r.id] = int(flows.size());
   s_.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }
 

@@ -3,6 +3,7 @@
 #include "sim/cluster/decode_worker.hpp"
 #include "sim/cluster/platform.hpp"
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/routing/cluster_placement.hpp"
 #include "sim/routing/router_factory.hpp"
 
 #include <cmath>
@@ -127,16 +128,31 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   CostModel cost(x.model, x.hardware, x.calibration);
   auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w, &routing, &x});
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
+  recorder.decode_expert_parallel = x.topology.decode.expert_parallel;
   ClusterState s(x, w, cost, routing, *router, recorder);
+
+  // Expert-parallel decode instances: each one's expert placement, as rank masks.
+  const ClusterPlacements placements = decode_placements(x, w, routing, *router, s.gates.get());
+  for (const ExpertPlacement& p : placements.placements)
+    s.decode_rank_masks.push_back(p.rank_masks(routing.shape().words_per_layer));
+  recorder.placement_calibration_requests = placements.calibration_requests;
+  auto gpu_hosts = [&](const std::vector<int>& gpus) {
+    std::vector<sg4::Host*> hosts;
+    for (int g : gpus)
+      hosts.push_back(platform.gpus[size_t(g)]);
+    return hosts;
+  };
 
   for (int i = 0; i < x.topology.prefill.instances; ++i) {
     sg4::Host* host = platform.gpus[size_t(x.topology.prefill.gpus[size_t(i)].front())];
     s.prefill_hosts.push_back(host);
+    s.prefill_gpu_hosts.push_back(gpu_hosts(x.topology.prefill.gpus[size_t(i)]));
     sg4::Actor::create("prefill-" + std::to_string(i), host, PrefillWorker(s, i))->daemonize();
   }
   for (int i = 0; i < x.topology.decode.instances; ++i) {
     sg4::Host* host = platform.gpus[size_t(x.topology.decode.gpus[size_t(i)].front())];
     s.decode_hosts.push_back(host);
+    s.decode_gpu_hosts.push_back(gpu_hosts(x.topology.decode.gpus[size_t(i)]));
     s.kv_doorbells.push_back(sg4::Mailbox::by_name("kv-doorbell-" + std::to_string(i)));
     sg4::Actor::create("kv-receiver-" + std::to_string(i), host, KvReceiver(s, i))->daemonize();
     sg4::Actor::create("decode-" + std::to_string(i), host, DecodeWorker(s, i, opt.decode_block_steps))->daemonize();

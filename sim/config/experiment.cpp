@@ -60,6 +60,11 @@ static void require_file(const std::string& path, JsonReader& r, const std::stri
     r.fail(key, "file not found: " + path);
 }
 
+double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction)
+{
+  return double(gpus) * hw.hbm_bytes * memory_fraction - m.weight_bytes();
+}
+
 void apply_override(Json& doc, const Override& o, const std::string& file)
 {
   const auto& [path, text] = o;
@@ -214,19 +219,46 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
   return schedule;
 }
 
-static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, std::set<int>& used, std::vector<long> default_nodes)
+static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, const ModelSpec& m, std::set<int>& used,
+                                std::vector<long> default_nodes, bool decode)
 {
   InstanceGroup g;
   g.instances         = int(r.require_integer("instances", 1, 100000));
   g.gpus_per_instance = int(r.integer("gpus_per_instance", 1, 1, 1024));
-  if (g.gpus_per_instance != 1)
-    r.fail("gpus_per_instance", "multi-GPU instances (TP/EP) are not modelled yet; use 1");
-  for (long n : r.integer_list("nodes", default_nodes, 0, 100000))
-    g.nodes.push_back(int(n));
+  const int n         = g.gpus_per_instance;
+  g.tensor_parallel   = int(r.integer("tensor_parallel", n, 1, 1024));
+  if (g.tensor_parallel != n)
+    r.fail("tensor_parallel", "must equal gpus_per_instance (" + std::to_string(n) +
+                                  "): attention is split over all of an instance's GPUs");
+  g.expert_parallel = int(r.integer("expert_parallel", n, 1, 1024));
+  if (g.expert_parallel != 1 && g.expert_parallel != n)
+    r.fail("expert_parallel", "must be 1 (experts tensor-split) or gpus_per_instance (" + std::to_string(n) + ")");
+  if (g.expert_parallel > 255)
+    r.fail("expert_parallel", "at most 255 ranks");
+  if (m.experts % g.expert_parallel != 0)
+    r.fail("expert_parallel", std::to_string(m.experts) + " experts of model '" + m.name +
+                                  "' do not split evenly over " + std::to_string(g.expert_parallel) + " GPUs");
+  g.placement       = r.choice("placement", "contiguous", {"contiguous", "random", "cluster_balanced"});
+  g.placement_batch = r.number("placement_batch", 32, 1, 1e6);
+  if (g.placement != "contiguous" && g.expert_parallel == 1)
+    r.fail("placement", "places experts on the GPUs of an expert-parallel instance; needs expert_parallel > 1");
+  if (g.placement != "contiguous" && !decode)
+    r.fail("placement", "prefill instances model no expert placement (their MoE layers are compute-bound); "
+                        "set it on topology.decode");
+  for (long node : r.integer_list("nodes", default_nodes, 0, 100000))
+    g.nodes.push_back(int(node));
   if (g.nodes.empty())
     r.fail("nodes", "must list at least one node");
   r.finish();
   place_group(g, c, used, r);
+  // Collectives run over the node's xGMI fabric: an instance's GPUs must share a node.
+  for (size_t i = 0; i < g.gpus.size(); ++i)
+    if (g.gpus[i].front() / c.gpus_per_node != g.gpus[i].back() / c.gpus_per_node)
+      r.fail("gpus_per_instance", "instance " + std::to_string(i) + " would span nodes " +
+                                      std::to_string(g.gpus[i].front() / c.gpus_per_node) + " and " +
+                                      std::to_string(g.gpus[i].back() / c.gpus_per_node) +
+                                      " (its collectives run over one node's xGMI): use a divisor of " +
+                                      std::to_string(c.gpus_per_node) + " GPUs per instance");
   return g;
 }
 
@@ -264,8 +296,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
 
   std::set<int> used;
   auto topo          = r.object("topology");
-  x.topology.prefill = read_group(topo.object("prefill"), x.cluster, used, {0});
-  x.topology.decode  = read_group(topo.object("decode"), x.cluster, used, {1, 2});
+  x.topology.prefill = read_group(topo.object("prefill"), x.cluster, x.model, used, {0}, false);
+  x.topology.decode  = read_group(topo.object("decode"), x.cluster, x.model, used, {1, 2}, true);
   topo.finish();
 
   auto w                 = r.object("workload");
@@ -393,15 +425,20 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   r.ignore("description");
   r.finish();
 
-  // The largest request must fit in a decode worker's KV memory next to the weights.
-  double kv_capacity = x.hardware.hbm_bytes * x.serving.kv_memory_fraction - x.model.weight_bytes();
+  // The largest request must fit in an instance's KV memory next to the weights (an instance of g GPUs
+  // holds g x the memory and one copy of the weights): decode instances always, prefill instances too.
   // Admission reserves whole KV blocks for prompt + output: check the same size.
-  double largest     = x.model.kv_reserved_bytes(longest_prompt + x.workload.output_tokens);
-  if (kv_capacity < largest)
-    throw InputError(model_file, "(weights)",
-                     "model weights leave no room for one request's KV cache on '" + x.hardware.name + "' (" +
-                         std::to_string(kv_capacity / 1e9) + " GB free at kv_memory_fraction " +
-                         std::to_string(x.serving.kv_memory_fraction) + ")");
+  double largest = x.model.kv_reserved_bytes(longest_prompt + x.workload.output_tokens);
+  for (const InstanceGroup* g : {&x.topology.decode, &x.topology.prefill}) {
+    double kv_capacity = instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
+    if (kv_capacity < largest)
+      throw InputError(model_file, "(weights)",
+                       "model weights leave no room for one request's KV cache on " +
+                           (g->gpus_per_instance == 1 ? "'" + x.hardware.name + "'"
+                                                      : std::to_string(g->gpus_per_instance) + " x '" + x.hardware.name + "'") +
+                           " (" + std::to_string(kv_capacity / 1e9) + " GB free at kv_memory_fraction " +
+                           std::to_string(x.serving.kv_memory_fraction) + (g == &x.topology.prefill ? ", prefill instances" : "") + ")");
+  }
   return x;
 }
 

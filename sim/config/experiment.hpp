@@ -14,9 +14,17 @@
 namespace eldr {
 
 // A group of identical instances and where they go: instances fill the listed nodes' GPUs in order.
+// A multi-GPU instance (docs/model.md section 3b) splits attention and dense weights over all its GPUs
+// (tensor_parallel = gpus_per_instance) and its routed experts either over the GPUs too (expert
+// parallel, expert_parallel = gpus_per_instance: each GPU holds experts/ep whole experts, placed by
+// `placement`) or tensor-split like the rest (expert_parallel = 1).
 struct InstanceGroup {
   int instances         = 0;
   int gpus_per_instance = 1;
+  int tensor_parallel   = 1;
+  int expert_parallel   = 1;
+  std::string placement = "contiguous";  // contiguous | random | cluster_balanced (decode, ep > 1)
+  double placement_batch = 32;           // B of the expected-activation weight 1 - (1 - p)^B
   std::vector<int> nodes;
   std::vector<std::vector<int>> gpus;  // resolved: global GPU ids of each instance
 };
@@ -126,5 +134,8 @@ void apply_override(Json& doc, const Override& o, const std::string& file);
 std::string project_root(const std::string& start);
 
 extern const std::vector<std::string> kDecodeRouterNames;
+
+// KV memory of an instance of `gpus` GPUs: gpus x HBM x memory_fraction - one copy of the weights.
+double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction);
 
 }  // namespace eldr

@@ -1,6 +1,7 @@
 #include "sim/cost/cost_model.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 namespace eldr {
@@ -22,23 +23,24 @@ CostModel::CostModel(const ModelSpec& model, const Hardware& hw, const Calibrati
           : expert_read_s_ * (hw.moe_distinct_hi - hw.moe_time_ratio * hw.moe_distinct_lo) / (hw.moe_time_ratio - 1.0);
 }
 
-double CostModel::always_active_s(int tokens) const
+double CostModel::always_active_s(int tokens, double split) const
 {
   // Shared experts on every MoE layer and the dense layers: weights read once per step or batch,
-  // FLOPs on every token; each a roofline of its own. Zero for models without them.
+  // FLOPs on every token; each a roofline of its own. Zero for models without them. On a multi-GPU
+  // instance they are tensor-split: each GPU reads and computes 1/split of them.
   double t = 0;
   if (model_.shared_experts > 0)
-    t += model_.layers * std::max(model_.shared_expert_bytes / bw_,
-                                  tokens * model_.shared_expert_flops_per_token() / flops_);
+    t += model_.layers * std::max(model_.shared_expert_bytes / bw_ / split,
+                                  tokens * model_.shared_expert_flops_per_token() / flops_ / split);
   if (model_.dense_layers > 0)
-    t += model_.dense_layers * std::max(model_.dense_layer_bytes / bw_,
-                                        tokens * model_.dense_layer_flops_per_token() / flops_);
+    t += model_.dense_layers * std::max(model_.dense_layer_bytes / bw_ / split,
+                                        tokens * model_.dense_layer_flops_per_token() / flops_ / split);
   return t;
 }
 
-double CostModel::kv_capacity_bytes(double memory_fraction) const
+double CostModel::kv_capacity_bytes(double memory_fraction, int gpus) const
 {
-  return hw_.hbm_bytes * memory_fraction - model_.weight_bytes();
+  return double(gpus) * hw_.hbm_bytes * memory_fraction - model_.weight_bytes();
 }
 
 double CostModel::attention_read_bytes(const AttentionLoad& a) const
@@ -47,23 +49,72 @@ double CostModel::attention_read_bytes(const AttentionLoad& a) const
   return model_.kv_bytes_per_token * ((1.0 - f) * a.context_tokens + f * a.windowed_tokens);
 }
 
-double CostModel::moe_layer_s(int batch_tokens, int distinct) const
+double CostModel::moe_layer_s(int batch_tokens, int distinct, double split) const
 {
-  // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is slower.
+  // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is
+  // slower; tensor-split experts share both over `split` GPUs.
+  double memory  = distinct * expert_read_s_ / split;
+  double compute = batch_tokens * model_.expert_flops_per_token() / flops_ / split;
+  return moe_overhead_s_ + std::max(memory, compute);
+}
+
+double CostModel::moe_rank_s(double picks, int distinct) const
+{
+  // The same roofline on one rank: its resident experts that the batch activates, and its picks
+  // (each a 1/top_k share of a token's expert FLOPs).
   double memory  = distinct * expert_read_s_;
-  double compute = batch_tokens * model_.expert_flops_per_token() / flops_;
+  double compute = picks * (model_.expert_flops_per_token() / model_.top_k) / flops_;
   return moe_overhead_s_ + std::max(memory, compute);
 }
 
 double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const
 {
-  const double dense_memory  = model_.non_expert_bytes_per_layer / bw_;
-  const double dense_compute = batch * model_.non_expert_flops_per_token() / flops_;
-  double t = cal_.step_overhead_s + model_.lm_head_bytes / bw_ + attention_read_bytes(attention) / bw_;
+  return decode_step(InstanceLayout{}, batch, attention, distinct).seconds;
+}
+
+DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
+                                      std::span<const uint16_t> distinct, const RankLoads* ranks) const
+{
+  // Tensor parallel over g GPUs: each reads 1/g of the dense weights, LM head and KV and does 1/g of
+  // their FLOPs. (g = 1 divides by one: exactly the single-GPU step.)
+  const double g             = layout.gpus;
+  const double dense_memory  = model_.non_expert_bytes_per_layer / bw_ / g;
+  const double dense_compute = batch * model_.non_expert_flops_per_token() / flops_ / g;
+  double t = cal_.step_overhead_s + model_.lm_head_bytes / bw_ / g + attention_read_bytes(attention) / bw_ / g;
   t += model_.layers * std::max(dense_memory, dense_compute);
-  for (uint16_t d : distinct)
-    t += moe_layer_s(batch, d);
-  return t + always_active_s(batch);
+  DecodeStepCost c;
+  if (layout.ep <= 1) {
+    for (uint16_t d : distinct)
+      t += moe_layer_s(batch, d, g);
+  } else {
+    if (ranks == nullptr || ranks->ranks != layout.ep)
+      throw std::invalid_argument("decode_step: an expert-parallel layout needs its per-rank loads");
+    // Each MoE layer waits for its slowest rank, then for the dispatch and combine all-to-alls (the
+    // same messages both ways) of the largest GPU pair's hidden states.
+    const int R       = ranks->ranks;
+    double imbalance  = 0;
+    const double msg  = model_.hidden * kActivationBytes;
+    for (int l = 0; l < model_.layers; ++l) {
+      double worst = 0, sum = 0;
+      for (int r = 0; r < R; ++r) {
+        const size_t i = size_t(l) * size_t(R) + size_t(r);
+        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i]);
+        worst          = std::max(worst, x);
+        sum += x;
+      }
+      const double a2a = 2 * all_to_all_s(layout.links, ranks->max_pair_tokens[size_t(l)] * msg);
+      t += worst + a2a;
+      c.all_to_all_s += a2a;
+      imbalance += worst / (sum / R);
+    }
+    c.imbalance = model_.layers > 0 ? imbalance / model_.layers : 1;
+  }
+  // All-reduces of the batch's hidden states: after every layer's attention, and after every MoE
+  // layer whose experts are tensor-split (expert parallel combines with the all-to-all instead).
+  const int reduces = model_.attention_layers() + (layout.ep > 1 ? 0 : model_.layers);
+  t += reduces * all_reduce_s(layout.links, layout.gpus, batch * model_.hidden * kActivationBytes);
+  c.seconds = t + always_active_s(batch, g);
+  return c;
 }
 
 double CostModel::causal_pairs(double n, double window)
@@ -83,6 +134,12 @@ double CostModel::prefill_s(std::span<const int> prompt_tokens, std::span<const 
 
 double CostModel::prefill_s(std::span<const PrefillPrompt> prompts, std::span<const uint16_t> distinct) const
 {
+  return prefill_s(InstanceLayout{}, prompts, distinct);
+}
+
+double CostModel::prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
+                            std::span<const uint16_t> distinct) const
+{
   // Causal attention: QK^T and AV, 2 FLOPs a multiply-add each, per query-key pair. Sliding layers are
   // weighted by their share of the KV bytes. A computed token attends to the cached prefix too: the
   // pairs of positions c..n-1, and the cached KV is read once.
@@ -94,20 +151,25 @@ double CostModel::prefill_s(std::span<const PrefillPrompt> prompts, std::span<co
     pairs += (1 - f) * (causal_pairs(p.tokens, 0) - causal_pairs(p.cached, 0)) +
              f * (causal_pairs(p.tokens, model_.sliding_window) - causal_pairs(p.cached, model_.sliding_window));
   }
+  // g GPUs: g x the compute and the bandwidth (every time below but the fixed overheads divided by g;
+  // g = 1 is exact).
+  const double g                    = layout.gpus;
   const double attn_flops_per_layer = 2.0 * 2.0 * model_.q_heads * model_.head_dim * pairs;
   const double dense_flops          = tokens * model_.non_expert_flops_per_token() + attn_flops_per_layer;
   // KV written and cached KV read, spread over every layer that holds KV (dense layers too).
   const double kv_per_layer = kv_bytes(tokens + cached) / model_.attention_layers();
-  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ + kv_per_layer / bw_;
+  const double dense_memory = model_.non_expert_bytes_per_layer / bw_ / g + kv_per_layer / bw_ / g;
   // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.
-  double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_;
+  double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_ / g;
   for (uint16_t d : distinct) {
-    double experts = std::max(d * expert_read_s_, tokens * model_.expert_flops_per_token() / flops_);
-    t += moe_overhead_s_ + experts + std::max(dense_memory, dense_flops / flops_);
+    double experts = std::max(d * expert_read_s_ / g, tokens * model_.expert_flops_per_token() / flops_ / g);
+    t += moe_overhead_s_ + experts + std::max(dense_memory, dense_flops / flops_ / g);
   }
   if (model_.dense_layers > 0)  // their attention and KV traffic; their weights are in always_active_s
-    t += model_.dense_layers * std::max(kv_per_layer / bw_, attn_flops_per_layer / flops_);
-  return t + always_active_s(int(tokens));
+    t += model_.dense_layers * std::max(kv_per_layer / bw_ / g, attn_flops_per_layer / flops_ / g);
+  // One all-reduce of the batch's hidden states per layer (0 on one GPU).
+  t += model_.attention_layers() * all_reduce_s(layout.links, layout.gpus, tokens * model_.hidden * kActivationBytes);
+  return t + always_active_s(int(tokens), g);
 }
 
 }  // namespace eldr

@@ -49,16 +49,20 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
     s.measured_span_s  = last_finish - first_arrival;
     s.throughput_tok_s = double(tokens) / s.measured_span_s;
   }
-  double sum_distinct = 0, sum_batch = 0;
+  double sum_distinct = 0, sum_batch = 0, sum_imbalance = 0, sum_a2a = 0;
   for (const StepRecord& st : rec.steps())
     if (st.start_s >= first_arrival && st.start_s <= last_finish) {
       ++s.decode_steps;
       sum_distinct += st.distinct_mean;
       sum_batch += st.batch;
+      sum_imbalance += st.rank_imbalance;
+      sum_a2a += st.all_to_all_s;
     }
   if (s.decode_steps > 0) {
     s.distinct_experts_per_layer_mean = sum_distinct / double(s.decode_steps);
     s.decode_batch_mean               = sum_batch / double(s.decode_steps);
+    s.rank_imbalance_mean             = sum_imbalance / double(s.decode_steps);
+    s.all_to_all_ms_mean              = sum_a2a / double(s.decode_steps) * 1e3;
   }
   s.sim_time_s = rec.end_s;
   return s;
@@ -140,6 +144,16 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   j["distinct_experts_per_layer_mean"] = s.distinct_experts_per_layer_mean;
   j["decode_batch_mean"]               = s.decode_batch_mean;
   j["decode_steps"]                    = s.decode_steps;
+  if (rec.decode_expert_parallel > 1) {  // single-GPU summaries keep their bytes
+    Json ep                   = Json::object();
+    ep["expert_parallel"]     = rec.decode_expert_parallel;
+    ep["placement"]           = x.topology.decode.placement;
+    ep["rank_imbalance_mean"] = s.rank_imbalance_mean;
+    ep["all_to_all_ms_mean"]  = s.all_to_all_ms_mean;
+    if (!rec.placement_calibration_requests.empty())
+      ep["placement_calibration_requests"] = rec.placement_calibration_requests;
+    j["expert_parallel"] = ep;
+  }
   j["measured_span_s"]                 = s.measured_span_s;
   j["measured_start_s"]                = rec.measured_start_s;
   j["sim_time_s"]                      = s.sim_time_s;
@@ -212,7 +226,10 @@ std::string requests_csv(const Workload& w, const RunRecorder& rec)
 
 std::string steps_csv(const RunRecorder& rec)
 {
-  std::string out = "worker,start_s,duration_ms,batch,context_tokens,distinct_experts_mean\n";
+  // Expert-parallel runs append the per-rank imbalance and the all-to-all time (single-GPU files keep their columns).
+  const bool ep   = rec.decode_expert_parallel > 1;
+  std::string out = std::string("worker,start_s,duration_ms,batch,context_tokens,distinct_experts_mean") +
+                    (ep ? ",rank_imbalance,all_to_all_ms\n" : "\n");
   out.reserve(rec.steps().size() * 64);
   for (const StepRecord& s : rec.steps()) {
     out += std::to_string(s.worker) + ",";
@@ -223,6 +240,12 @@ std::string steps_csv(const RunRecorder& rec)
     append_value(out, s.context_tokens);
     out += ",";
     append_value(out, s.distinct_mean);
+    if (ep) {
+      out += ",";
+      append_value(out, s.rank_imbalance);
+      out += ",";
+      append_value(out, double(s.all_to_all_s) * 1e3);
+    }
     out += "\n";
   }
   return out;

@@ -19,6 +19,9 @@ struct RunSummary {
   double distinct_experts_per_layer_mean = 0;
   double decode_batch_mean               = 0;
   long decode_steps                      = 0;
+  // Expert-parallel decode instances only: means over the measured steps.
+  double rank_imbalance_mean             = 1;
+  double all_to_all_ms_mean              = 0;
   double sim_time_s                      = 0;
   double measured_span_s                 = 0;
   // Prefix caching: shares of the measured requests' prompt tokens reused on prefill (not computed)

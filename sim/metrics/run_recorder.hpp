@@ -34,6 +34,10 @@ struct StepRecord {
   float distinct_mean     = 0;  // mean over layers of distinct experts in the batch
   uint32_t batch          = 0;
   uint16_t worker         = 0;
+  // Expert-parallel instances (docs/model.md section 3b): max over mean of the ranks' MoE time,
+  // averaged over layers (1 when ep = 1), and the dispatch + combine all-to-all time of the step.
+  float rank_imbalance    = 1;
+  float all_to_all_s      = 0;
 };
 
 struct WorkerCounters {
@@ -77,6 +81,10 @@ public:
   const std::vector<StepRecord>& steps() const { return steps_; }
 
   std::vector<std::pair<std::string, double>> router_stats;  // the decode router's counters at the end
+  // Expert-parallel decode instances: the layout, and with cluster_balanced placement the calibration
+  // requests each instance's placement was balanced for (empty otherwise).
+  int decode_expert_parallel = 1;
+  std::vector<long> placement_calibration_requests;
   // Prefix caching (empty without it): per prefill and per decode worker.
   std::vector<CacheCounters> prefill_caches, decode_caches;
   double measured_start_s = 0;  // when the measured phase began

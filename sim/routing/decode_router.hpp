@@ -34,6 +34,13 @@ public:
   virtual void observe_prompt(const Request& /*r*/, const PromptProfile& /*profile*/) {}
   // Bytes the router's per-request state adds to the KV transfer (ELDR's signature travels with it).
   virtual double handoff_bytes(const Request& /*r*/) const { return 0; }
+  // Where this router would send a calibration request (whose prompt profile, counted as
+  // prompt_fields()/prompt_layers() ask, is given): the decode workers whose expected expert load it
+  // belongs to, for per-cluster expert placement (cluster_placement.hpp). Empty: any worker.
+  virtual std::vector<int> home_workers(const Request& /*calibration_request*/, const PromptProfile& /*prompt*/) const
+  {
+    return {};
+  }
   // Counters reported in summary.json under router_stats (e.g. refits performed).
   virtual std::vector<std::pair<std::string, double>> stats() const { return {}; }
 };

@@ -83,4 +83,14 @@ int DomainRouter::choose(const Request& r, const DecodeLoadView& load)
   return least_loaded(load.in_flight, pools_.first[size_t(pool)], pools_.size[size_t(pool)], rng_);
 }
 
+std::vector<int> DomainRouter::home_workers(const Request& r, const PromptProfile&) const
+{
+  const int pool = r.label < pools_.pool_of_label.size() ? pools_.pool_of_label[r.label] : -1;
+  std::vector<int> w;
+  if (pool >= 0)
+    for (int k = 0; k < pools_.size[size_t(pool)]; ++k)
+      w.push_back(pools_.first[size_t(pool)] + k);
+  return w;
+}
+
 }  // namespace eldr

@@ -26,6 +26,8 @@ public:
   explicit DomainRouter(const RouterSetup& setup);
   std::string_view name() const override { return "domain"; }
   int choose(const Request& r, const DecodeLoadView& load) override;
+  // Every worker of the label's pool (none: any worker).
+  std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const override;
   const DomainPools& pools() const { return pools_; }
 
 private:

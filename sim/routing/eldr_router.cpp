@@ -74,6 +74,21 @@ void EldrRouter::observe_prompt(const Request& r, const PromptProfile& profile)
   pending_valid_ = true;
 }
 
+std::vector<int> EldrRouter::home_workers(const Request&, const PromptProfile& prompt) const
+{
+  const Signature sig = make_signature(prompt, model_.variant, &model_.idf, model_.mask);
+  int best            = -1;
+  float best_dot      = 0;
+  for (int w = 0; w < model_.centroids.rows; ++w) {
+    const float d = dot(model_.centroids.row(w), sig);
+    if (best < 0 || d > best_dot)
+      best = w, best_dot = d;
+  }
+  if (best < 0 || std::all_of(sig.begin(), sig.end(), [](float v) { return v == 0; }))
+    return {};
+  return {best};
+}
+
 double EldrRouter::handoff_bytes(const Request&) const
 {
   return double(transport_bytes_);

@@ -35,6 +35,9 @@ public:
   std::span<const int> prompt_layers() const override { return model_.mask; }
   void observe_prompt(const Request& r, const PromptProfile& profile) override;
   double handoff_bytes(const Request& r) const override;
+  // The nearest centroid (largest dot product of unit vectors: cosine) of the fitted model; none for a
+  // prompt with nothing on the mask's layers.
+  std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const override;
   std::vector<std::pair<std::string, double>> stats() const override;
 
   // Decision on a ready signature (what choose() does once observe_prompt has run): for tests/benches.

@@ -183,7 +183,9 @@ inline void check_invariants(const SmallRun& s)
     if (q.prefill_worker >= 0 && q.decode_worker >= 0 && q.prefill_worker < P && q.decode_worker < D) {
       const int src     = x.topology.prefill.gpus[size_t(q.prefill_worker)].front();
       const int dst     = x.topology.decode.gpus[size_t(q.decode_worker)].front();
-      const double b    = double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token;
+      // A decode instance of g GPUs receives g flows of b / g in parallel.
+      const double b    = double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token /
+                       x.topology.decode.gpus_per_instance;
       const bool local  = node_of(x, src) == node_of(x, dst);
       const double fast = local ? x.cluster.xgmi_latency_s + b / x.cluster.xgmi_bandwidth_Bps
                                 : 2 * x.cluster.nic_latency_s + x.cluster.switch_latency_s + b / x.cluster.nic_bandwidth_Bps;
@@ -202,7 +204,8 @@ inline void check_invariants(const SmallRun& s)
 
   // Tokens: the prefill worker samples each request's first token, decode steps the rest.
   long decode_tokens = 0, steps = 0;
-  double kv_capacity = x.hardware.hbm_bytes * x.serving.kv_memory_fraction - x.model.weight_bytes();
+  double kv_capacity = x.topology.decode.gpus_per_instance * x.hardware.hbm_bytes * x.serving.kv_memory_fraction -
+                       x.model.weight_bytes();
   for (int d = 0; d < D; ++d) {
     const WorkerCounters& c = rc.decode_workers()[size_t(d)];
     decode_tokens += c.tokens;

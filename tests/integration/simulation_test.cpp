@@ -352,25 +352,22 @@ TEST_CASE("simulation: far beyond capacity, a run stops at its horizon and repor
     CHECK(c.kv_peak_bytes <= c.kv_capacity_bytes);
 }
 
-TEST_CASE("sim: decode workers sleeping through several steps record what one sleep per step records")
+namespace {
+
+// Runs `config` with `extra` one sleep per step (decode_block_steps = 1, in-process) and with the
+// default blocks (through the CLI): every step record, request timestamp and summary value must be
+// the same bytes.
+void check_blocks_match_single_steps(const std::string& config, const std::vector<Override>& extra)
 {
-  // DecodeWorker plans the steps up to the next finish and sleeps through them at once, woken by KV
-  // arrivals. Run the same experiment one sleep per step (decode_block_steps = 1, in-process) and with
-  // the default blocks (through the CLI): every step record, request timestamp and summary value must
-  // be the same bytes. jsq reads the in-flight counts that finishes change; 100 req/s makes arrivals
-  // interrupt blocks. (The one allowed difference, a step end within SimGrid's 1 ns timing precision
-  // after another event, which SimGrid moves to that event when it sleeps step by step, does not
-  // occur in this run: see DecodeWorker.)
   REQUIRE(SimulationOptions{}.decode_block_steps > 1);
-  const std::vector<Override> extra = {{"router", "jsq"}, {"workload.rate_rps", "100"}, {"output.steps_csv", "true"}};
-  Experiment x = load_experiment("configs/default.json", small_overrides(extra));
+  Experiment x = load_experiment(config, small_overrides(extra));
   Workload w   = make_workload(x);
   auto src     = make_routing_source(x, w);
   RunRecorder rec = run_simulation(x, w, *src, {.decode_block_steps = 1});
   TempDir dir("blocks");
   write_results((dir.path / "one").string(), x, w, rec);
 
-  std::string cmd = shell_quote(ELDRSIM_PATH) + " run configs/default.json -q --out " +
+  std::string cmd = shell_quote(ELDRSIM_PATH) + " run " + shell_quote(config) + " -q --out " +
                     shell_quote((dir.path / "blocks").string());
   for (const auto& [k, v] : small_overrides(extra))
     cmd += " --set " + shell_quote(k + "=" + v);
@@ -386,4 +383,27 @@ TEST_CASE("sim: decode workers sleeping through several steps record what one sl
   for (const auto& c : rec.decode_workers())
     steps += c.steps;
   CHECK(steps == long(rec.steps().size()));
+}
+
+}  // namespace
+
+TEST_CASE("sim: decode workers sleeping through several steps record what one sleep per step records")
+{
+  // DecodeWorker plans the steps up to the next finish and sleeps through them at once, woken by KV
+  // arrivals. jsq reads the in-flight counts that finishes change; 100 req/s makes arrivals
+  // interrupt blocks. (The one allowed difference, a step end within SimGrid's 1 ns timing precision
+  // after another event, which SimGrid moves to that event when it sleeps step by step, does not
+  // occur in this run: see DecodeWorker.)
+  check_blocks_match_single_steps("configs/default.json",
+                                  {{"router", "jsq"}, {"workload.rate_rps", "100"}, {"output.steps_csv", "true"}});
+}
+
+TEST_CASE("sim: expert-parallel decode workers sleeping through several steps record what one sleep per step records")
+{
+  // The same on TP4 + EP4 instances (configs/tpep.json): the per-rank counts and all-to-all messages
+  // accumulated in the plan's ring must equal those of one step at a time.
+  check_blocks_match_single_steps("configs/tpep.json", {{"router", "domain"},
+                                                        {"topology.decode.placement", "cluster_balanced"},
+                                                        {"workload.rate_rps", "40"},
+                                                        {"output.steps_csv", "true"}});
 }

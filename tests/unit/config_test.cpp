@@ -249,7 +249,68 @@ TEST_CASE("config: too many instances for the listed nodes is an error")
   CHECK(contains(e, "configs/default.json: topology.decode.instances: must be between 1"));
 
   e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "4"}}); });
-  CHECK(contains(e, "topology.decode.gpus_per_instance"));
+  CHECK(contains(e, "configs/default.json: topology.decode.instances: 16 instances x 4 GPUs do not fit"));
+}
+
+TEST_CASE("config: multi-GPU instances (TP/EP) and their one-line errors")
+{
+  auto four = [](std::vector<Override> more) {
+    std::vector<Override> o{{"topology.decode.gpus_per_instance", "4"}, {"topology.decode.instances", "4"}};
+    o.insert(o.end(), more.begin(), more.end());
+    return o;
+  };
+  Experiment x = load_experiment(kDefault, four({{"topology.decode.placement", "cluster_balanced"}}));
+  CHECK(x.topology.decode.tensor_parallel == 4);
+  CHECK(x.topology.decode.expert_parallel == 4);
+  CHECK(x.topology.decode.placement == "cluster_balanced");
+  CHECK(x.topology.decode.placement_batch == 32);
+  CHECK(x.topology.decode.gpus[1] == std::vector<int>{12, 13, 14, 15});
+  CHECK(x.topology.prefill.expert_parallel == 1);
+  x = load_experiment(kDefault, four({{"topology.decode.expert_parallel", "1"}}));
+  CHECK(x.topology.decode.expert_parallel == 1);
+
+  std::string e = input_error_of([&] { load_experiment(kDefault, four({{"topology.decode.tensor_parallel", "2"}})); });
+  CHECK(e == "configs/default.json: topology.decode.tensor_parallel: must equal gpus_per_instance (4): attention is "
+             "split over all of an instance's GPUs");
+  e = input_error_of([&] { load_experiment(kDefault, four({{"topology.decode.expert_parallel", "2"}})); });
+  CHECK(contains(e, "configs/default.json: topology.decode.expert_parallel: must be 1 (experts tensor-split) or "
+                    "gpus_per_instance (4)"));
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "3"}, {"topology.decode.instances", "2"}});
+  });
+  CHECK(contains(e, "topology.decode.expert_parallel: 128 experts of model 'qwen3-30b-a3b' do not split evenly over 3 GPUs"));
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "3"}, {"topology.decode.expert_parallel", "1"},
+                               {"topology.decode.instances", "3"}});
+  });
+  CHECK(contains(e, "configs/default.json: topology.decode.gpus_per_instance: instance 2 would span nodes 1 and 2"));
+  e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.placement", "cluster_balanced"}}); });
+  CHECK(contains(e, "topology.decode.placement: places experts on the GPUs of an expert-parallel instance"));
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"topology.prefill.gpus_per_instance", "4"}, {"topology.prefill.instances", "2"},
+                               {"topology.prefill.placement", "random"}});
+  });
+  CHECK(contains(e, "topology.prefill.placement: prefill instances model no expert placement"));
+  e = input_error_of([&] { load_experiment(kDefault, four({{"topology.decode.placement", "balanced"}})); });
+  CHECK(contains(e, "topology.decode.placement"));
+  e = input_error_of([&] { load_experiment(kDefault, four({{"topology.decode.placement_batch", "0"}})); });
+  CHECK(contains(e, "topology.decode.placement_batch"));
+}
+
+TEST_CASE("config: Qwen3-235B-A22B needs multi-GPU instances; on 4 GPUs its weights leave room")
+{
+  std::string e = input_error_of([] { load_experiment(kDefault, {{"model", "qwen3-235b-a22b"}}); });
+  CHECK(contains(e, "models/qwen3-235b-a22b.json: (weights): model weights leave no room for one request's KV cache on 'mi300x'"));
+  e = input_error_of([] {
+    load_experiment(kDefault, {{"model", "qwen3-235b-a22b"}, {"topology.decode.gpus_per_instance", "4"},
+                               {"topology.decode.instances", "4"}});
+  });
+  CHECK(contains(e, "prefill instances"));
+  Experiment x = load_experiment("configs/tpep.json");
+  CHECK(x.topology.decode.instances == 8);
+  CHECK(x.topology.decode.gpus_per_instance == 4);
+  CHECK(x.topology.prefill.gpus_per_instance == 4);
+  CHECK(x.calibration.moe_layer_overhead_s == doctest::Approx(49.887e-6));
 }
 
 TEST_CASE("config: unknown keys or wrong types or out-of-range values name file and dotted key")

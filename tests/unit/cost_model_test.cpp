@@ -3,10 +3,15 @@
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/cost/cost_model.hpp"
+#include "sim/cost/expert_placement.hpp"
+#include "sim/config/experiment.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <random>
+#include <algorithm>
 #include <vector>
 
 using namespace eldr;
@@ -341,4 +346,170 @@ TEST_CASE("cost: qwen3-30b decode step grows with context (KV reads)")
   const double bw = 5.3e12 * r.model.calibration.at("mi300x").decode_bw_efficiency;
   CHECK(r.cost.decode_step_s(32, b, distinct) - r.cost.decode_step_s(32, a, distinct) ==
         doctest::Approx(10000 * 98304 / bw).epsilon(1e-9));
+}
+
+// --- Multi-GPU instances (TP + EP, docs/model.md section 3b) ---------------------------------------
+
+namespace {
+
+// The toy model with 8 experts (2 per rank on 4 GPUs); e = 2 ms, a = 4 ms as above.
+ModelSpec toy_model8()
+{
+  ModelSpec m = toy_model();
+  m.experts   = 8;
+  return m;
+}
+
+// xGMI-like links of round numbers: 1 GB/s per pair each way, 1 us latency.
+InstanceLayout four_gpus(int ep)
+{
+  InstanceLayout l;
+  l.gpus  = 4;
+  l.ep    = ep;
+  l.links = {1e9, 1e-6};
+  return l;
+}
+
+// decode_step_s as it was before multi-GPU instances (commit 00b76c1), verbatim, for the bit-for-bit check.
+double old_decode_step_s(const ModelSpec& m, const Hardware& hw, const Calibration& cal, const CostModel& c, int batch,
+                         const AttentionLoad& a, std::span<const uint16_t> distinct)
+{
+  const double bw    = hw.hbm_bandwidth_Bps * cal.decode_bw_efficiency;
+  const double peak  = m.gemm_dtype == "fp8" && hw.dense_fp8_flops > 0 ? hw.dense_fp8_flops : hw.dense_flops;
+  const double flops = peak * hw.gemm_efficiency;
+  const double f     = m.sliding_kv_fraction;
+  const double attn  = m.kv_bytes_per_token * ((1.0 - f) * a.context_tokens + f * a.windowed_tokens);
+  const double dense_memory  = m.non_expert_bytes_per_layer / bw;
+  const double dense_compute = batch * m.non_expert_flops_per_token() / flops;
+  double t = cal.step_overhead_s + m.lm_head_bytes / bw + attn / bw;
+  t += m.layers * std::max(dense_memory, dense_compute);
+  for (uint16_t d : distinct) {
+    double memory  = d * (m.expert_bytes / bw);
+    double compute = batch * m.expert_flops_per_token() / flops;
+    t += c.moe_overhead_s() + std::max(memory, compute);
+  }
+  double always = 0;
+  if (m.shared_experts > 0)
+    always += m.layers * std::max(m.shared_expert_bytes / bw, batch * m.shared_expert_flops_per_token() / flops);
+  if (m.dense_layers > 0)
+    always += m.dense_layers * std::max(m.dense_layer_bytes / bw, batch * m.dense_layer_flops_per_token() / flops);
+  return t + always;
+}
+
+}  // namespace
+
+TEST_CASE("multi-GPU cost: a one-GPU layout is bit for bit the single-GPU decode step (toy, shared/dense, fp8)")
+{
+  ModelSpec plain = toy_model8();
+  ModelSpec extra = toy_model8();  // DeepSeek-like: a shared expert, a dense layer, FP8 GEMMs
+  extra.shared_experts      = 1;
+  extra.shared_expert_ffn   = 200;
+  extra.shared_expert_bytes = 3e8;
+  extra.dense_layers        = 1;
+  extra.dense_layer_bytes   = 7e8;
+  extra.gemm_dtype          = "fp8";
+  Hardware hw        = toy_hardware();
+  hw.dense_fp8_flops = 2e15;
+  std::mt19937_64 rng(7);
+  for (const ModelSpec& m : {plain, extra}) {
+    CostModel c(m, hw, toy_calibration());
+    InstanceLayout one;
+    one.links = {1e9, 1e-6};  // links do not matter on one GPU
+    for (int trial = 0; trial < 200; ++trial) {
+      const int batch = int(rng() % 3000) + 1;
+      std::vector<uint16_t> distinct{uint16_t(rng() % 9), uint16_t(rng() % 9)};
+      AttentionLoad a;
+      a.context_tokens  = double(rng() % 1000000);
+      a.windowed_tokens = a.context_tokens;
+      const double old  = old_decode_step_s(m, hw, toy_calibration(), c, batch, a, distinct);
+      CHECK(c.decode_step(one, batch, a, distinct).seconds == old);  // exact
+      CHECK(c.decode_step_s(batch, a, distinct) == old);
+      std::vector<PrefillPrompt> prompts{{int(rng() % 1000) + 1, 0}, {int(rng() % 1000) + 1, 0}};
+      CHECK(c.prefill_s(one, prompts, distinct) == c.prefill_s(prompts, distinct));
+    }
+  }
+}
+
+TEST_CASE("multi-GPU cost: TP4 + EP4 decode step by hand; all active experts on one rank is slower than spread")
+{
+  CostModel c(toy_model8(), toy_hardware(), toy_calibration());
+  const InstanceLayout l = four_gpus(4);
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 1000;
+  // Batch 4; each layer activates 2 distinct experts with 8 picks (compute negligible: 2 picks x 6e5 /
+  // 5e14 = 2.4 ns); the largest GPU-pair message of the dispatch is 2 tokens x 1000 x 2 B = 4000 B.
+  //   overhead 1 ms + LM head 0.2/4 + attention 2.0/4 + dense 2 x 1/4 = 1 + 0.05 + 0.5 + 0.5 = 2.05 ms
+  //   all-reduce after each layer's attention: 4 x 1000 x 2 B = 8000 B over 4 ranks:
+  //     2 x (1 us + 2000 / 1e9) = 6 us, 2 layers = 12 us (no MoE all-reduce: EP combines by all-to-all)
+  //   all-to-all per layer: 2 x (1 us + 4000 / 1e9) = 10 us, 2 layers = 20 us
+  //   spread (one active expert on ranks 0 and 1): slowest rank 4 + 2 = 6 ms per layer -> 12 ms
+  //   on one rank (both on rank 0): 4 + 2 x 2 = 8 ms per layer -> 16 ms
+  const std::vector<uint16_t> distinct{2, 2};
+  const std::vector<uint32_t> pair{2, 2};
+  const std::vector<uint16_t> spread_d{1, 1, 0, 0, 1, 1, 0, 0}, one_d{2, 0, 0, 0, 2, 0, 0, 0};
+  const std::vector<uint32_t> spread_p{4, 4, 0, 0, 4, 4, 0, 0}, one_p{8, 0, 0, 0, 8, 0, 0, 0};
+  const RankLoads spread{4, spread_d, spread_p, pair}, one{4, one_d, one_p, pair};
+  const DecodeStepCost s = c.decode_step(l, 4, a, distinct, &spread);
+  const DecodeStepCost o = c.decode_step(l, 4, a, distinct, &one);
+  CHECK(s.seconds == doctest::Approx(2.05e-3 + 12e-6 + 20e-6 + 12e-3).epsilon(1e-9));
+  CHECK(o.seconds == doctest::Approx(2.05e-3 + 12e-6 + 20e-6 + 16e-3).epsilon(1e-9));
+  CHECK(o.seconds > s.seconds);
+  CHECK(s.all_to_all_s == doctest::Approx(20e-6).epsilon(1e-9));
+  // Imbalance = max / mean of the ranks' MoE times: spread 6 / ((6 + 6 + 4 + 4) / 4) = 1.2;
+  // one rank 8 / ((8 + 4 + 4 + 4) / 4) = 1.6 (every layer alike).
+  CHECK(s.imbalance == doctest::Approx(1.2).epsilon(1e-9));
+  CHECK(o.imbalance == doctest::Approx(1.6).epsilon(1e-9));
+  // An expert-parallel layout without its per-rank loads is a programming error.
+  CHECK_THROWS(c.decode_step(l, 4, a, distinct));
+}
+
+TEST_CASE("multi-GPU cost: TP4 with tensor-split experts (ep 1) and a 4-GPU prefill by hand")
+{
+  CostModel c(toy_model8(), toy_hardware(), toy_calibration());
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 1000;
+  // Each GPU reads a quarter of every active expert: layer = 4 + 2 x 2 / 4 = 5 ms; 3 distinct -> 4 + 1.5.
+  //   2.05 ms (as above) + 5 + 5.5 ms MoE + 4 all-reduces (2 attention, 2 MoE) x 6 us = 12.574 ms
+  const std::vector<uint16_t> distinct{2, 3};
+  const DecodeStepCost s = c.decode_step(four_gpus(1), 4, a, distinct);
+  CHECK(s.seconds == doctest::Approx(2.05e-3 + 10.5e-3 + 24e-6).epsilon(1e-9));
+  CHECK(s.all_to_all_s == 0);
+  CHECK(s.imbalance == 1);
+  // Prefill: every term of the one-GPU time but the fixed costs (batch overhead 2 ms, MoE overhead
+  // a = 4 ms per layer) is divided by 4, plus one all-reduce per layer of the batch's tokens:
+  // 300 tokens x 1000 x 2 B = 6e5 B, 2 x (1 us + 1.5e5 / 1e9) = 302 us.
+  std::vector<PrefillPrompt> prompts{{100, 0}, {200, 0}};
+  const double fixed = 2e-3 + 2 * 4e-3;
+  const double one   = c.prefill_s(prompts, distinct) - fixed;
+  const double four  = c.prefill_s(four_gpus(4), prompts, distinct) - fixed;
+  CHECK(four == doctest::Approx(one / 4 + 2 * 302e-6).epsilon(1e-9));
+}
+
+TEST_CASE("multi-GPU cost: KV capacity of an instance is gpus x HBM x fraction - one copy of the weights")
+{
+  const ModelSpec m = toy_model8();
+  CostModel c(m, toy_hardware(), toy_calibration());
+  // weights = 2 x (8 x 1e9 + 5e8) + 2e8 = 17.2e9 B
+  CHECK(c.kv_capacity_bytes(0.9) == doctest::Approx(90e9 - 17.2e9));
+  CHECK(c.kv_capacity_bytes(0.9, 4) == doctest::Approx(360e9 - 17.2e9));
+  CHECK(instance_kv_capacity_bytes(toy_hardware(), m, 4, 0.9) == c.kv_capacity_bytes(0.9, 4));
+}
+
+TEST_CASE("multi-GPU cost: placements give every rank experts / ranks experts")
+{
+  for (int ranks : {2, 4, 8}) {
+    std::vector<double> w(size_t(3 * 128));
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = double((i * 7919) % 101);
+    for (const ExpertPlacement& p : {contiguous_placement(3, 128, ranks), random_placement(3, 128, ranks, 5),
+                                     balanced_placement(w, 3, 128, ranks)})
+      for (int l = 0; l < 3; ++l) {
+        std::vector<int> n(size_t(ranks), 0);
+        for (int e = 0; e < 128; ++e)
+          ++n[size_t(p.rank(l, e))];
+        CHECK(std::all_of(n.begin(), n.end(), [&](int k) { return k == 128 / ranks; }));
+      }
+  }
 }

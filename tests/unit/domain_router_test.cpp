@@ -79,3 +79,20 @@ TEST_CASE("domain router: needs a calibration split")
   Workload empty;
   CHECK_THROWS_AS(DomainRouter(RouterSetup{16, 1, &empty}), std::invalid_argument);
 }
+
+TEST_CASE("domain router: a calibration request's home workers are its label's pool (per-cluster placement)")
+{
+  // Shares .75 / .25 of 4 workers: pools of 3 (en: workers 0-2) and 1 (zh: worker 3).
+  Workload w = mix({3, 1}, {"en", "zh"});
+  RouterSetup setup;
+  setup.decode_workers = 4;
+  setup.workload       = &w;
+  DomainRouter router(setup);
+  Request r;
+  r.label = 0;
+  CHECK(router.home_workers(r, {}) == std::vector<int>{0, 1, 2});
+  r.label = 1;
+  CHECK(router.home_workers(r, {}) == std::vector<int>{3});
+  r.label = 7;  // no pool: any worker
+  CHECK(router.home_workers(r, {}).empty());
+}

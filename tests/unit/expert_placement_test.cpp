@@ -2,6 +2,7 @@
 // hand, and the balanced partition against brute force on small cases.
 #include "sim/common/rng.hpp"
 #include "sim/cost/expert_placement.hpp"
+#include "sim/routing/cluster_placement.hpp"
 
 #include <doctest/doctest.h>
 
@@ -145,4 +146,16 @@ TEST_CASE("placement: balanced placement per layer beats contiguous on skewed lo
   }
   CHECK(expected_activation(0.5, 2) == doctest::Approx(0.75));
   CHECK(expected_activation(0, 100) == 0);
+}
+
+TEST_CASE("placement: activation weights from decode counts per token, by hand")
+{
+  // 100 decode tokens; an expert picked 50 times has p = 0.5: weight at B = 2 is 1 - 0.5^2 = 0.75;
+  // picked 0 times: 0; 100 times (every token): 1. No tokens: all zero.
+  const std::vector<double> counts{50, 0, 100};
+  const std::vector<double> w = activation_weights(counts, 100, 2);
+  CHECK(w[0] == doctest::Approx(0.75));
+  CHECK(w[1] == 0);
+  CHECK(w[2] == doctest::Approx(1));
+  CHECK(activation_weights(counts, 0, 2) == std::vector<double>(3, 0));
 }
