@@ -3,6 +3,7 @@
 #include "sim/cluster/decode_worker.hpp"
 #include "sim/cluster/platform.hpp"
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/routing/eldr_router.hpp"
 #include "sim/routing/router_factory.hpp"
 
 #include <cmath>
@@ -127,6 +128,10 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   CostModel cost(x.model, x.hardware, x.calibration);
   auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w, &routing, &x});
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
+  auto* eldr_router = dynamic_cast<EldrRouter*>(router.get());
+  recorder.log_decisions = x.decision_log;
+  if (x.decision_log && eldr_router)
+    eldr_router->set_trace(&recorder.eldr_trace);
   ClusterState s(x, w, cost, routing, *router, recorder);
 
   for (int i = 0; i < x.topology.prefill.instances; ++i) {
@@ -144,6 +149,10 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();
   recorder.router_stats = router->stats();
+  if (eldr_router) {
+    recorder.refit_times_s = eldr_router->refit_times();
+    eldr_router->set_trace(nullptr);
+  }
   if (x.serving.prefix_cache) {
     auto counters = [](const BlockCache& c) {
       const BlockCacheStats& st = c.stats();
