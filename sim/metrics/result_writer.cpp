@@ -260,7 +260,17 @@ std::vector<TpotWindow> tpot_windows(const Workload& w, const RunRecorder& rec, 
   return out;
 }
 
-std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vector<TpotWindow>& windows)
+double measured_arrivals_end_s(const Workload& w, const RunRecorder& rec)
+{
+  double last = -INFINITY;
+  for (const Request& r : w.requests)
+    if (r.measured)
+      last = std::max(last, rec.requests()[r.id].arrival_s - rec.measured_start_s);
+  return last;
+}
+
+std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vector<TpotWindow>& windows,
+                                            double arrivals_end_s)
 {
   std::vector<ShiftRecovery> shifts;
   for (const MixPhase& p : x.workload.mix_schedule)
@@ -272,7 +282,7 @@ std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vect
   for (size_t k = 0; k < shifts.size(); ++k) {
     ShiftRecovery& sh   = shifts[k];
     const double next   = k + 1 < shifts.size() ? shifts[k + 1].at_s : INFINITY;
-    auto usable         = [](const TpotWindow& v) { return v.requests >= kMinWindowRequests; };
+    auto usable = [&](const TpotWindow& v) { return v.requests >= kMinWindowRequests && v.end_s <= arrivals_end_s; };
     for (const TpotWindow& v : windows)
       if (v.end_s <= sh.at_s && usable(v))
         sh.pre_p50_ms = v.p50_ms;
@@ -349,13 +359,14 @@ static bool wants_drift_section(const Experiment& x)
          (x.router == "eldr" && (x.eldr.refit == "periodic" || x.eldr.refit == "triggered"));
 }
 
-static Json drift_json(const Experiment& x, const RunRecorder& rec, const std::vector<TpotWindow>& windows)
+static Json drift_json(const Experiment& x, const Workload& w, const RunRecorder& rec,
+                       const std::vector<TpotWindow>& windows)
 {
   auto num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
   Json j;
   j["window_s"] = kTpotWindowS;
   Json shifts   = Json::array();
-  for (const ShiftRecovery& s : shift_recoveries(x, windows))
+  for (const ShiftRecovery& s : shift_recoveries(x, windows, measured_arrivals_end_s(w, rec)))
     shifts.push_back({{"at_s", s.at_s}, {"kind", s.kind}, {"pre_p50_ms", num(s.pre_p50_ms)},
                       {"peak_p50_ms", num(s.peak_p50_ms)}, {"recovery_s", num(s.recovery_s)}});
   j["shifts"] = shifts;
@@ -382,7 +393,7 @@ void write_results(const std::string& out_dir, const Experiment& x, const Worklo
     write_file_atomically((d / "decisions.csv").string(), decisions_csv(w, rec));
   Json j = summary_json(x, s, rec, w.labels);
   if (wants_drift_section(x))
-    j["drift"] = drift_json(x, rec, windows);
+    j["drift"] = drift_json(x, w, rec, windows);
   // summary.json last: its presence marks a complete result.
   write_file_atomically((d / "summary.json").string(), j.dump(2) + "\n");
 }

@@ -44,14 +44,19 @@ std::vector<TpotWindow> tpot_windows(const Workload& w, const RunRecorder& rec, 
 // recovery_s is the start of the first window from the shift on after which every window until the
 // next shift (windows of at least kMinWindowRequests requests) has P50 <= 1.05 x pre_p50_ms, minus
 // the shift time: 0 when TPOT never rose more than 5%, NaN when it did not come back before the next
-// shift or the end. peak_p50_ms: the highest window P50 in that span.
+// shift or the end. peak_p50_ms: the highest window P50 in that span. Windows ending after
+// `arrivals_end_s` (the last measured arrival) are left out: once arrivals stop, batches drain and
+// TPOT falls whatever the router does.
 struct ShiftRecovery {
   double at_s = 0;
   std::string kind;  // "mix" | "new_subtopics"
   double pre_p50_ms = NAN, peak_p50_ms = NAN, recovery_s = NAN;
 };
 inline constexpr long kMinWindowRequests = 20;
-std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vector<TpotWindow>& windows);
+std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vector<TpotWindow>& windows,
+                                            double arrivals_end_s = INFINITY);
+// The last measured arrival, from the measured phase's start.
+double measured_arrivals_end_s(const Workload& w, const RunRecorder& rec);
 
 // Metrics over measured requests; decode-step means over steps that start while a measured request is in flight.
 RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecorder& rec);

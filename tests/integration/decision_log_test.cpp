@@ -113,4 +113,10 @@ TEST_CASE("tpot windows and the recovery after a shift")
   // Never back within 5% before the end: NaN.
   w.back().p50_ms = 22;
   CHECK(std::isnan(shift_recoveries(x, w)[0].recovery_s));
+  // Windows after the last arrival (draining) do not count: back within 5% only in 60-70, which
+  // counts when arrivals last until 70 s and not when they stop at 65 s.
+  w[5].p50_ms     = 22;
+  w.back().p50_ms = 20.5;
+  CHECK(std::isnan(shift_recoveries(x, w, 65)[0].recovery_s));
+  CHECK(shift_recoveries(x, w, 70)[0].recovery_s == 30.0);
 }
