@@ -25,6 +25,7 @@ struct RunOptions {
   std::vector<std::string> sets;
   bool quiet = false;
   bool steps = false;
+  bool decisions = false;
 };
 
 std::vector<Override> collect_overrides(const RunOptions& o)
@@ -41,6 +42,8 @@ std::vector<Override> collect_overrides(const RunOptions& o)
     v.emplace_back("seed", Json(o.seed).dump());
   if (o.steps)
     v.emplace_back("output.steps_csv", "true");
+  if (o.decisions)
+    v.emplace_back("output.decision_log", "true");
   return v;
 }
 
@@ -94,6 +97,9 @@ Command add_run_command(CLI::App& app)
                                     "e.g. --set model=gpt-oss-120b --set workload.rate_rps=80")
       ->allow_extra_args(false);
   sub->add_flag("--steps", o->steps, "Also write steps.csv (one row per decode step)");
+  sub->add_flag("--decisions", o->decisions,
+                "Also write decisions.csv (one row per decode routing decision: loads seen, choice; "
+                "ELDR: similarities, band, candidates)");
   sub->add_flag("--quiet,-q", o->quiet, "No progress or summary line");
   return {sub, [o] { return run(*o); }};
 }

@@ -129,6 +129,8 @@ void PrefillWorker::hand_off(const Prompt& p)
   xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
              std::string(s_.decode_router.name()).c_str(), d, view.workers());
   rec.decode_worker = d;
+  if (s_.recorder.log_decisions)  // before this request counts: the loads the router saw
+    s_.recorder.record_decision(r.id, now, view.in_flight, d);
   ++s_.decode_in_flight[size_t(d)];
   rec.kv_start_s = now;
   // Blocks the decode worker holds already need not travel (vLLM's P/D connectors pull only the

@@ -4,6 +4,7 @@
 #include "sim/cluster/platform.hpp"
 #include "sim/cluster/prefill_worker.hpp"
 #include "sim/routing/cluster_placement.hpp"
+#include "sim/routing/eldr_router.hpp"
 #include "sim/routing/router_factory.hpp"
 
 #include <cmath>
@@ -129,6 +130,10 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w, &routing, &x});
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
   recorder.decode_expert_parallel = x.topology.decode.expert_parallel;
+  auto* eldr_router = dynamic_cast<EldrRouter*>(router.get());
+  recorder.log_decisions = x.decision_log;
+  if (x.decision_log && eldr_router)
+    eldr_router->set_trace(&recorder.eldr_trace);
   ClusterState s(x, w, cost, routing, *router, recorder);
 
   // Expert-parallel decode instances: each one's expert placement, as rank masks.
@@ -160,6 +165,10 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();
   recorder.router_stats = router->stats();
+  if (eldr_router) {
+    recorder.refit_times_s = eldr_router->refit_times();
+    eldr_router->set_trace(nullptr);
+  }
   if (x.serving.prefix_cache) {
     auto counters = [](const BlockCache& c) {
       const BlockCacheStats& st = c.stats();

@@ -409,10 +409,13 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.eldr.kmeans  = e.choice("kmeans", "balanced", {"balanced", "vanilla"});
   x.eldr.tau     = e.number("tau", 0.1, 0, 2);
   x.eldr.min_two = e.boolean("min_two_candidates", true);
-  x.eldr.refit   = e.choice("refit", "online", {"online", "static"});
+  x.eldr.refit   = e.choice("refit", "online", {"online", "periodic", "static", "triggered"});
   x.eldr.refit_window_s    = e.number("refit_window_s", 5, 1e-3, 1e6);
   x.eldr.refit_interval_s  = e.number("refit_interval_s", 1, 1e-3, 1e6);
   x.eldr.refit_iterations  = int(e.integer("refit_iterations", 3, 1, 1000));
+  x.eldr.drift_window_s     = e.number("drift_window_s", 5, 1e-3, 1e6);
+  x.eldr.drift_similarity_z = e.number("drift_similarity_z", 6, 0, 1e6);
+  x.eldr.drift_psi_ratio    = e.number("drift_psi_ratio", 4, 0, 1e6);
   x.eldr.mask_pairs        = int(e.integer("mask_pairs", 30000, 10, 10000000));
   x.eldr.mask_min_gain     = e.number("mask_min_gain", 0.001, 0, 1);
   x.eldr.kmeans_iterations = int(e.integer("kmeans_iterations", 50, 1, 10000));
@@ -420,7 +423,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   e.finish();
 
   auto out      = r.object("output");
-  x.write_steps = out.boolean("steps_csv", false);
+  x.write_steps  = out.boolean("steps_csv", false);
+  x.decision_log = out.boolean("decision_log", false);
   out.finish();
   r.ignore("description");
   r.finish();

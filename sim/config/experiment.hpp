@@ -92,9 +92,14 @@ struct EldrSpec {
   std::string kmeans  = "balanced";   // balanced | vanilla
   double tau          = 0.1;          // locality band
   bool min_two        = true;         // with tau > 0, always keep at least two candidates
-  std::string refit   = "online";     // online | static
+  std::string refit   = "online";     // static | periodic (alias online) | triggered (docs/eldr.md)
   double refit_window_s   = 5;
-  double refit_interval_s = 1;
+  double refit_interval_s = 1;        // periodic
+  // triggered: the drift detector (drift_detector.hpp): window, and thresholds in units of the
+  // statistics' stationary noise (chosen on stationary streams, docs/eldr.md "Refit policies").
+  double drift_window_s     = 5;
+  double drift_similarity_z = 6;
+  double drift_psi_ratio    = 4;
   int refit_iterations    = 3;        // K-means iterations per online refit (warm-started)
   int mask_pairs          = 30000;
   double mask_min_gain    = 0.001;    // a layer joins the mask only if it adds more Spearman than this
@@ -118,6 +123,7 @@ struct Experiment {
   EldrSpec eldr;
   uint64_t seed      = 1;
   bool write_steps   = false;
+  bool decision_log  = false;  // output.decision_log: decisions.csv, one row per routed request
 };
 
 using Override = std::pair<std::string, std::string>;  // dotted key path, value text

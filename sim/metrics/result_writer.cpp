@@ -251,6 +251,157 @@ std::string steps_csv(const RunRecorder& rec)
   return out;
 }
 
+std::vector<TpotWindow> tpot_windows(const Workload& w, const RunRecorder& rec, double window_s)
+{
+  std::vector<std::vector<double>> tpot;
+  for (const Request& r : w.requests) {
+    const RequestRecord& q = rec.requests()[r.id];
+    if (!r.measured || q.finish_count != 1)
+      continue;
+    const double t = q.finish_s - rec.measured_start_s;
+    const size_t i = size_t(std::max(0.0, std::floor(t / window_s)));
+    if (tpot.size() <= i)
+      tpot.resize(i + 1);
+    tpot[i].push_back((q.finish_s - q.first_token_s) / double(r.output_tokens - 1) * 1e3);
+  }
+  std::vector<TpotWindow> out(tpot.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].start_s  = double(i) * window_s;
+    out[i].end_s    = double(i + 1) * window_s;
+    out[i].requests = long(tpot[i].size());
+    if (!tpot[i].empty()) {
+      Percentiles p = summarize(std::move(tpot[i]));
+      out[i].p50_ms = p.p50;
+      out[i].p99_ms = p.p99;
+    }
+  }
+  for (double t : rec.refit_times_s) {
+    const double rel = t - rec.measured_start_s;
+    if (rel >= 0 && !out.empty() && size_t(rel / window_s) < out.size())
+      ++out[size_t(rel / window_s)].refits;
+  }
+  return out;
+}
+
+double measured_arrivals_end_s(const Workload& w, const RunRecorder& rec)
+{
+  double last = -INFINITY;
+  for (const Request& r : w.requests)
+    if (r.measured)
+      last = std::max(last, rec.requests()[r.id].arrival_s - rec.measured_start_s);
+  return last;
+}
+
+std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vector<TpotWindow>& windows,
+                                            double arrivals_end_s)
+{
+  std::vector<ShiftRecovery> shifts;
+  for (const MixPhase& p : x.workload.mix_schedule)
+    if (p.at_s > 0)  // the piece at 0 is the start, not a shift (calibration and warm-up use the base mix)
+      shifts.push_back({p.at_s, "mix"});
+  if (std::isfinite(x.workload.new_subtopics_after_s) && x.workload.new_subtopics_after_s > 0)
+    shifts.push_back({x.workload.new_subtopics_after_s, "new_subtopics"});
+  std::stable_sort(shifts.begin(), shifts.end(), [](const auto& a, const auto& b) { return a.at_s < b.at_s; });
+  for (size_t k = 0; k < shifts.size(); ++k) {
+    ShiftRecovery& sh   = shifts[k];
+    const double next   = k + 1 < shifts.size() ? shifts[k + 1].at_s : INFINITY;
+    auto usable = [&](const TpotWindow& v) { return v.requests >= kMinWindowRequests && v.end_s <= arrivals_end_s; };
+    for (const TpotWindow& v : windows)
+      if (v.end_s <= sh.at_s && usable(v))
+        sh.pre_p50_ms = v.p50_ms;
+    if (std::isnan(sh.pre_p50_ms))
+      continue;
+    // Windows from the shift to the next one: the first after which all stay within 5%.
+    double recovered_at = NAN;
+    for (const TpotWindow& v : windows) {
+      if (v.start_s < sh.at_s || v.start_s >= next || !usable(v))
+        continue;
+      sh.peak_p50_ms = std::isnan(sh.peak_p50_ms) ? v.p50_ms : std::max(sh.peak_p50_ms, v.p50_ms);
+      if (v.p50_ms > 1.05 * sh.pre_p50_ms)
+        recovered_at = NAN;
+      else if (std::isnan(recovered_at))
+        recovered_at = v.start_s;
+    }
+    sh.recovery_s = recovered_at - sh.at_s;
+  }
+  return shifts;
+}
+
+std::string windows_csv(const std::vector<TpotWindow>& windows)
+{
+  std::string out = "start_s,end_s,requests,tpot_p50_ms,tpot_p99_ms,refits\n";
+  for (const TpotWindow& v : windows) {
+    append_value(out, v.start_s);
+    out += ",";
+    append_value(out, v.end_s);
+    out += "," + std::to_string(v.requests) + ",";
+    append_value(out, v.requests ? v.p50_ms : kNotYet);
+    out += ",";
+    append_value(out, v.requests ? v.p99_ms : kNotYet);
+    out += "," + std::to_string(v.refits) + "\n";
+  }
+  return out;
+}
+
+std::string decisions_csv(const Workload& w, const RunRecorder& rec)
+{
+  // One row per routed request, in decision order; lists are ';'-separated, candidates as worker:in_flight.
+  std::string out = "id,label,time_s,chosen,in_flight,best_similarity,band_floor,similarities,candidates\n";
+  out.reserve(rec.decisions.size() * 256);
+  char buf[64];
+  for (const DecisionRecord& d : rec.decisions) {
+    out += std::to_string(d.id) + "," + w.labels[w.requests[d.id].label] + ",";
+    append_value(out, d.time_s);
+    out += "," + std::to_string(d.chosen) + ",";
+    for (size_t i = 0; i < d.in_flight.size(); ++i)
+      out += (i ? ";" : "") + std::to_string(d.in_flight[i]);
+    out += ",";
+    if (!d.sims.empty()) {
+      std::snprintf(buf, sizeof buf, "%.9g,%.9g,", double(d.best), double(d.floor));
+      out += buf;
+      for (size_t i = 0; i < d.sims.size(); ++i) {
+        std::snprintf(buf, sizeof buf, "%s%.9g", i ? ";" : "", double(d.sims[i]));
+        out += buf;
+      }
+      out += ",";
+      for (size_t i = 0; i < d.candidates.size(); ++i)
+        out += (i ? ";" : "") + std::to_string(d.candidates[i]) + ":" +
+               std::to_string(d.in_flight[size_t(d.candidates[i])]);
+    } else
+      out += ",,,";
+    out += "\n";
+  }
+  return out;
+}
+
+// Present only for drifting workloads or the explicitly named new refit policies, so the summaries of
+// existing configs stay byte-identical.
+static bool wants_drift_section(const Experiment& x)
+{
+  return !x.workload.mix_schedule.empty() || std::isfinite(x.workload.new_subtopics_after_s) ||
+         (x.router == "eldr" && (x.eldr.refit == "periodic" || x.eldr.refit == "triggered"));
+}
+
+static Json drift_json(const Experiment& x, const Workload& w, const RunRecorder& rec,
+                       const std::vector<TpotWindow>& windows)
+{
+  auto num = [](double v) { return std::isnan(v) ? Json(nullptr) : Json(v); };
+  Json j;
+  j["window_s"] = kTpotWindowS;
+  Json shifts   = Json::array();
+  for (const ShiftRecovery& s : shift_recoveries(x, windows, measured_arrivals_end_s(w, rec)))
+    shifts.push_back({{"at_s", s.at_s}, {"kind", s.kind}, {"pre_p50_ms", num(s.pre_p50_ms)},
+                      {"peak_p50_ms", num(s.peak_p50_ms)}, {"recovery_s", num(s.recovery_s)}});
+  j["shifts"] = shifts;
+  Json refits = Json::array();
+  for (double t : rec.refit_times_s)
+    refits.push_back(t - rec.measured_start_s);  // negative: during warm-up
+  j["refit_times_s"]       = refits;
+  j["refits_measured"]     = long(std::count_if(rec.refit_times_s.begin(), rec.refit_times_s.end(),
+                                                [&](double t) { return t >= rec.measured_start_s; }));
+  return j;
+}
+
 void write_results(const std::string& out_dir, const Experiment& x, const Workload& w, const RunRecorder& rec)
 {
   namespace fs     = std::filesystem;
@@ -259,8 +410,15 @@ void write_results(const std::string& out_dir, const Experiment& x, const Worklo
   write_file_atomically((d / "requests.csv").string(), requests_csv(w, rec));
   if (x.write_steps)
     write_file_atomically((d / "steps.csv").string(), steps_csv(rec));
+  const std::vector<TpotWindow> windows = tpot_windows(w, rec);
+  write_file_atomically((d / "windows.csv").string(), windows_csv(windows));
+  if (x.decision_log)
+    write_file_atomically((d / "decisions.csv").string(), decisions_csv(w, rec));
+  Json j = summary_json(x, s, rec, w.labels);
+  if (wants_drift_section(x))
+    j["drift"] = drift_json(x, w, rec, windows);
   // summary.json last: its presence marks a complete result.
-  write_file_atomically((d / "summary.json").string(), summary_json(x, s, rec, w.labels).dump(2) + "\n");
+  write_file_atomically((d / "summary.json").string(), j.dump(2) + "\n");
 }
 
 }  // namespace eldr

@@ -1,8 +1,11 @@
 #pragma once
 // Everything a run observes: per-request timestamps, per-decode-step samples, per-worker counters.
 // Filled by the engine, read by the result writer and the tests. Plain data; no SimGrid.
+#include "sim/routing/decision_trace.hpp"
+
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +64,19 @@ struct CacheCounters {
   long peak_used_blocks = 0;
 };
 
+// One decode routing decision (output.decision_log): the loads the router saw, its choice, and for
+// ELDR what it compared (empty sims otherwise).
+struct DecisionRecord {
+  uint32_t id   = 0;
+  double time_s = 0;
+  int chosen    = -1;
+  std::vector<int> in_flight;
+  float best  = 0;
+  float floor = 0;
+  std::vector<float> sims;
+  std::vector<int> candidates;
+};
+
 class RunRecorder {
 public:
   RunRecorder(size_t requests, int decode_workers) : requests_(requests), decode_(size_t(decode_workers)) {}
@@ -85,6 +101,27 @@ public:
   // requests each instance's placement was balanced for (empty otherwise).
   int decode_expert_parallel = 1;
   std::vector<long> placement_calibration_requests;
+  std::vector<double> refit_times_s;  // ELDR: simulated times of its refits
+  // The decision log (output.decision_log): off unless log_decisions; ELDR fills eldr_trace per decision.
+  bool log_decisions = false;
+  EldrDecisionTrace eldr_trace;
+  std::vector<DecisionRecord> decisions;
+  void record_decision(uint32_t id, double now, std::span<const int> in_flight, int chosen)
+  {
+    DecisionRecord d;
+    d.id       = id;
+    d.time_s   = now;
+    d.chosen   = chosen;
+    d.in_flight.assign(in_flight.begin(), in_flight.end());
+    if (eldr_trace.valid) {
+      d.best          = eldr_trace.best;
+      d.floor         = eldr_trace.floor;
+      d.sims          = eldr_trace.sims;
+      d.candidates    = eldr_trace.candidates;
+      eldr_trace.valid = false;
+    }
+    decisions.push_back(std::move(d));
+  }
   // Prefix caching (empty without it): per prefill and per decode worker.
   std::vector<CacheCounters> prefill_caches, decode_caches;
   double measured_start_s = 0;  // when the measured phase began

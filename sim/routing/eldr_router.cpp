@@ -51,7 +51,29 @@ std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup)
   return std::make_unique<EldrRouter>(std::move(m), x.eldr);
 }
 
-EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec) : model_(std::move(model)), spec_(spec)
+RefitPolicy parse_refit_policy(const std::string& name)
+{
+  if (name == "static")
+    return RefitPolicy::static_centroids;
+  if (name == "periodic" || name == "online")
+    return RefitPolicy::periodic;
+  if (name == "triggered")
+    return RefitPolicy::triggered;
+  throw std::invalid_argument("unknown ELDR refit policy '" + name + "' (static, periodic, online, triggered)");
+}
+
+DriftDetectorOptions drift_detector_options(const EldrSpec& spec)
+{
+  DriftDetectorOptions o;
+  o.window_s     = spec.drift_window_s;
+  o.similarity_z = spec.drift_similarity_z;
+  o.psi_ratio    = spec.drift_psi_ratio;
+  return o;
+}
+
+EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec)
+    : model_(std::move(model)), spec_(spec), policy_(parse_refit_policy(spec.refit)),
+      detector_(model_.centroids.rows, drift_detector_options(spec))
 {
   RoutingShape shape;
   shape.layers     = model_.layers;
@@ -124,10 +146,16 @@ int EldrRouter::choose_signature(std::span<const float> signature, std::span<con
   float top_lo = -2;
   for (int w = 0; w < k; ++w)
     top_lo = std::max(top_lo, lo(w));
-  float best = -2;
+  float best  = -2;
+  int nearest = -1;
   for (int w = 0; w < k; ++w)
-    if (hi(w) >= top_lo)
-      best = std::max(best, exact(w));
+    if (hi(w) >= top_lo) {
+      const float e = exact(w);
+      if (e > best) {
+        best    = e;
+        nearest = w;
+      }
+    }
   // Band: within tau of the best. With tau > 0 and min_two, the runner-up joins a band of one.
   const float floor = best - float(spec_.tau);
   int candidates    = 0;
@@ -153,6 +181,21 @@ int EldrRouter::choose_signature(std::span<const float> signature, std::span<con
   }
   ++decisions_;
   similarity_sum_ += best;
+  last_best_    = best;
+  last_nearest_ = nearest;
+  if (trace_) {
+    // The decision log only (off: one pointer test): everything exact, the same band as above.
+    trace_->valid = true;
+    trace_->best  = best;
+    trace_->floor = floor;
+    trace_->sims.resize(size_t(k));
+    trace_->candidates.clear();
+    for (int w = 0; w < k; ++w) {
+      trace_->sims[size_t(w)] = exact(w);
+      if (in_band_[size_t(w)] || equals(w, second))
+        trace_->candidates.push_back(w);
+    }
+  }
   return choice;
 }
 
@@ -162,11 +205,32 @@ int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
     throw std::logic_error("ELDR: choose() without the request's prompt profile (observe_prompt) first");
   pending_valid_ = false;
   int w          = choose_signature(pending_, load.in_flight);
-  if (spec_.refit == "online") {
+  if (policy_ == RefitPolicy::periodic) {
     remember(load.now_s, pending_);
     if (load.now_s >= next_refit_s_) {
       refit(load.now_s);
       next_refit_s_ = load.now_s + spec_.refit_interval_s;
+    }
+  } else if (policy_ == RefitPolicy::triggered) {
+    // The detector reads what the decision computed anyway (nearest centroid, its similarity). When it
+    // fires, the refit window still holds traffic from before the shift (it fires a few seconds in), so
+    // the refit is repeated every refit_interval_s until the window has renewed (refit_window_s), as
+    // periodic would; then a new reference is taken from the refitted centroids.
+    remember(load.now_s, pending_);
+    if (following_) {
+      if (load.now_s >= next_refit_s_) {
+        refit(load.now_s);
+        next_refit_s_ = load.now_s + spec_.refit_interval_s;
+      }
+      if (load.now_s >= follow_until_s_) {
+        following_ = false;
+        detector_.reset(load.now_s);
+      }
+    } else if (detector_.observe(load.now_s, last_nearest_, last_best_)) {
+      refit(load.now_s);
+      following_      = true;
+      next_refit_s_   = load.now_s + spec_.refit_interval_s;
+      follow_until_s_ = load.now_s + spec_.refit_window_s;
     }
   }
   return w;
@@ -186,7 +250,7 @@ void EldrRouter::remember(double now, std::span<const float> signature)
   }
 }
 
-void EldrRouter::refit(double)
+void EldrRouter::refit(double now)
 {
   const int k = model_.centroids.rows;
   if (int(window_times_.size()) < k)
@@ -207,13 +271,27 @@ void EldrRouter::refit(double)
   }
   table_ = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
   ++refits_;
+  refit_times_.push_back(now);
 }
 
 std::vector<std::pair<std::string, double>> EldrRouter::stats() const
 {
-  return {{"refits", double(refits_)},
-          {"mask_layers", double(model_.mask.size())},
-          {"mean_best_similarity", decisions_ ? similarity_sum_ / double(decisions_) : 0.0}};
+  std::vector<std::pair<std::string, double>> s = {
+      {"refits", double(refits_)},
+      {"mask_layers", double(model_.mask.size())},
+      {"mean_best_similarity", decisions_ ? similarity_sum_ / double(decisions_) : 0.0}};
+  if (policy_ == RefitPolicy::triggered) {
+    // Only under the new policy, so static and online runs report exactly what they always did.
+    s.emplace_back("drift_fires", double(detector_.fires()));
+    s.emplace_back("drift_min_similarity_z", detector_.min_similarity_z());
+    s.emplace_back("drift_max_psi_ratio", detector_.max_psi_ratio());
+    s.emplace_back("drift_checks", double(detector_.checks()));
+    s.emplace_back("drift_similarity_z_mean", detector_.similarity_z_mean());
+    s.emplace_back("drift_similarity_z_sd", detector_.similarity_z_sd());
+    s.emplace_back("drift_psi_ratio_mean", detector_.psi_ratio_mean());
+    s.emplace_back("drift_psi_ratio_sd", detector_.psi_ratio_sd());
+  }
+  return s;
 }
 
 }  // namespace eldr

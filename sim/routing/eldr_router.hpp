@@ -5,9 +5,13 @@
 // min_two is set); the least-loaded candidate wins, lowest index on ties. tau = 0 is pure locality,
 // tau >= 1 pure least-loaded. The online refit re-clusters the signatures routed in the last
 // refit_window_s every refit_interval_s (balanced K-means warm-started from the current centroids,
-// new centroids matched to workers by maximum cosine) so profiles follow the traffic.
+// new centroids matched to workers by maximum cosine) so profiles follow the traffic. Refit policies
+// (eldr.refit): static (never), periodic (alias online: every refit_interval_s) and triggered (when
+// the drift detector, drift_detector.hpp, finds the routed signatures moved away from the centroids).
 #include "sim/config/experiment.hpp"
+#include "sim/routing/decision_trace.hpp"
 #include "sim/routing/decode_router.hpp"
+#include "sim/routing/drift_detector.hpp"
 #include "sim/routing/eldr_model.hpp"
 #include "sim/routing/router_setup.hpp"
 
@@ -23,6 +27,11 @@ EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRouti
 // The router for an experiment: its model file, or a fit on the calibration split; checked against
 // the cluster (one centroid per decode worker) and the routing's shape.
 std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
+
+enum class RefitPolicy { static_centroids, periodic, triggered };
+// eldr.refit's value ("online" is periodic's older name). Throws std::invalid_argument on anything else.
+RefitPolicy parse_refit_policy(const std::string& name);
+DriftDetectorOptions drift_detector_options(const EldrSpec& spec);
 
 class EldrRouter : public DecodeRouter {
 public:
@@ -43,6 +52,11 @@ public:
   // Decision on a ready signature (what choose() does once observe_prompt has run): for tests/benches.
   int choose_signature(std::span<const float> signature, std::span<const int> in_flight);
   const EldrModel& model() const { return model_; }
+  // Simulated times of the refits performed (periodic and triggered), in order.
+  const std::vector<double>& refit_times() const { return refit_times_; }
+  const DriftDetector* detector() const { return policy_ == RefitPolicy::triggered ? &detector_ : nullptr; }
+  // The decision log: when set, every decision fills *trace (exact similarities, band, candidates).
+  void set_trace(EldrDecisionTrace* trace) { trace_ = trace; }
 
 private:
   void remember(double now, std::span<const float> signature);
@@ -50,6 +64,14 @@ private:
 
   EldrModel model_;
   EldrSpec spec_;
+  RefitPolicy policy_;
+  DriftDetector detector_;
+  std::vector<double> refit_times_;
+  bool following_        = false;  // triggered: refitting each interval after a fire, until follow_until_s_
+  double follow_until_s_ = 0;
+  EldrDecisionTrace* trace_ = nullptr;
+  int last_nearest_ = -1;  // the last decision's most similar worker (lowest index on ties)
+  float last_best_  = 0;
   size_t transport_bytes_ = 0;
   uint32_t pending_id_    = 0;
   bool pending_valid_     = false;

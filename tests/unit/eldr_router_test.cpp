@@ -1,5 +1,6 @@
 // EldrRouter and EldrModel (sim/routing/eldr_router.hpp, eldr_model.hpp): the locality band, its
-// limits tau = 0 and tau = 1, the model file, the online refit, and a fit on generated routing.
+// limits tau = 0 and tau = 1, the model file, the online refit, and a fit on generated routing; the
+// refit policies (static never refits, periodic every interval, online = periodic, triggered on a shift).
 #include "sim/routing/eldr_router.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
@@ -279,4 +280,79 @@ TEST_CASE("eldr: decisions and best similarity equal the exact reference, near t
   }
   CHECK(cases == 60 * 20 * 14);
   CHECK(exact_ties > 0);
+}
+
+namespace {
+
+// Routes `n` requests at 50/s; request i's prompt leans on expert i % 4 (until `shift_at`), after it
+// on the pair (i % 2, 2 + i % 2) evenly: signatures no centroid matches well.
+EldrRouter route(const std::string& refit, int n, int shift_at = 1 << 30)
+{
+  EldrSpec s;
+  s.tau   = 0;
+  s.refit = refit;
+  EldrRouter r(axes_model(), s);
+  std::vector<int> load(4, 0);
+  for (int i = 0; i < n; ++i) {
+    PromptProfile p;
+    p.layers  = 1;
+    p.experts = 4;
+    p.counts  = {1, 1, 1, 1};
+    if (i < shift_at)
+      p.counts[size_t(i % 4)] = 10;
+    else
+      p.counts[size_t(i % 2)] = p.counts[size_t(2 + i % 2)] = 10;
+    Request q;
+    q.id = uint32_t(i);
+    r.observe_prompt(q, p);
+    r.choose(q, DecodeLoadView{load, i * 0.02});
+  }
+  return r;
+}
+
+double stat(const EldrRouter& r, const std::string& key)
+{
+  for (const auto& [k, v] : r.stats())
+    if (k == key)
+      return v;
+  FAIL("no stat " << key);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("refit policies: static never refits, periodic every interval, online is periodic")
+{
+  const int n = 1500;  // 30 s at 50/s
+  CHECK(route("static", n, 700).refit_times().empty());
+  CHECK(stat(route("static", n, 700), "refits") == 0);
+  EldrRouter p = route("periodic", n, 700);
+  const auto& t = p.refit_times();
+  // One refit each second from the first (t = 1 s) on: 29 or 30 (the decision grid is 20 ms).
+  CHECK(t.size() >= 29);
+  CHECK(t.size() <= 30);
+  for (size_t i = 1; i < t.size(); ++i)
+    CHECK(t[i] - t[i - 1] == doctest::Approx(1.0).epsilon(0.03));
+  CHECK(route("online", n, 700).refit_times() == t);
+  CHECK(stat(p, "refits") == double(t.size()));
+  // The new policies add detector stats; static and online report what they always did.
+  CHECK(route("online", 10).stats().size() == 3);
+  CHECK(route("static", 10).stats().size() == 3);
+}
+
+TEST_CASE("refit policies: triggered refits after a shift, and not without one")
+{
+  EldrRouter quiet = route("triggered", 1500);
+  CHECK(quiet.refit_times().empty());
+  CHECK(stat(quiet, "drift_fires") == 0);
+  EldrRouter shifted = route("triggered", 1500, 700);  // the shift at 14 s
+  REQUIRE(!shifted.refit_times().empty());
+  CHECK(shifted.refit_times().front() >= 14);
+  CHECK(shifted.refit_times().front() < 24);
+  // Each fire: a refit, then one each interval until the refit window has renewed (5 s): 5 or 6 in
+  // all (the last falls on whichever decision comes first after the interval).
+  const double fires = stat(shifted, "drift_fires");
+  CHECK(fires >= 1);
+  CHECK(double(shifted.refit_times().size()) >= 5 * fires);
+  CHECK(double(shifted.refit_times().size()) <= 6 * fires);
 }
