@@ -83,7 +83,7 @@ regression-baseline: build
 sanitize: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELDR_SANITIZE=ON -DELDR_BENCH=OFF
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:detect_stack_use_after_return=0:abort_on_error=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E cli/slurm
 
 # libFuzzer harnesses of every input reader (fuzz/README.md); FUZZ_LIMIT per harness.
