@@ -19,13 +19,19 @@ Json load_json_file(const std::string& path)
     throw InputError(path, "", "cannot open file");
   std::stringstream text;
   text << in.rdbuf();
+  return parse_json(text.str(), path);
+}
+
+Json parse_json(const std::string& text, const std::string& file, const std::string& where)
+{
   try {
-    return Json::parse(text.str());
-  } catch (const Json::parse_error& e) {
-    // nlohmann's message carries the line and column.
+    return Json::parse(text);
+  } catch (const Json::exception& e) {
+    // parse_error (its message carries the line and column) or out_of_range (a number like 1e500);
+    // nlohmann's message minus its "[json.exception.*] " tag.
     std::string what = e.what();
-    auto pos         = what.find("parse error");
-    throw InputError(path, "", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+    const auto tag   = what.find("] ");
+    throw InputError(file, where, "invalid JSON: " + (tag == std::string::npos ? what : what.substr(tag + 2)));
   }
 }
 

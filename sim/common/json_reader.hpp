@@ -15,7 +15,10 @@ namespace eldr {
 
 using Json = nlohmann::json;
 
-// Parses a whole file; a missing/unreadable file or a syntax error is an InputError.
+// Parses JSON text read from `file` (at `where`, e.g. "line 3"); a syntax error or a number that
+// overflows a double is an InputError carrying nlohmann's position.
+Json parse_json(const std::string& text, const std::string& file, const std::string& where = "");
+// Parses a whole file; a missing/unreadable file or a parse_json error is an InputError.
 Json load_json_file(const std::string& path);
 
 class JsonReader {

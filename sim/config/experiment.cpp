@@ -75,6 +75,8 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
     value = Json::parse(text);
   } catch (const Json::parse_error&) {
     value = text;  // bare words are strings: --set model=gpt-oss-120b
+  } catch (const Json::exception&) {
+    throw InputError(file, "--set " + path, "value '" + text + "' is not a usable JSON value (a number too large?)");
   }
   Json* node = &doc;
   size_t begin = 0;

@@ -690,28 +690,51 @@ std::vector<uint32_t>& nonzero_buffer(size_t n)
   return idx;
 }
 
+// GCC would contract a multiply and an add into an FMA across statements; clang (which has no
+// optimize attribute) contracts only within one expression, and the intrinsics below are separate.
+#if defined(__clang__)
+#define ELDR_NO_FP_CONTRACT
+#else
+#define ELDR_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#endif
+
+// centroid_dots_avx512's helpers are functions of its target, not lambdas: clang does not give a
+// lambda its enclosing function's target.
+
+// Appends to idx[count..] the indices in [from, to) where x is non-zero; returns the new count.
+__attribute__((target("avx512f"), always_inline)) inline size_t compact_nonzero_avx512(const float* x, size_t from,
+                                                                                     size_t to, uint32_t* idx,
+                                                                                     size_t count)
+{
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (size_t b = from; b < to; b += 16) {
+    const __mmask16 valid = to - b >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (to - b)) - 1);
+    const __mmask16 nz = _mm512_mask_cmpneq_ps_mask(valid, _mm512_maskz_loadu_ps(valid, x + b), _mm512_setzero_ps());
+    // Compress in a register and store all 16 lanes (the buffer has 16 spare): a masked compress
+    // to memory is several times slower on Intel cores.
+    _mm512_storeu_si512(idx + count, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
+    count += size_t(std::popcount(unsigned(nz)));
+  }
+  return count;
+}
+
+// acc[0..16) += xi * c[0..16), multiply then add.
+__attribute__((target("avx512f"), always_inline)) ELDR_NO_FP_CONTRACT inline void
+add_scaled_avx512(float* acc, float xi, const float* c)
+{
+  const __m512 p = _mm512_mul_ps(_mm512_set1_ps(xi), _mm512_load_ps(c));
+  _mm512_store_ps(acc, _mm512_add_ps(_mm512_load_ps(acc), p));
+}
+
 // Lane-wise IEEE multiply then add (no contraction into FMA: dot_kernel rounds the product), so every
 // lane holds exactly what dot_kernel computes for its centroid.
-__attribute__((target("avx512f"), optimize("fp-contract=off"))) void centroid_dots_avx512(const CentroidTable& t,
+__attribute__((target("avx512f"))) ELDR_NO_FP_CONTRACT void centroid_dots_avx512(const CentroidTable& t,
                                                                                       const float* x, float* out)
 {
   const DotLayout d(size_t(t.cols()));
   uint32_t* idx = nonzero_buffer(d.n).data();
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  size_t count = 0;
-  auto compact = [&](size_t from, size_t to) {
-    for (size_t b = from; b < to; b += 16) {
-      const __mmask16 valid = to - b >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (to - b)) - 1);
-      const __mmask16 nz = _mm512_mask_cmpneq_ps_mask(valid, _mm512_maskz_loadu_ps(valid, x + b), _mm512_setzero_ps());
-      // Compress in a register and store all 16 lanes (the buffer has 16 spare): a masked compress
-      // to memory is several times slower on Intel cores.
-      _mm512_storeu_si512(idx + count, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
-      count += size_t(std::popcount(unsigned(nz)));
-    }
-  };
-  compact(0, d.n32);
-  const size_t count32 = count;
-  compact(d.n32, d.n8);
+  const size_t count32 = compact_nonzero_avx512(x, 0, d.n32, idx, 0);
+  const size_t count   = compact_nonzero_avx512(x, d.n32, d.n8, idx, count32);
 
   const size_t stride = size_t(t.stride());
   for (int g = 0; g < t.rows(); g += 16) {
@@ -719,14 +742,10 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) void centroid_do
     alignas(64) float acc[32][16];
     for (auto& a : acc)
       _mm512_store_ps(a, _mm512_setzero_ps());
-    auto add = [&](uint32_t i, uint32_t slot) {
-      const __m512 p = _mm512_mul_ps(_mm512_set1_ps(x[i]), _mm512_load_ps(c + size_t(i) * stride));
-      _mm512_store_ps(acc[slot], _mm512_add_ps(_mm512_load_ps(acc[slot]), p));
-    };
     for (size_t q = 0; q < count32; ++q)
-      add(idx[q], idx[q] & 31);
+      add_scaled_avx512(acc[idx[q] & 31], x[idx[q]], c + size_t(idx[q]) * stride);
     for (size_t q = count32; q < count; ++q)
-      add(idx[q], idx[q] & 7);
+      add_scaled_avx512(acc[idx[q] & 7], x[idx[q]], c + size_t(idx[q]) * stride);
     __m512 s[8];
     for (int l = 0; l < 8; ++l)
       s[l] = _mm512_add_ps(_mm512_add_ps(_mm512_load_ps(acc[l]), _mm512_load_ps(acc[8 + l])),

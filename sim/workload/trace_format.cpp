@@ -293,16 +293,7 @@ std::vector<TraceRequest> read_trace_requests(const std::string& path, const Tra
         break;  // a trailing blank line
       throw InputError(path, "line " + std::to_string(line), "empty line (one JSON object per line)");
     }
-    Json obj;
-    try {
-      obj = Json::parse(text);
-    } catch (const Json::parse_error& e) {
-      std::string what = e.what();
-      auto pos         = what.find("parse error");
-      throw InputError(path, "line " + std::to_string(line),
-                       "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
-    }
-    out.push_back(checker.parse(obj, line));
+    out.push_back(checker.parse(parse_json(text, path, "line " + std::to_string(line)), line));
   }
   if (out.empty())
     throw InputError(path, "", "no requests");

@@ -434,12 +434,7 @@ ImportReport import_mooncake(const RequestTraceImportOptions& opt)
     if (o.limit > 0 && rep.rows >= o.limit)
       break;
     const std::string where = "line " + std::to_string(lineno);
-    Json row;
-    try {
-      row = Json::parse(line);
-    } catch (const Json::parse_error&) {
-      throw InputError(o.input, where, "invalid JSON");
-    }
+    const Json row = parse_json(line, o.input, where);
     JsonReader r(row, o.input, where);
     const double ts = r.require_number("timestamp", 0);
     TraceRequest q;

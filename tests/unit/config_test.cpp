@@ -153,6 +153,13 @@ TEST_CASE("config: load_json_file reports missing files and syntax errors on one
   CHECK(contains(e, bad + ": invalid JSON"));
   CHECK(contains(e, "line 4"));
   CHECK(e.find('\n') == std::string::npos);
+
+  // A number beyond a double is nlohmann's out_of_range, not a parse_error (a fuzzing finding).
+  std::string huge = d.write("huge.json", "{\"rate\": 1e500}");
+  e                = input_error_of([&] { load_json_file(huge); });
+  CHECK(e == huge + ": invalid JSON: number overflow parsing '1e500'");
+  e = input_error_of([&] { parse_json("[1, -2E999]", "t.jsonl", "line 7"); });
+  CHECK(e == "t.jsonl: line 7: invalid JSON: number overflow parsing '-2E999'");
 }
 
 // ---------------------------------------------------------------- apply_override (--set)
@@ -188,6 +195,8 @@ TEST_CASE("config: --set values are JSON when they parse else strings and create
   CHECK(contains(e, "f.json: a..b: malformed key path"));
   e = input_error_of([&] { apply_override(doc, {"a.", "1"}, "f.json"); });
   CHECK(contains(e, "malformed key path"));
+  e = input_error_of([&] { apply_override(doc, {"rate", "1e500"}, "f.json"); });
+  CHECK(e == "f.json: --set rate: value '1e500' is not a usable JSON value (a number too large?)");
 }
 
 // ---------------------------------------------------------------- load_experiment
