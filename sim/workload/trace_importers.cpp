@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 namespace eldr {
 
@@ -118,6 +119,90 @@ std::string options_text(const RequestTraceImportOptions& o)
     s += std::string(", prompts over ") + std::to_string(o.max_prompt) + " tokens " + (o.drop_long ? "dropped" : "clipped");
   return s + ", outputs raised to at least 2 tokens";
 }
+
+// What the Azure and Mooncake importers share: the input file, its rows (blank lines skipped, none
+// after --limit), their time order, the prompt limits, and the requests written with arrivals
+// relative to the first row's time. Time is the file's (integer nanoseconds or milliseconds).
+template <class Time>
+class RequestRows {
+public:
+  // unit_s: seconds per unit of Time.
+  RequestRows(const RequestTraceImportOptions& o, double unit_s) : o_(o), unit_s_(unit_s)
+  {
+    if (!(o.time_scale > 0))
+      throw InputError("--time-scale", "", "must be positive");
+    in_.open(o.input);
+    if (!in_)
+      throw InputError(o.input, "", "cannot open file");
+    rep_.out_dir = o.out_dir;
+  }
+
+  // Reads the header line, which must start with `header`.
+  void require_header(const std::string& header)
+  {
+    std::string line;
+    ++lineno_;
+    if (!std::getline(in_, line) || (strip_cr(line), line.rfind(header, 0) != 0))
+      throw InputError(o_.input, "header", "expected '" + header + "'");
+  }
+
+  // The next non-empty line and its "line N"; false at the end of the file or after --limit rows.
+  bool next(std::string& line, std::string& where)
+  {
+    while (std::getline(in_, line)) {
+      ++lineno_;
+      strip_cr(line);
+      if (line.empty())
+        continue;
+      if (o_.limit > 0 && rep_.rows >= o_.limit)
+        return false;
+      where = "line " + std::to_string(lineno_);
+      return true;
+    }
+    return false;
+  }
+
+  // Counts the row; its time t (`field` names it) must not be earlier than the previous row's.
+  void arrive(Time t, const std::string& field)
+  {
+    if (rep_.rows == 0)
+      t0_ = last_ = t;
+    if (t < last_)
+      throw InputError(o_.input, field, "earlier than the previous row (rows must be in time order)");
+    last_ = t;
+    ++rep_.rows;
+  }
+
+  // The row's request, arriving at its time, unless the prompt limits drop it.
+  void add(TraceRequest q, int block_tokens)
+  {
+    if (!apply_limits(o_, q, block_tokens, rep_))
+      return;
+    q.id        = uint32_t(reqs_.size());
+    q.arrival_s = double(last_ - t0_) * unit_s_ * o_.time_scale;
+    reqs_.push_back(std::move(q));
+  }
+
+  // Writes the trace, labelled with --label, and returns the report.
+  ImportReport write(TraceManifest m)
+  {
+    if (reqs_.empty())
+      throw InputError(o_.input, "", "no requests");
+    m.labels = {o_.label};
+    write_trace(o_.out_dir, m, reqs_);
+    finish_report(rep_, reqs_);
+    return rep_;
+  }
+
+private:
+  const RequestTraceImportOptions& o_;
+  const double unit_s_;
+  std::ifstream in_;
+  ImportReport rep_;
+  std::vector<TraceRequest> reqs_;
+  long lineno_ = 0;
+  Time t0_{}, last_{};
+};
 
 }  // namespace
 
@@ -352,59 +437,28 @@ ImportReport import_azure(const RequestTraceImportOptions& opt)
   RequestTraceImportOptions o = opt;
   if (o.label.empty())
     o.label = fs::path(o.input).filename().string().find("code") != std::string::npos ? "code" : "chat";
-  if (!(o.time_scale > 0))
-    throw InputError("--time-scale", "", "must be positive");
-  std::ifstream in(o.input);
-  if (!in)
-    throw InputError(o.input, "", "cannot open file");
+  RequestRows<int64_t> rows(o, 1e-9);  // integer nanoseconds: their differences stay exact
+  rows.require_header("TIMESTAMP,ContextTokens,GeneratedTokens");
   std::string line;
-  if (!std::getline(in, line) || (strip_cr(line), line.rfind("TIMESTAMP,ContextTokens,GeneratedTokens", 0) != 0))
-    throw InputError(o.input, "header", "expected 'TIMESTAMP,ContextTokens,GeneratedTokens'");
-  ImportReport rep;
-  rep.out_dir = o.out_dir;
-  std::vector<TraceRequest> reqs;
-  long lineno = 1;
-  int64_t t0 = 0, last = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    strip_cr(line);
-    if (line.empty())
-      continue;
-    if (o.limit > 0 && rep.rows >= o.limit)
-      break;
-    const std::string where = "line " + std::to_string(lineno);
-    const auto cols         = split_csv(line);
+  for (std::string where; rows.next(line, where);) {
+    const auto cols = split_csv(line);
     if (cols.size() != 3)
       throw InputError(o.input, where, "expected 3 columns");
     const int64_t ns = parse_timestamp_ns(cols[0]);
     if (ns < 0)
       throw InputError(o.input, where + ": TIMESTAMP", "not a 'YYYY-MM-DD hh:mm:ss.fraction' time: '" + cols[0] + "'");
-    if (rep.rows == 0)
-      t0 = last = ns;
-    if (ns < last)
-      throw InputError(o.input, where + ": TIMESTAMP", "earlier than the previous row (rows must be in time order)");
-    last = ns;
-    ++rep.rows;
+    rows.arrive(ns, where + ": TIMESTAMP");
     TraceRequest q;
     q.prompt_tokens = int(std::min<long>(parse_long(cols[1], o.input, where + ": ContextTokens", 0), 1 << 30));
     q.output_tokens = int(std::min<long>(parse_long(cols[2], o.input, where + ": GeneratedTokens", 0), 1 << 30));
-    if (!apply_limits(o, q, 0, rep))
-      continue;
-    q.id        = uint32_t(reqs.size());
-    q.arrival_s = double(ns - t0) * 1e-9 * o.time_scale;
-    reqs.push_back(q);
+    rows.add(q, 0);
   }
-  if (reqs.empty())
-    throw InputError(o.input, "", "no requests");
   TraceManifest m;
-  m.labels = {o.label};
   m.source = "Azure LLM inference trace 2023 (Azure/AzurePublicDataset data/AzureLLMInferenceTrace_{conv,code}.csv, "
              "2023-11-16; CC-BY-4.0, cite Splitwise, ISCA'24), from " + fs::path(o.input).filename().string() +
              ". Imported by `eldrsim trace import azure`: arrival = TIMESTAMP - first row's, prompt = ContextTokens, "
              "output = GeneratedTokens; " + options_text(o) + ". No routing.";
-  write_trace(o.out_dir, m, reqs);
-  finish_report(rep, reqs);
-  return rep;
+  return rows.write(m);
 }
 
 // ------------------------------------------------------------------------------------------ Mooncake
@@ -414,26 +468,10 @@ ImportReport import_mooncake(const RequestTraceImportOptions& opt)
   RequestTraceImportOptions o = opt;
   if (o.label.empty())
     o.label = "chat";
-  if (!(o.time_scale > 0))
-    throw InputError("--time-scale", "", "must be positive");
   constexpr int kBlock = 512;  // Mooncake hash_ids cover 512-token blocks
-  std::ifstream in(o.input);
-  if (!in)
-    throw InputError(o.input, "", "cannot open file");
-  ImportReport rep;
-  rep.out_dir = o.out_dir;
-  std::vector<TraceRequest> reqs;
+  RequestRows<double> rows(o, 1e-3);
   std::string line;
-  long lineno = 0;
-  double t0 = 0, last = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    strip_cr(line);
-    if (line.empty())
-      continue;
-    if (o.limit > 0 && rep.rows >= o.limit)
-      break;
-    const std::string where = "line " + std::to_string(lineno);
+  for (std::string where; rows.next(line, where);) {
     const Json row = parse_json(line, o.input, where);
     JsonReader r(row, o.input, where);
     const double ts = r.require_number("timestamp", 0);
@@ -443,36 +481,22 @@ ImportReport import_mooncake(const RequestTraceImportOptions& opt)
     for (long h : r.integer_list("hash_ids", {}, 0, std::numeric_limits<long>::max()))
       q.prefix_hashes.push_back(uint64_t(h));
     r.finish();
-    if (rep.rows == 0)
-      t0 = last = ts;
-    if (ts < last)
-      throw InputError(o.input, where + ".timestamp", "earlier than the previous row (rows must be in time order)");
-    last = ts;
-    ++rep.rows;
+    rows.arrive(ts, where + ".timestamp");
     const size_t blocks = size_t((std::max(q.prompt_tokens, 1) + kBlock - 1) / kBlock);
     if (q.prefix_hashes.size() > blocks)
       throw InputError(o.input, where + ".hash_ids", std::to_string(q.prefix_hashes.size()) + " hashes for " +
                                                          std::to_string(q.prompt_tokens) + " tokens (" +
                                                          std::to_string(blocks) + " blocks of 512)");
-    if (!apply_limits(o, q, kBlock, rep))
-      continue;
-    q.id        = uint32_t(reqs.size());
-    q.arrival_s = (ts - t0) * 1e-3 * o.time_scale;
-    reqs.push_back(q);
+    rows.add(std::move(q), kBlock);
   }
-  if (reqs.empty())
-    throw InputError(o.input, "", "no requests");
   TraceManifest m;
-  m.labels              = {o.label};
   m.prefix_block_tokens = kBlock;
   m.source = "Mooncake conversation trace (kvcache-ai/Mooncake FAST25-release/traces/conversation_trace.jsonl, "
              "Apache-2.0), from " + fs::path(o.input).filename().string() +
              ". Imported by `eldrsim trace import mooncake`: arrival = (timestamp - first row's) ms, prompt = "
              "input_length, output = output_length, prefix_hashes = hash_ids as given (512-token blocks); " +
              options_text(o) + ". No routing.";
-  write_trace(o.out_dir, m, reqs);
-  finish_report(rep, reqs);
-  return rep;
+  return rows.write(m);
 }
 
 }  // namespace eldr
