@@ -3,6 +3,7 @@
 #include "sim/common/rng.hpp"
 #include "sim/routing/prefill_router.hpp"
 #include "sim/routing/router_factory.hpp"
+#include "tests/support/router_workload.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -11,22 +12,6 @@
 
 namespace eldr::bench {
 namespace {
-
-// A small workload with two labels in the calibration split: enough for routers that size pools from it.
-const Workload& workload()
-{
-  static const Workload w = [] {
-    Workload x;
-    x.labels = {"a", "b"};
-    for (int i = 0; i < 100; ++i) {
-      Request r;
-      r.label = uint16_t(i % 2);
-      x.calibration.push_back(r);
-    }
-    return x;
-  }();
-  return w;
-}
 
 // A load snapshot of K decode workers around 30 in-flight requests each, with a three-way tie at the
 // minimum (ties are jsq's slow path: a random draw per tie).
@@ -45,7 +30,7 @@ std::vector<int> decode_loads(int k)
 void BM_DecodeRouter(benchmark::State& state, const std::string& name)
 {
   const int k            = int(state.range(0));
-  auto router            = make_decode_router(name, RouterSetup{16, 1, &workload()});
+  auto router            = make_decode_router(name, RouterSetup{16, 1, &test::two_label_workload()});
   std::vector<int> loads = decode_loads(k);
   const DecodeLoadView view{loads};
   Request r;

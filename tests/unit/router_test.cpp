@@ -5,6 +5,7 @@
 #include "sim/routing/random_router.hpp"
 #include "sim/routing/round_robin_router.hpp"
 #include "sim/routing/router_factory.hpp"
+#include "tests/support/router_workload.hpp"
 
 #include <doctest/doctest.h>
 
@@ -17,21 +18,6 @@ using namespace eldr;
 
 namespace {
 
-// A small workload with two labels in the calibration split: enough for routers that size pools from it.
-const Workload& workload()
-{
-  static const Workload w = [] {
-    Workload x;
-    x.labels = {"a", "b"};
-    for (int i = 0; i < 100; ++i) {
-      Request r;
-      r.label = uint16_t(i % 2);
-      x.calibration.push_back(r);
-    }
-    return x;
-  }();
-  return w;
-}
 DecodeLoadView view(const std::vector<int>& loads)
 {
   return DecodeLoadView{std::span<const int>(loads)};
@@ -176,9 +162,9 @@ TEST_CASE("routers: same seed gives the same sequence and different seeds differ
   std::vector<int> loads = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   for (const std::string name : {"random", "jsq", "p2c"}) {
     CAPTURE(name);
-    auto a = make_decode_router(name, RouterSetup{16, 5, &workload()});
-    auto b = make_decode_router(name, RouterSetup{16, 5, &workload()});
-    auto c = make_decode_router(name, RouterSetup{16, 6, &workload()});
+    auto a = make_decode_router(name, RouterSetup{16, 5, &test::two_label_workload()});
+    auto b = make_decode_router(name, RouterSetup{16, 5, &test::two_label_workload()});
+    auto c = make_decode_router(name, RouterSetup{16, 6, &test::two_label_workload()});
     auto sa = draws(*a, loads, 500);
     auto sb = draws(*b, loads, 500);
     auto sc = draws(*c, loads, 500);
@@ -192,10 +178,10 @@ TEST_CASE("routers: the factory builds every listed router and rejects unknown n
   for (const auto& name : kDecodeRouterNames) {
     if (name == "eldr") {
       // ELDR fits on the experiment's calibration routing (tests/unit/eldr_router_test.cpp).
-      CHECK_THROWS_AS(make_decode_router(name, RouterSetup{3, 1, &workload()}), std::invalid_argument);
+      CHECK_THROWS_AS(make_decode_router(name, RouterSetup{3, 1, &test::two_label_workload()}), std::invalid_argument);
       continue;
     }
-    auto r = make_decode_router(name, RouterSetup{3, 1, &workload()});
+    auto r = make_decode_router(name, RouterSetup{3, 1, &test::two_label_workload()});
     REQUIRE(r);
     CHECK(r->name() == name);
     // Every router returns a valid index.
