@@ -15,48 +15,7 @@ OUT="$TMP/out"   # never write into results/
 # Small runs, so a case that wrongly succeeds finishes fast.
 SMALL=(--requests 20 --set workload.warmup_requests=0 -q --out "$OUT")
 
-failures=0
-pass=0
-
-# expect_error NAME PATTERN... -- ARGS...: run eldrsim ARGS, require exit 2, one stderr line starting
-# with "eldrsim: error: " and containing every PATTERN (fixed strings), and nothing on stdout.
-expect_error() {
-  local name=$1
-  shift
-  local patterns=()
-  while [ "$1" != "--" ]; do
-    patterns+=("$1")
-    shift
-  done
-  shift
-  local rc
-  "$ELDRSIM" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
-  rc=$?
-  local err
-  err=$(cat "$TMP/stderr")
-  local lines
-  lines=$(wc -l <"$TMP/stderr")
-  local problems=()
-  [ "$rc" -eq 2 ] || problems+=("exit code $rc, want 2")
-  [ "$lines" -eq 1 ] || problems+=("$lines lines on stderr, want 1")
-  [ -s "$TMP/stdout" ] && problems+=("unexpected stdout: $(head -c 200 "$TMP/stdout")")
-  case "$err" in
-    "eldrsim: error: "*) ;;
-    *) problems+=("stderr does not start with 'eldrsim: error: '") ;;
-  esac
-  for p in "${patterns[@]}"; do
-    grep -qF -- "$p" "$TMP/stderr" || problems+=("stderr lacks '$p'")
-  done
-  if [ ${#problems[@]} -eq 0 ]; then
-    pass=$((pass + 1))
-    echo "ok   $name: $err"
-  else
-    failures=$((failures + 1))
-    echo "FAIL $name: $(printf '%s; ' "${problems[@]}")"
-    echo "     command: $ELDRSIM $*"
-    echo "     stderr:  $err"
-  fi
-}
+. "$(dirname "$0")/lib.sh"
 
 # Bad configs, written from the default one.
 /usr/bin/python3 - "$DEFAULT" "$TMP" <<'EOF'
@@ -161,27 +120,19 @@ expect_error "system prompts without a length" "$DEFAULT" "workload.system_promp
 # Command-line errors CLI11 reports also exit 2.
 "$ELDRSIM" run "$DEFAULT" --rate -5 "${SMALL[@]}" >/dev/null 2>&1
 rc=$?
-if [ "$rc" -eq 2 ]; then pass=$((pass + 1)); echo "ok   --rate -5 exits 2"; else
-  failures=$((failures + 1)); echo "FAIL --rate -5 exited $rc, want 2"; fi
+if [ "$rc" -eq 2 ]; then ok "--rate -5 exits 2"; else bad "--rate -5 exited $rc, want 2"; fi
 "$ELDRSIM" frobnicate >/dev/null 2>&1
 rc=$?
-if [ "$rc" -eq 2 ]; then pass=$((pass + 1)); echo "ok   unknown subcommand exits 2"; else
-  failures=$((failures + 1)); echo "FAIL unknown subcommand exited $rc, want 2"; fi
+if [ "$rc" -eq 2 ]; then ok "unknown subcommand exits 2"; else bad "unknown subcommand exited $rc, want 2"; fi
 
 # Nothing was written for any failed run.
-if [ -e "$OUT" ]; then
-  failures=$((failures + 1))
-  echo "FAIL an output directory was created by a failing run"
-fi
+[ -e "$OUT" ] && bad "an output directory was created by a failing run"
 
 # And a good small run succeeds, so the cases above fail for their own reason.
 if "$ELDRSIM" run "$DEFAULT" "${SMALL[@]}" && [ -f "$OUT/summary.json" ]; then
-  pass=$((pass + 1))
-  echo "ok   a valid small run exits 0 and writes summary.json"
+  ok "a valid small run exits 0 and writes summary.json"
 else
-  failures=$((failures + 1))
-  echo "FAIL the valid control run failed"
+  bad "the valid control run failed"
 fi
 
-echo "$pass passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

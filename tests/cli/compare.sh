@@ -8,9 +8,7 @@ ELDRSIM=${1:?usage: compare.sh PATH/TO/eldrsim}
 [ -f configs/default.json ] || { echo "run from the project root"; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-compare.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 cat >"$TMP/s.json" <<'JSON'
 { "name": "cmp", "base": "configs/default.json",
@@ -69,5 +67,4 @@ mkdir -p "$TMP/broken/cmp/router=eldr" && cp "$TMP/base/cmp/router=eldr/summary.
 printf 'id,measured\n1,1\n' >"$TMP/broken/cmp/router=eldr/requests.csv"
 one_line_error "a requests.csv without tpot_ms" "requests.csv: tpot_ms: column missing" "$TMP/base" "$TMP/broken"
 
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

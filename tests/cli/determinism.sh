@@ -6,20 +6,19 @@ set -u
 ELDRSIM=${1:?usage: determinism.sh PATH/TO/eldrsim}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-det.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
+. "$(dirname "$0")/lib.sh"
 
 same_twice() {  # NAME ARGS...: run twice, compare every file written
   local name=$1
   shift
   for k in 1 2; do
     "$ELDRSIM" "$@" -q --steps --out "$TMP/$name-$k" >/dev/null 2>"$TMP/$name-$k.err" ||
-      { echo "FAIL $name: run $k failed: $(cat "$TMP/$name-$k.err")"; failures=$((failures + 1)); return; }
+      { bad "$name: run $k failed: $(cat "$TMP/$name-$k.err")"; return; }
   done
   if diff -r "$TMP/$name-1" "$TMP/$name-2" >/dev/null; then
-    echo "ok   $name: byte-identical ($(ls "$TMP/$name-1" | tr '\n' ' '))"
+    ok "$name: byte-identical ($(ls "$TMP/$name-1" | tr '\n' ' '))"
   else
-    echo "FAIL $name: results differ"
-    failures=$((failures + 1))
+    bad "$name: results differ"
   fi
 }
 
@@ -32,4 +31,4 @@ same_twice system-prompts run configs/default.json --router eldr --requests 400 
 "$ELDRSIM" trace import mooncake --out "$TMP/moon" --limit 300 --max-prompt 8192 -q
 same_twice mooncake run configs/mooncake.json --set workload.trace="$TMP/moon" --set workload.calibration_requests=50
 
-[ "$failures" -eq 0 ]
+finish

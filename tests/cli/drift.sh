@@ -8,9 +8,7 @@ set -u
 ELDRSIM=${1:?usage: drift.sh PATH/TO/eldrsim}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-drift.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 py() { /usr/bin/python3 -c "$1"; }
 
 "$ELDRSIM" run configs/whatif/drift-burst.json --router eldr --set eldr.refit=triggered -q --out "$TMP/burst" >/dev/null 2>&1
@@ -35,5 +33,4 @@ for d in dec:
 exit(0 if ok else 1)"'
 check "windows.csv is written, and no decisions.csv without the flag" \
   '[ -s "$TMP/burst/windows.csv" ] && [ ! -e "$TMP/burst/decisions.csv" ]'
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

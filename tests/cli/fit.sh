@@ -6,9 +6,7 @@ set -u
 ELDRSIM=${1:?usage: fit.sh PATH/TO/eldrsim}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-fit.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 small=(--set workload.measured_requests=200 --set workload.warmup_requests=0 --set workload.calibration_requests=300
        --set eldr.mask_pairs=3000)
@@ -21,5 +19,4 @@ check "a run from the model file equals a fit on the fly" 'cmp -s "$TMP/onthefly
   --set topology.decode.instances=8 --set 'topology.decode.nodes=[1]' -q --out "$TMP/bad" >"$TMP/bad.out" 2>&1
 rc=$?
 check "a model for 16 workers on 8 is refused" '[ $rc = 2 ] && grep -q "model.json: centroids: 16 centroids for 8 decode workers" "$TMP/bad.out"'
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

@@ -7,9 +7,7 @@ ELDRSIM=${1:?usage: report.sh PATH/TO/eldrsim}
 [ -f configs/default.json ] || { echo "run from the project root"; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-report.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 SMALL='"workload.measured_requests": 120, "workload.warmup_requests": 0, "workload.calibration_requests": 300, "eldr.mask_pairs": 3000'
 cat >"$TMP/main.json" <<JSON
@@ -48,5 +46,4 @@ printf 'sweep,point\nx,y\n' >"$TMP/empty/combined.csv"
 rc=$?
 check "a combined.csv without the columns: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "columns missing" "$TMP/err"'
 
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

@@ -48,9 +48,7 @@ trap 'echo "FAIL: stopped (signal or the 280 s watchdog)"; exit 1' INT TERM
 # Whatever happens, end well before ctest's timeout, so that the trap stops the daemons.
 (sleep 280 && kill -TERM $$) >/dev/null 2>&1 &
 WATCHDOG=$!
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 logs() {  # the daemons' last words, on failure
   local f
   for f in "$TMP"/munge/munged.log "$TMP"/slurmctld.log "$TMP"/slurmd.log "$TMP"/*.out "$TMP"/job/logs/*; do
@@ -147,5 +145,4 @@ check "the merge step wrote combined.csv" '[ -f "$TMP/cluster/combined.csv" ] &&
 check "the merged results equal a local run's" 'cmp -s "$TMP/cluster/combined.csv" "$TMP/local/combined.csv"'
 check "and so does every point's requests.csv" 'for d in "$TMP"/local/small/*/; do cmp -s "$d/requests.csv" "$TMP/cluster/small/$(basename "$d")/requests.csv" || exit 1; done'
 [ "$failures" = 0 ] || logs
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

@@ -11,9 +11,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-sweep.XXXXXX")
 SWEEP_PID=
 cleanup() { [ -n "$SWEEP_PID" ] && kill -9 "$SWEEP_PID" 2>/dev/null; rm -rf "$TMP"; }
 trap cleanup EXIT
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 # Small points: 150 measured requests, no warm-up, a small ELDR fit.
 SMALL='"workload.measured_requests": 150, "workload.warmup_requests": 0, "workload.calibration_requests": 300, "eldr.mask_pairs": 3000'
@@ -139,5 +137,4 @@ bad missing_include "include: file not found" '{"include": ["nothere.json"]}'
 rc=$?
 check "missing sweep file: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/bad.err") = 1 ] && grep -q "nothing.json" "$TMP/bad.err"'
 
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

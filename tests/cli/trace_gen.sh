@@ -6,9 +6,7 @@ set -u
 ELDRSIM=${1:?usage: trace_gen.sh PATH/TO/eldrsim}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-gen.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-pass=0
-check() { if eval "$2"; then pass=$((pass + 1)); echo "ok   $1"; else failures=$((failures + 1)); echo "FAIL $1"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 small=(--set workload.measured_requests=40 --set workload.warmup_requests=5 --set workload.calibration_requests=10
        --set workload.output_tokens=64 --set workload.prompt_max_tokens=256)
@@ -32,5 +30,4 @@ check "trace stats reads the replayed routing" 'grep -q "trace routing" "$TMP/st
 rc=$?
 check "an oversized routing file is refused with exit 2" '[ $rc = 2 ] && grep -q "max-routing-mb" "$TMP/big.out" && [ ! -e "$TMP/c/routing.bin" ]'
 
-echo "$pass passed, $failures failed"
-[ "$failures" = 0 ]
+finish

@@ -11,10 +11,7 @@ ESFT_DATA=../shared/data/routing/esft_deepseek_v2_lite
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-trace.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-pass=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { failures=$((failures + 1)); echo "FAIL $1"; }
+. "$(dirname "$0")/lib.sh"
 
 # expect_success NAME PATTERN -- ARGS: exit 0 and stdout containing PATTERN (fixed string).
 expect_success() {
@@ -25,33 +22,6 @@ expect_success() {
   else
     bad "$name: exit $?, stdout: $(head -c 400 "$TMP/stdout"), stderr: $(head -c 400 "$TMP/stderr")"
     echo "     command: $ELDRSIM $*"
-  fi
-}
-
-# expect_error NAME PATTERN... -- ARGS: exit 2, one stderr line "eldrsim: error: ..." with every PATTERN.
-expect_error() {
-  local name=$1
-  shift
-  local patterns=()
-  while [ "$1" != "--" ]; do
-    patterns+=("$1")
-    shift
-  done
-  shift
-  "$ELDRSIM" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
-  local rc=$? problems=()
-  [ "$rc" -eq 2 ] || problems+=("exit code $rc, want 2")
-  [ "$(wc -l <"$TMP/stderr")" -eq 1 ] || problems+=("$(wc -l <"$TMP/stderr") lines on stderr, want 1")
-  grep -q '^eldrsim: error: ' "$TMP/stderr" || problems+=("stderr does not start with 'eldrsim: error: '")
-  for p in "${patterns[@]}"; do
-    grep -qF -- "$p" "$TMP/stderr" || problems+=("stderr lacks '$p'")
-  done
-  if [ ${#problems[@]} -eq 0 ]; then
-    ok "$name: $(cat "$TMP/stderr")"
-  else
-    bad "$name: $(printf '%s; ' "${problems[@]}")"
-    echo "     command: $ELDRSIM $*"
-    echo "     stderr:  $(cat "$TMP/stderr")"
   fi
 }
 
@@ -133,5 +103,4 @@ for args in "trace import" "trace import esft" "trace import frobnicate --out $T
 done
 [ -e "$TMP/x" ] && bad "a failing command wrote $TMP/x" || ok "no failing command wrote an output"
 
-echo "$pass passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

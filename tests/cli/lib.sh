@@ -1,0 +1,52 @@
+# Shared by the tests/cli scripts, which source it: the pass and failure counts and the checks that
+# add to them. The scripts set ELDRSIM (the binary) and TMP (a scratch directory) first.
+failures=0
+pass=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { failures=$((failures + 1)); echo "FAIL $1"; }
+# check NAME TEST: ok when the shell code TEST succeeds.
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+# expect_error NAME PATTERN... -- ARGS...: run eldrsim ARGS, require exit 2, one stderr line starting
+# with "eldrsim: error: " and containing every PATTERN (fixed strings), and nothing on stdout.
+expect_error() {
+  local name=$1
+  shift
+  local patterns=()
+  while [ "$1" != "--" ]; do
+    patterns+=("$1")
+    shift
+  done
+  shift
+  local rc
+  "$ELDRSIM" "$@" >"$TMP/stdout" 2>"$TMP/stderr"
+  rc=$?
+  local err
+  err=$(cat "$TMP/stderr")
+  local lines
+  lines=$(wc -l <"$TMP/stderr")
+  local problems=()
+  [ "$rc" -eq 2 ] || problems+=("exit code $rc, want 2")
+  [ "$lines" -eq 1 ] || problems+=("$lines lines on stderr, want 1")
+  [ -s "$TMP/stdout" ] && problems+=("unexpected stdout: $(head -c 200 "$TMP/stdout")")
+  case "$err" in
+    "eldrsim: error: "*) ;;
+    *) problems+=("stderr does not start with 'eldrsim: error: '") ;;
+  esac
+  for p in "${patterns[@]}"; do
+    grep -qF -- "$p" "$TMP/stderr" || problems+=("stderr lacks '$p'")
+  done
+  if [ ${#problems[@]} -eq 0 ]; then
+    ok "$name: $err"
+  else
+    bad "$name: $(printf '%s; ' "${problems[@]}")"
+    echo "     command: $ELDRSIM $*"
+    echo "     stderr:  $err"
+  fi
+}
+
+# The counts; succeeds when nothing failed (the script's last command, so its exit status).
+finish() {
+  echo "$pass passed, $failures failed"
+  [ "$failures" -eq 0 ]
+}
