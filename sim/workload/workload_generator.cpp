@@ -39,14 +39,23 @@ static bool dataset_matches(const std::string& dataset, const std::string& wante
                                dataset[wanted.size()] == '/');
 }
 
-LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
+// The CSV file past its header line, which must start with `header` (else `expected` is the error).
+static std::ifstream open_csv(const std::string& csv_path, const std::string& header, const std::string& expected)
 {
   std::ifstream in(csv_path);
   if (!in)
     throw InputError(csv_path, "", "cannot open file");
   std::string line;
-  if (!std::getline(in, line) || line.rfind("domain,dataset,item_id,prompt_tokens", 0) != 0)
-    throw InputError(csv_path, "header", "expected 'domain,dataset,item_id,prompt_tokens,...'");
+  if (!std::getline(in, line) || line.rfind(header, 0) != 0)
+    throw InputError(csv_path, "header", expected);
+  return in;
+}
+
+LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
+{
+  std::ifstream in = open_csv(csv_path, "domain,dataset,item_id,prompt_tokens",
+                              "expected 'domain,dataset,item_id,prompt_tokens,...'");
+  std::string line;
   LengthTable table;
   long lineno = 1;
   while (std::getline(in, line)) {
@@ -82,12 +91,9 @@ LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<T
 
 LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
 {
-  std::ifstream in(csv_path);
-  if (!in)
-    throw InputError(csv_path, "", "cannot open file");
+  std::ifstream in = open_csv(csv_path, "TIMESTAMP,ContextTokens,GeneratedTokens",
+                              "expected 'TIMESTAMP,ContextTokens,GeneratedTokens'");
   std::string line;
-  if (!std::getline(in, line) || line.rfind("TIMESTAMP,ContextTokens,GeneratedTokens", 0) != 0)
-    throw InputError(csv_path, "header", "expected 'TIMESTAMP,ContextTokens,GeneratedTokens'");
   std::vector<int> pool;
   long lineno = 1;
   while (std::getline(in, line)) {
@@ -118,12 +124,8 @@ LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<Tas
 
 std::vector<double> load_arrival_gaps(const std::string& csv_path)
 {
-  std::ifstream in(csv_path);
-  if (!in)
-    throw InputError(csv_path, "", "cannot open file");
+  std::ifstream in = open_csv(csv_path, "TIMESTAMP,", "expected 'TIMESTAMP,...' (the Azure 2023 trace format)");
   std::string line;
-  if (!std::getline(in, line) || line.rfind("TIMESTAMP,", 0) != 0)
-    throw InputError(csv_path, "header", "expected 'TIMESTAMP,...' (the Azure 2023 trace format)");
   std::vector<double> gaps;
   int64_t last = -1;
   long lineno  = 1;
