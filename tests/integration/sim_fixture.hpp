@@ -7,17 +7,16 @@
 #include "sim/metrics/run_recorder.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace eldr::test {
@@ -321,17 +320,5 @@ inline void check_invariants(const SmallRun& s)
   }
   CHECK(rc.end_s == doctest::Approx(last_finish).epsilon(1e-12));
 }
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-  std::filesystem::path path;
-  explicit TempDir(const std::string& tag)
-  {
-    path = std::filesystem::temp_directory_path() / ("eldr-it-" + tag + "-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 }  // namespace eldr::test

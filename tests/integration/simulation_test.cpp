@@ -298,9 +298,9 @@ TEST_CASE("sim: the same seed gives byte-identical results in-process and throug
   const std::vector<Override> extra = {{"router", "jsq"}, {"seed", "17"}};
   SmallRun s = run_small(extra);
   check_invariants(s);
-  TempDir dir("determinism");
-  const auto lib = dir.path / "lib";
-  const auto cli = dir.path / "cli";
+  ScratchDir dir("determinism");
+  const auto lib = dir.dir / "lib";
+  const auto cli = dir.dir / "cli";
   write_results(lib.string(), s.x, s.w, s.r());
 
   std::string cmd = shell_quote(ELDRSIM_PATH) + " run configs/default.json -q --out " + shell_quote(cli.string());
@@ -316,11 +316,11 @@ TEST_CASE("sim: the same seed gives byte-identical results in-process and throug
 
   // A different seed gives different results.
   std::string other = shell_quote(ELDRSIM_PATH) + " run configs/default.json -q --seed 18 --out " +
-                      shell_quote((dir.path / "other").string());
+                      shell_quote((dir.dir / "other").string());
   for (const auto& [k, v] : small_overrides({{"router", "jsq"}}))
     other += " --set " + shell_quote(k + "=" + v);
   REQUIRE(std::system(other.c_str()) == 0);
-  CHECK(slurp(dir.path / "other" / "summary.json") != a);
+  CHECK(slurp(dir.dir / "other" / "summary.json") != a);
 
   // The summary is valid JSON carrying the resolved config and the per-worker counters.
   Json j = Json::parse(a);
@@ -364,20 +364,20 @@ void check_blocks_match_single_steps(const std::string& config, const std::vecto
   Workload w   = make_workload(x);
   auto src     = make_routing_source(x, w);
   RunRecorder rec = run_simulation(x, w, *src, {.decode_block_steps = 1});
-  TempDir dir("blocks");
-  write_results((dir.path / "one").string(), x, w, rec);
+  ScratchDir dir("blocks");
+  write_results((dir.dir / "one").string(), x, w, rec);
 
   std::string cmd = shell_quote(ELDRSIM_PATH) + " run " + shell_quote(config) + " -q --out " +
-                    shell_quote((dir.path / "blocks").string());
+                    shell_quote((dir.dir / "blocks").string());
   for (const auto& [k, v] : small_overrides(extra))
     cmd += " --set " + shell_quote(k + "=" + v);
   INFO(cmd);
   REQUIRE(std::system(cmd.c_str()) == 0);
   for (const char* f : {"steps.csv", "requests.csv", "summary.json"}) {
     INFO(f);
-    const std::string one = slurp(dir.path / "one" / f);
+    const std::string one = slurp(dir.dir / "one" / f);
     REQUIRE(!one.empty());
-    CHECK(one == slurp(dir.path / "blocks" / f));
+    CHECK(one == slurp(dir.dir / "blocks" / f));
   }
   long steps = 0;
   for (const auto& c : rec.decode_workers())

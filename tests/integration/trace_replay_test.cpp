@@ -17,10 +17,10 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
 {
   const std::string data = "../shared/data/routing/esft_deepseek_v2_lite";
   REQUIRE_MESSAGE(std::filesystem::is_directory(data), "the ESFT data must be at " << data);
-  TempDir dir("esft");
+  ScratchDir dir("esft");
   EsftImportOptions o;
   o.data_dir             = data;
-  o.out_dir              = dir.path.string();
+  o.out_dir              = dir.path();
   o.sequences_per_domain = 10;
   o.calibration          = 4;
   o.repeat               = 3;
@@ -28,7 +28,7 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
   import_esft(o);
 
   SmallRun s;
-  s.x = load_experiment("configs/esft.json", {{"workload.trace", dir.path.string()},
+  s.x = load_experiment("configs/esft.json", {{"workload.trace", dir.path()},
                                               {"workload.warmup_requests", "20"},
                                               {"workload.arrivals", "trace"}});
   s.w = make_workload(s.x);
@@ -82,17 +82,17 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
 
 TEST_CASE("trace: an imported Azure slice keeps its arrival times exactly (no drain)")
 {
-  TempDir dir("azure");
+  ScratchDir dir("azure");
   RequestTraceImportOptions o;
   o.input   = "traces/azure2023_code.csv";
-  o.out_dir = dir.path.string();
+  o.out_dir = dir.path();
   o.limit   = 300;
   import_azure(o);
-  const Trace t = read_trace(dir.path.string());
+  const Trace t = read_trace(dir.path());
 
   SmallRun s;
   s.x = load_experiment("configs/default.json", {{"workload.kind", "trace"},
-                                                 {"workload.trace", dir.path.string()},
+                                                 {"workload.trace", dir.path()},
                                                  {"workload.arrivals", "trace"},
                                                  {"workload.calibration_requests", "0"},
                                                  {"workload.warmup_requests", "50"},

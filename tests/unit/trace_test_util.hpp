@@ -1,27 +1,13 @@
 #pragma once
-// Helpers of the trace tests: scratch directories and hand-written trace files.
+// Helpers of the trace tests: scratch directories (tests/support/scratch_dir.hpp) and hand-written trace files.
 #include "sim/workload/routing_file.hpp"
+#include "tests/support/scratch_dir.hpp"
 
-#include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace eldr::test {
-
-struct ScratchDir {
-  std::filesystem::path dir;
-  explicit ScratchDir(const std::string& tag)
-  {
-    dir = std::filesystem::temp_directory_path() / ("eldr-trace-" + tag + "-" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(dir); }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-  std::string path() const { return dir.string(); }
-};
 
 inline void write_text(const std::string& path, const std::string& text)
 {
