@@ -33,6 +33,7 @@ write("too_many.json", lambda d: d["topology"]["decode"].__setitem__("instances"
 write("top_level_typo.json", lambda d: d.__setitem__("routr", "jsq"))
 EOF
 printf '{\n  "model": "qwen3-30b-a3b",\n  "workload": { "rate_rps": 60, }\n}\n' >"$TMP/malformed.json"
+printf '{ "model": "qwen3-30b-a3b", "workload": { "rate_rps": 1e500 } }\n' >"$TMP/overflow.json"
 
 expect_error "unknown key in config" "$TMP/unknown_key.json" "workload.rate_rsp" "unknown key" -- \
   run "$TMP/unknown_key.json" "${SMALL[@]}"
@@ -56,6 +57,10 @@ expect_error "model that does not exist" "$DEFAULT" ": model: " "nope.json" -- \
   run "$DEFAULT" --set model=nope "${SMALL[@]}"
 expect_error "malformed JSON" "$TMP/malformed.json" "invalid JSON" -- \
   run "$TMP/malformed.json" "${SMALL[@]}"
+expect_error "number beyond a double" "$TMP/overflow.json" "invalid JSON: number overflow parsing '1e500'" -- \
+  run "$TMP/overflow.json" "${SMALL[@]}"
+expect_error "number beyond a double via --set" "$DEFAULT" "--set workload.rate_rps" "not a usable JSON value" -- \
+  run "$DEFAULT" --set workload.rate_rps=1e500 "${SMALL[@]}"
 expect_error "--set without =" "--set" "workload.rate_rps" "KEY=VALUE" -- \
   run "$DEFAULT" --set workload.rate_rps "${SMALL[@]}"
 expect_error "--set into a non-object" "$DEFAULT" "model.name" -- \
