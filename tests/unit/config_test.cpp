@@ -162,6 +162,16 @@ TEST_CASE("config: load_json_file reports missing files and syntax errors on one
   CHECK(e == "t.jsonl: line 7: invalid JSON: number overflow parsing '-2E999'");
 }
 
+TEST_CASE("config: an input error is one line even when it quotes control characters from the input")
+{
+  // A fuzzing finding: a router name holding a newline was echoed into a two-line message.
+  CHECK(std::string(InputError("f.json", "router", "unknown value 'g\nx\r\x01\x7f\ty'").what()) ==
+        "f.json: router: unknown value 'g\\nx\\r\\x01\\x7f\ty'");
+  const std::string e = input_error_of([] { load_experiment(kDefault, {{"router", "round\nrobin"}}); });
+  CHECK(contains(e, "router: unknown value 'round\\nrobin'"));
+  CHECK(e.find('\n') == std::string::npos);
+}
+
 // ---------------------------------------------------------------- apply_override (--set)
 
 TEST_CASE("config: --set values are JSON when they parse else strings and create nested objects")
