@@ -56,6 +56,8 @@ static std::string resolve_named_file(const std::string& root, const std::string
 static void require_file(const std::string& path, JsonReader& r, const std::string& key)
 {
   std::error_code ec;
+  if (fs::is_directory(path, ec))
+    r.fail(key, path + " is a directory, not a file");
   if (!fs::is_regular_file(path, ec))
     r.fail(key, "file not found: " + path);
 }

@@ -94,7 +94,7 @@ expect_error "cluster file: unknown key" "cluster_key.json" ": nics_per_gpu: unk
 # Unreadable: a directory where a file should be (root reads any file, so permissions cannot show it).
 mkdir -p "$TMP/a_directory.json"
 expect_error "config that is a directory" "a_directory.json" "is a directory" -- run "$TMP/a_directory.json" "${SMALL[@]}"
-expect_error "model that is a directory" "a_directory.json" -- \
+expect_error "model that is a directory" ": model: " "a_directory.json is a directory, not a file" -- \
   run "$DEFAULT" --set model="$TMP/a_directory.json" "${SMALL[@]}"
 # Binary garbage where JSON is expected.
 head -c 300 /dev/urandom >"$TMP/garbage.json"
