@@ -258,14 +258,11 @@ void check_options(const KMeansOptions& o)
 // s += sign * x (sign = +-1, so the product is exact), element-wise in double: the same IEEE
 // operations with or without AVX2 (no FMA in either target, so nothing can be contracted), hence the
 // vectorised version is bit-identical to the plain one.
-#pragma GCC push_options
-#pragma GCC target("avx2")
 __attribute__((target("avx2"))) void add_row_avx2(double* s, const float* x, int d, double sign)
 {
   for (int j = 0; j < d; ++j)
     s[j] += sign * double(x[j]);
 }
-#pragma GCC pop_options
 
 void add_row(double* s, const float* x, int d, double sign)
 {
