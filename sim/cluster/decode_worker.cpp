@@ -47,10 +47,14 @@ DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
 {
   s_.recorder.decode_worker(index_).kv_capacity_bytes =
       s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction, s_.decode_layout.gpus);
-  unions_.resize(size_t(max_block_) * size_t(s_.routing.shape().words()));
   planned_.resize(size_t(max_block_));
   const size_t layers = size_t(s_.routing.shape().layers);
+  counts_.resize(layers);
   distinct_.resize(layers);
+  if (s_.experiment.workload.expert_union == "expected")
+    expected_.emplace(s_.routing.shape().layers, s_.routing.shape().experts);
+  else
+    unions_.resize(size_t(max_block_) * size_t(s_.routing.shape().words()));
   ep_ = s_.decode_layout.ep;
   if (ep_ > 1) {
     const size_t R = size_t(ep_);
@@ -90,6 +94,10 @@ void DecodeWorker::admit()
       c.kv_peak_s     = now;
     }
     batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_)});
+    if (expected_) {
+      expected_->join(s_.routing.token_law(*r, 1));
+      expected_stale_ = true;
+    }
     s_.recorder.request(r->id).decode_admit_s = now;
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
@@ -143,6 +151,20 @@ void DecodeWorker::accumulate_ranks(int k)
 }
 
 // The cost of planned step k (its union and, with expert parallelism, its per-rank counts complete).
+// Distinct experts per layer of planned step k into distinct_; returns their sum.
+double DecodeWorker::step_distinct(int k)
+{
+  if (expected_) {
+    if (expected_stale_)
+      expected_sum_ = expected_->distinct(distinct_);
+    expected_stale_ = false;
+    return expected_sum_;
+  }
+  const long total = count_distinct(step_union(k), s_.routing.shape(), counts_);
+  std::copy(counts_.begin(), counts_.end(), distinct_.begin());
+  return double(total);
+}
+
 DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& attention)
 {
   if (ep_ <= 1)
@@ -181,13 +203,14 @@ int DecodeWorker::plan(double start)
   for (const Sequence& seq : batch_)
     n = std::min(n, seq.request->output_tokens - seq.generated);
   n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step
-  for (int k = unions_ready_; k < n; ++k) {
+  // Sampled unions: each step's tokens ORed in (expected ones are kept as the batch changes).
+  for (int k = unions_ready_; k < n && !expected_; ++k) {
     std::ranges::fill(step_union(k), 0);
     if (ep_ > 1)
       std::ranges::fill(step_ranks(k), 0);
   }
   unions_ready_ = std::max(unions_ready_, n);
-  for (int k = 0; k < n; ++k) {
+  for (int k = 0; k < n && !expected_; ++k) {
     // At step k a sequence runs output token generated-1+k (position prompt + generated - 1 + k).
     tokens_.clear();
     owners_.clear();
@@ -223,7 +246,7 @@ int DecodeWorker::plan(double start)
         windowed += std::min(seq.request->prompt_tokens + seq.generated + k, window);
       attention.windowed_tokens = double(windowed);
     }
-    const double distinct_sum = double(count_distinct(step_union(k), shape, distinct_));
+    const double distinct_sum = step_distinct(k);
     const DecodeStepCost c    = step_cost(k, int(batch_.size()), attention);
     const double d            = c.seconds;
     planned_[slot(k)] = {t, d, attention.context_tokens, float(distinct_sum / shape.layers),
@@ -296,6 +319,10 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   if (s_.decode_caches_prefixes())
     keys = s_.block_keys[r.id];
   cache_.release(keys, seq.private_blocks);
+  if (expected_) {
+    expected_->leave(s_.routing.token_law(r, 1));
+    expected_stale_ = true;
+  }
   if (s_.caches_prefixes())
     std::vector<uint64_t>().swap(s_.block_keys[r.id]);  // the prefill side let go at the transfer's end
   auto& mix = s_.recorder.decode_worker(index_).label_requests;

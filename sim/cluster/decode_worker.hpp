@@ -1,5 +1,8 @@
 #pragma once
 #include "sim/cluster/cluster_state.hpp"
+#include "sim/workload/expected_union.hpp"
+
+#include <optional>
 
 namespace eldr {
 
@@ -54,6 +57,7 @@ private:
   std::span<uint32_t> step_ranks(int k);
   void accumulate_ranks(int k);
   DecodeStepCost step_cost(int k, int batch, const AttentionLoad& attention);
+  double step_distinct(int k);
 
   ClusterState& s_;
   int index_;
@@ -66,7 +70,13 @@ private:
   std::vector<StepRecord> planned_;  // ring of the planned steps: start, duration, ...
   int head_ = 0;                     // the slot of the next step in both rings
   std::vector<TokenRef> tokens_;
-  std::vector<uint16_t> distinct_;
+  std::vector<uint16_t> counts_;   // sampled: distinct experts per layer of the step's union
+  std::vector<double> distinct_;   // what the cost model gets: the counts, or their expectation
+  // workload.union = expected: the batch's miss products, kept as sequences join and leave (the
+  // per-step unions above are then unused); expected_sum_ is valid until the batch changes.
+  std::optional<ExpectedUnion> expected_;
+  bool expected_stale_ = true;
+  double expected_sum_ = 0;
   // Expert parallel (ep_ > 1) only: per planned step, [layer][rank] picks then [layer][owner][rank]
   // tokens dispatched (a ring like unions_), accumulated from per-token masks; this instance's rank masks.
   int ep_ = 1;

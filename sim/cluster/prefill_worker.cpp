@@ -1,6 +1,7 @@
 #include "sim/cluster/prefill_worker.hpp"
 #include "sim/cache/cached_profile.hpp"
 #include "sim/cache/prefix_blocks.hpp"
+#include "sim/workload/expected_union.hpp"
 
 #include <algorithm>
 
@@ -77,16 +78,14 @@ void PrefillWorker::take_batch()
   }
 }
 
-double PrefillWorker::run_batch()
+void PrefillWorker::sampled_distinct(std::vector<double>& distinct) const
 {
   const RoutingShape& shape = s_.routing.shape();
   std::vector<uint64_t> used(size_t(shape.words()), 0);
-  std::vector<PrefillPrompt> prompts;
   std::vector<TokenRef> chunk;
   bool full = false;
   for (const Prompt& p : batch_) {
     const Request* r = p.request;
-    prompts.push_back({r->prompt_tokens, p.cached_tokens});
     // Long prompts touch every expert; once the union is full the remaining tokens cannot change it.
     for (int t0 = p.cached_tokens; t0 < r->prompt_tokens && !full; t0 += 32) {
       chunk.clear();
@@ -96,8 +95,30 @@ double PrefillWorker::run_batch()
       full = union_is_full(used, shape);
     }
   }
-  std::vector<uint16_t> distinct(size_t(shape.layers));
-  count_distinct(used, shape, distinct);
+  std::vector<uint16_t> counts(size_t(shape.layers));
+  count_distinct(used, shape, counts);
+  distinct.assign(counts.begin(), counts.end());
+}
+
+void PrefillWorker::expected_distinct(std::vector<double>& distinct) const
+{
+  std::vector<PromptTokens> prompts;
+  for (const Prompt& p : batch_)
+    prompts.push_back({p.request, p.cached_tokens, p.request->prompt_tokens});
+  distinct.resize(size_t(s_.routing.shape().layers));
+  expected_prompt_distinct(s_.routing, prompts, distinct);
+}
+
+double PrefillWorker::run_batch()
+{
+  std::vector<PrefillPrompt> prompts;
+  for (const Prompt& p : batch_)
+    prompts.push_back({p.request->prompt_tokens, p.cached_tokens});
+  std::vector<double> distinct;
+  if (s_.experiment.workload.expert_union == "expected")
+    expected_distinct(distinct);
+  else
+    sampled_distinct(distinct);
   return s_.cost.prefill_s(s_.prefill_layout, prompts, distinct);
 }
 

@@ -23,6 +23,9 @@ private:
   // Reserves r's KV blocks; false if they do not fit now.
   bool reserve_blocks(const Request& r, int& cached_tokens);
   double run_batch();
+  // Distinct experts per layer of the batch's computed prompt tokens into `distinct`.
+  void sampled_distinct(std::vector<double>& distinct) const;
+  void expected_distinct(std::vector<double>& distinct) const;
   PromptProfile prompt_profile(const Prompt& p) const;
   void hand_off(const Prompt& p);
   ClusterState& s_;

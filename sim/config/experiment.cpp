@@ -371,6 +371,15 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind,
                                x.workload.routing_profile_file);
   }
+  {
+    const bool has_laws = x.workload.routing != "trace";
+    const bool ep       = x.topology.decode.expert_parallel > 1;
+    x.workload.expert_union = w.choice("union", has_laws && !ep ? "expected" : "sampled", {"expected", "sampled"});
+    if (x.workload.expert_union == "expected" && !has_laws)
+      w.fail("union", "'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
+    if (x.workload.expert_union == "expected" && ep)
+      w.fail("union", "'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
+  }
   x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind);
   if (!x.workload.mix_schedule.empty() && x.workload.distinct_prompts > 0)
     w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");

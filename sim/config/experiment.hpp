@@ -67,6 +67,10 @@ struct WorkloadSpec {
   std::string lengths_file;  // resolved path
   std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
+  // How a step's distinct experts are counted (docs/model.md section 2b): "expected", the exact mean
+  // over the tokens' laws (generated and uniform routing; the default there), or "sampled", the union
+  // of per-token expert sets (the only choice for replayed traces and expert-parallel instances).
+  std::string expert_union = "sampled";
   // Drift (docs/model.md section 4a). Measured requests draw their label from the schedule's piece at
   // their arrival time (empty: the base mix throughout); warm-up and calibration requests from the base mix.
   std::vector<MixPhase> mix_schedule;

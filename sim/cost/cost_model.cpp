@@ -14,6 +14,7 @@ CostModel::CostModel(const ModelSpec& model, const Hardware& hw, const Calibrati
   const double peak = model.gemm_dtype == "fp8" && hw.dense_fp8_flops > 0 ? hw.dense_fp8_flops : hw.dense_flops;
   flops_            = peak * hw.gemm_efficiency;
   expert_read_s_    = model.expert_bytes / bw_;
+  expert_flops_     = model.expert_flops_per_token();
   // A layer costs a + D*e (e = one expert's read time). The measured ratio r between D = hi and D = lo
   // fixes a: (a + hi*e) = r (a + lo*e)  =>  a = e (hi - r lo) / (r - 1). A calibration may give a in
   // seconds instead, for models whose experts are unlike the measured model's (calibration.md 2.5).
@@ -49,12 +50,21 @@ double CostModel::attention_read_bytes(const AttentionLoad& a) const
   return model_.kv_bytes_per_token * ((1.0 - f) * a.context_tokens + f * a.windowed_tokens);
 }
 
-double CostModel::moe_layer_s(int batch_tokens, int distinct, double split) const
+namespace {
+
+std::vector<double> as_doubles(std::span<const uint16_t> counts)
+{
+  return {counts.begin(), counts.end()};
+}
+
+}  // namespace
+
+double CostModel::moe_layer_s(int batch_tokens, double distinct, double split) const
 {
   // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is
   // slower; tensor-split experts share both over `split` GPUs.
   double memory  = distinct * expert_read_s_ / split;
-  double compute = batch_tokens * model_.expert_flops_per_token() / flops_ / split;
+  double compute = batch_tokens * expert_flops_ / flops_ / split;
   return moe_overhead_s_ + std::max(memory, compute);
 }
 
@@ -63,17 +73,34 @@ double CostModel::moe_rank_s(double picks, int distinct) const
   // The same roofline on one rank: its resident experts that the batch activates, and its picks
   // (each a 1/top_k share of a token's expert FLOPs).
   double memory  = distinct * expert_read_s_;
-  double compute = picks * (model_.expert_flops_per_token() / model_.top_k) / flops_;
+  double compute = picks * (expert_flops_ / model_.top_k) / flops_;
   return moe_overhead_s_ + std::max(memory, compute);
 }
 
-double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const
+double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::span<const double> distinct) const
 {
   return decode_step(InstanceLayout{}, batch, attention, distinct).seconds;
 }
 
+double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const
+{
+  return decode_step_s(batch, attention, as_doubles(distinct));
+}
+
 DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
                                       std::span<const uint16_t> distinct, const RankLoads* ranks) const
+{
+  return decode_step(layout, batch, attention, as_doubles(distinct), ranks);
+}
+
+double CostModel::prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
+                            std::span<const uint16_t> distinct) const
+{
+  return prefill_s(layout, prompts, as_doubles(distinct));
+}
+
+DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
+                                      std::span<const double> distinct, const RankLoads* ranks) const
 {
   // Tensor parallel over g GPUs: each reads 1/g of the dense weights, LM head and KV and does 1/g of
   // their FLOPs. (g = 1 divides by one: exactly the single-GPU step.)
@@ -84,7 +111,7 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
   t += model_.layers * std::max(dense_memory, dense_compute);
   DecodeStepCost c;
   if (layout.ep <= 1) {
-    for (uint16_t d : distinct)
+    for (double d : distinct)
       t += moe_layer_s(batch, d, g);
   } else {
     if (ranks == nullptr || ranks->ranks != layout.ep)
@@ -138,7 +165,7 @@ double CostModel::prefill_s(std::span<const PrefillPrompt> prompts, std::span<co
 }
 
 double CostModel::prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
-                            std::span<const uint16_t> distinct) const
+                            std::span<const double> distinct) const
 {
   // Causal attention: QK^T and AV, 2 FLOPs a multiply-add each, per query-key pair. Sliding layers are
   // weighted by their share of the KV bytes. A computed token attends to the cached prefix too: the
@@ -161,7 +188,7 @@ double CostModel::prefill_s(const InstanceLayout& layout, std::span<const Prefil
   const double dense_memory = model_.non_expert_bytes_per_layer / bw_ / g + kv_per_layer / bw_ / g;
   // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.
   double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_ / g;
-  for (uint16_t d : distinct) {
+  for (double d : distinct) {
     double experts = std::max(d * expert_read_s_ / g, tokens * model_.expert_flops_per_token() / flops_ / g);
     t += moe_overhead_s_ + experts + std::max(dense_memory, dense_flops / flops_ / g);
   }

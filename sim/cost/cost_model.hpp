@@ -56,16 +56,21 @@ class CostModel {
 public:
   CostModel(const ModelSpec& model, const Hardware& hw, const Calibration& cal);
 
-  // One decode step of `batch` sequences; distinct[l] = distinct experts the batch's tokens pick at layer l.
+  // One decode step of `batch` sequences; distinct[l] = distinct experts the batch's tokens pick at
+  // layer l: a count of a sampled union, or an expected (fractional) count. Counts as uint16 are
+  // converted.
+  double decode_step_s(int batch, const AttentionLoad& attention, std::span<const double> distinct) const;
   double decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const;
   // The same on an instance of several GPUs; `ranks` (expert parallel, layout.ep > 1) gives each
   // rank's experts and picks, else `distinct` is used. One formula: a one-GPU layout gives exactly
   // decode_step_s.
   DecodeStepCost decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
+                             std::span<const double> distinct, const RankLoads* ranks = nullptr) const;
+  DecodeStepCost decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
                              std::span<const uint16_t> distinct, const RankLoads* ranks = nullptr) const;
   // One MoE layer of a decode step (the quantity whose 16 -> 128 expert scaling was measured); with
   // `split` GPUs sharing each expert's weights and the tokens' FLOPs (tensor-parallel experts).
-  double moe_layer_s(int batch_tokens, int distinct, double split = 1) const;
+  double moe_layer_s(int batch_tokens, double distinct, double split = 1) const;
   // One rank of an expert-parallel MoE layer: its resident active experts and its (token, expert) picks.
   double moe_rank_s(double picks, int distinct) const;
   // Prefill of a batch of prompts of the given lengths; distinct[l] = experts touched at layer l by
@@ -75,6 +80,8 @@ public:
   double prefill_s(std::span<const PrefillPrompt> prompts, std::span<const uint16_t> distinct) const;
   // On an instance of layout.gpus GPUs: compute and bandwidth x gpus, plus an all-reduce of the
   // batch's hidden states per layer.
+  double prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
+                   std::span<const double> distinct) const;
   double prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
                    std::span<const uint16_t> distinct) const;
   // Query-key pairs of causal attention over n tokens, each token seeing at most `window` (0: all).
@@ -96,6 +103,7 @@ private:
   double bw_;              // achieved bytes/s in decode
   double flops_;           // achieved FLOP/s in large GEMMs
   double expert_read_s_;   // streaming one expert's weights
+  double expert_flops_;    // model_.expert_flops_per_token(), once (it is in every MoE layer's roofline)
   double moe_overhead_s_;  // per MoE layer, independent of the expert count
 };
 

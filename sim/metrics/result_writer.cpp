@@ -142,6 +142,7 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   j["e2e_ms"]                          = percentiles_json(s.e2e_ms);
   j["throughput_tok_s"]                = s.throughput_tok_s;
   j["distinct_experts_per_layer_mean"] = s.distinct_experts_per_layer_mean;
+  j["expert_union"]                    = rec.expert_union;
   j["decode_batch_mean"]               = s.decode_batch_mean;
   j["decode_steps"]                    = s.decode_steps;
   if (rec.decode_expert_parallel > 1) {  // single-GPU summaries keep their bytes
@@ -226,10 +227,13 @@ std::string requests_csv(const Workload& w, const RunRecorder& rec)
 
 std::string steps_csv(const RunRecorder& rec)
 {
-  // Expert-parallel runs append the per-rank imbalance and the all-to-all time (single-GPU files keep their columns).
+  // Expert-parallel runs append the per-rank imbalance and the all-to-all time (single-GPU files keep
+  // their columns). expert_union says whether distinct_experts_mean counts a sampled union or is its
+  // expectation (fractional).
   const bool ep   = rec.decode_expert_parallel > 1;
-  std::string out = std::string("worker,start_s,duration_ms,batch,context_tokens,distinct_experts_mean") +
+  std::string out = std::string("worker,start_s,duration_ms,batch,context_tokens,distinct_experts_mean,expert_union") +
                     (ep ? ",rank_imbalance,all_to_all_ms\n" : "\n");
+  const std::string mode = "," + rec.expert_union;
   out.reserve(rec.steps().size() * 64);
   for (const StepRecord& s : rec.steps()) {
     out += std::to_string(s.worker) + ",";
@@ -240,6 +244,7 @@ std::string steps_csv(const RunRecorder& rec)
     append_value(out, s.context_tokens);
     out += ",";
     append_value(out, s.distinct_mean);
+    out += mode;
     if (ep) {
       out += ",";
       append_value(out, s.rank_imbalance);

@@ -100,6 +100,7 @@ public:
   // Expert-parallel decode instances: the layout, and with cluster_balanced placement the calibration
   // requests each instance's placement was balanced for (empty otherwise).
   int decode_expert_parallel = 1;
+  std::string expert_union = "sampled";  // how steps counted distinct experts (workload.union)
   std::vector<long> placement_calibration_requests;
   std::vector<double> refit_times_s;  // ELDR: simulated times of its refits
   // The decision log (output.decision_log): off unless log_decisions; ELDR fills eldr_trace per decision.

@@ -1,6 +1,13 @@
 #include "sim/workload/expert_routing.hpp"
 
+#include <stdexcept>
+
 namespace eldr {
+
+TokenLaw ExpertRoutingSource::token_law(const Request&, int) const
+{
+  throw std::logic_error("this routing source has no per-token law: expected unions need generated or uniform routing");
+}
 
 __attribute__((target_clones("avx2", "default"))) void accumulate(std::span<uint64_t> union_masks,
                                                                    std::span<const uint64_t> token)

@@ -28,6 +28,28 @@ struct TokenRef {
   int position;
 };
 
+// The law one token of a request draws its experts from, where tokens are independent given their
+// request (generated and uniform routing): it picks expert e at layer l with probability
+// p[l][e] = (1 - share) * primary[l][e] + share * secondary[l][e], two tables of layers x experts
+// (record frequencies of the palettes the sampled mode draws whole-token records from). Law
+// identity is the pair of tables and the share, so equal laws compare equal.
+struct TokenLaw {
+  const float* primary   = nullptr;
+  const float* secondary = nullptr;
+  float share            = 0;
+  double probability(size_t cell) const { return (1.0 - share) * primary[cell] + double(share) * secondary[cell]; }
+  bool operator==(const TokenLaw&) const = default;
+};
+
+// Prompt tokens [from, to) of a request follow `law`, `tokens` of them (`owner` and `from` identify
+// them: two prompts that share a prefix route its tokens as one owner's, the same tokens).
+struct PromptRun {
+  TokenLaw law;
+  const Request* owner;
+  int from;
+  int to;
+};
+
 // Adds `token`'s choices into a per-layer union (an AVX2 clone where the CPU has it).
 void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
 
@@ -58,6 +80,17 @@ public:
   {
     for (const TokenRef& t : tokens)
       accumulate(union_masks, token_experts(*t.request, t.position));
+  }
+
+  // Expected unions (workload.union = expected) need tokens independent given their request, with a
+  // known law. Sources that replay real per-token experts have none.
+  virtual bool has_token_laws() const { return false; }
+  // The law of r's prompt tokens (phase 0) or output tokens (phase 1).
+  virtual TokenLaw token_law(const Request& r, int phase) const;
+  // Appends the runs that prompt tokens [from, to) of r consist of: by default one, r's own.
+  virtual void prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const
+  {
+    out.push_back({token_law(r, 0), &r, from, to});
   }
 };
 

@@ -3,6 +3,7 @@
 #include "sim/common/rng.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -140,6 +141,30 @@ GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile&
   mix_max_               = subtopics_ > 1 ? profile.request_mix_max : 0.0;
   build_logits(profile, kind, labels, seed, profile_file);
   sample_palettes(seed);
+  count_record_frequencies();
+}
+
+void GeneratedRouting::count_record_frequencies()
+{
+  const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
+  const size_t words = size_t(shape_.words());
+  const int P        = palettes();
+  frequency_.assign(size_t(P) * L * E, 0.f);
+  std::vector<uint32_t> count(size_t(L) * E);
+  for (int pal = 0; pal < P; ++pal) {
+    std::fill(count.begin(), count.end(), 0);
+    for (int rec = 0; rec < records_; ++rec) {
+      const uint64_t* m = &pool_[(size_t(pal) * records_ + rec) * words];
+      for (int l = 0; l < L; ++l)
+        for (int w = 0; w < W; ++w)
+          for (uint64_t bits = m[l * W + w]; bits != 0; bits &= bits - 1)
+            ++count[size_t(l) * E + size_t(64 * w + std::countr_zero(bits))];
+    }
+    // count / records is exact in float: records is a power of two below 2^24.
+    float* f = &frequency_[size_t(pal) * L * E];
+    for (size_t c = 0; c < count.size(); ++c)
+      f[c] = float(count[c]) / float(records_);
+  }
 }
 
 void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& kind,
@@ -391,6 +416,15 @@ void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::
   or_records(pool_.data(), offsets_, words, union_masks);
   if (prompt)
     std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
+}
+
+TokenLaw GeneratedRouting::token_law(const Request& r, int phase) const
+{
+  const RequestKey& k = key(r);
+  const size_t cells  = size_t(shape_.layers) * shape_.experts;
+  // record_of() takes the secondary iff 24 hash bits fall below the threshold: share threshold / 2^24.
+  return {&frequency_[k.palette[phase][0] * cells], &frequency_[k.palette[phase][1] * cells],
+          float(double(k.threshold[phase]) / double(1 << 24))};
 }
 
 std::span<const float> GeneratedRouting::palette_logits(int palette) const

@@ -32,6 +32,10 @@ public:
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+  bool has_token_laws() const override { return true; }
+  // The palettes' record frequencies mixed by the request's secondary share: the law of the records
+  // the sampled mode draws.
+  TokenLaw token_law(const Request& r, int phase) const override;
 
   struct Traits {
     int primary   = 0;  // sub-topic indices within the request's label
@@ -64,6 +68,7 @@ private:
   void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                     uint64_t seed, const std::string& profile_file);
   void sample_palettes(uint64_t seed);
+  void count_record_frequencies();
 
   RoutingShape shape_;
   int labels_    = 0;
@@ -74,6 +79,7 @@ private:
   int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)
   std::vector<float> logits_;  // [palette][layer][expert]
   HugePageBuffer pool_;  // [palette][record][words]
+  std::vector<float> frequency_;  // [palette][layer][expert]: share of the palette's records that pick the expert
   // Keys by request id, filled lazily; an entry is checked against the request's fields, so requests
   // built on the fly that reuse an id (tests, trace statistics) get their own key.
   mutable std::vector<RequestKey> keys_;

@@ -61,6 +61,20 @@ const Request& SharedPrefixRouting::owner(const Request& r, int token) const
   return r;
 }
 
+void SharedPrefixRouting::prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const
+{
+  const Span& s = span_of(r);
+  for (uint32_t i = s.begin; i < s.begin + s.count && from < to; ++i) {
+    const Segment& seg = segments_[i];
+    const int end      = std::min(seg.end, to);
+    if (end > from)
+      out.push_back({inner_->token_law(*seg.owner, 0), seg.owner, from, end});
+    from = std::max(from, end);
+  }
+  if (from < to)
+    out.push_back({inner_->token_law(r, 0), &r, from, to});
+}
+
 std::span<const uint64_t> SharedPrefixRouting::token_experts(const Request& r, int token) const
 {
   return inner_->token_experts(owner(r, token), token);

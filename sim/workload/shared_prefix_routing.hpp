@@ -23,6 +23,10 @@ public:
   const RoutingShape& shape() const override { return inner_->shape(); }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+  bool has_token_laws() const override { return inner_->has_token_laws(); }
+  TokenLaw token_law(const Request& r, int phase) const override { return inner_->token_law(r, phase); }
+  // A shared segment's tokens follow its owner's prompt law.
+  void prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const override;
 
   const ExpertRoutingSource& inner() const { return *inner_; }
   // The request whose routing token `token` of `r` takes (r itself unless it is a shared prompt token).

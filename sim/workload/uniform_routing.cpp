@@ -31,6 +31,14 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
         mask[perm[size_t(i)] / 64] |= uint64_t(1) << (perm[size_t(i)] % 64);
       }
     }
+  frequency_.assign(size_t(shape_.layers) * size_t(model.experts), 0.f);
+  for (size_t rec = 0; rec < pool_size; ++rec)
+    for (int l = 0; l < shape_.layers; ++l)
+      for (int w = 0; w < shape_.words_per_layer; ++w)
+        for (uint64_t bits = pool_[rec * shape_.words() + size_t(l * shape_.words_per_layer + w)]; bits; bits &= bits - 1)
+          frequency_[size_t(l) * size_t(model.experts) + size_t(64 * w + std::countr_zero(bits))] += 1.f;
+  for (float& f : frequency_)
+    f /= float(pool_size);  // counts and the power-of-two pool size are exact in float
 }
 
 size_t UniformRouting::record_of(const Request& r, int token) const

@@ -23,12 +23,16 @@ public:
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+  bool has_token_laws() const override { return true; }
+  // Every token's law: the pool's record frequencies (near top_k / experts everywhere).
+  TokenLaw token_law(const Request&, int) const override { return {frequency_.data(), frequency_.data(), 0.f}; }
 
 private:
   size_t record_of(const Request& r, int token) const;
   RoutingShape shape_;
   uint64_t pool_mask_ = 0;
   HugePageBuffer pool_;  // [record][words]
+  std::vector<float> frequency_;  // [layer][expert]: share of the pool's records that pick the expert
 };
 
 }  // namespace eldr

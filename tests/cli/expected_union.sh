@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# workload.union: the expected unions against the sampled ones on the default scenario (DESIGN.md
+# section 8, docs/model.md section 2b), for every router at 20, 60 and 100 req/s: TPOT P50 and P99
+# and the mean distinct experts per layer within 1%. The expectation is the exact mean of the law the
+# sampled mode draws from (the palettes' record frequencies), so the two differ only by the sampled
+# mode's step-to-step noise, which a run's 500-step TPOT averages away.
+# Usage: expected_union.sh PATH/TO/eldrsim (from the project root).
+set -u
+ELDRSIM=${1:?usage: expected_union.sh PATH/TO/eldrsim}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-union.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+
+routers=$("$ELDRSIM" routers)
+for rate in 20 60 100; do
+  for router in $routers; do
+    for mode in expected sampled; do
+      "$ELDRSIM" run configs/default.json --router "$router" --rate "$rate" --set workload.union=$mode -q \
+        --out "$TMP/$router-$rate-$mode" >/dev/null 2>"$TMP/$router-$rate-$mode.err" &
+    done
+    wait || true
+  done
+done
+
+for rate in 20 60 100; do
+  for router in $routers; do
+    a="$TMP/$router-$rate-expected/summary.json" b="$TMP/$router-$rate-sampled/summary.json"
+    if [ ! -s "$a" ] || [ ! -s "$b" ]; then
+      bad "$router at $rate req/s: a run failed: $(cat "$TMP/$router-$rate-"*.err)"
+      continue
+    fi
+    out=$($PY - "$a" "$b" <<'PYEOF'
+import json, sys
+e, s = (json.load(open(p)) for p in sys.argv[1:3])
+assert e["expert_union"] == "expected" and s["expert_union"] == "sampled", "summary.json names the wrong mode"
+rows = [("tpot p50", e["tpot_ms"]["p50"], s["tpot_ms"]["p50"]),
+        ("tpot p99", e["tpot_ms"]["p99"], s["tpot_ms"]["p99"]),
+        ("distinct/layer", e["distinct_experts_per_layer_mean"], s["distinct_experts_per_layer_mean"])]
+worst = max(abs(x / y - 1) for _, x, y in rows)
+print(" ".join(f"{n} {x:.3f}/{y:.3f}" for n, x, y in rows), f"worst {100 * worst:.2f}%")
+sys.exit(0 if worst <= 0.01 else 1)
+PYEOF
+    ) && ok "$router at $rate req/s, expected/sampled: $out" || bad "$router at $rate req/s, expected/sampled: $out"
+  done
+done
+
+# The steps say which mode ran, and the expected counts are fractional.
+"$ELDRSIM" run configs/default.json --requests 200 --set workload.warmup_requests=0 --steps -q --out "$TMP/steps" >/dev/null
+check "steps.csv: an expert_union column, expected, fractional counts" \
+  "head -1 '$TMP/steps/steps.csv' | grep -q ',distinct_experts_mean,expert_union' && sed -n 2p '$TMP/steps/steps.csv' | grep -Eq ',[0-9]+\.[0-9]+,expected$'"
+"$ELDRSIM" trace gen configs/default.json --out "$TMP/trace" --routing --set workload.measured_requests=40 \
+  --set workload.warmup_requests=5 --set workload.calibration_requests=10 --set workload.output_tokens=64 >/dev/null 2>&1
+expect_error "union expected for a replayed trace" "workload.union" "sampled" -- \
+  run configs/default.json --set workload.kind=trace --set workload.trace="$TMP/trace" --set workload.routing=trace \
+  --set workload.union=expected
+finish

@@ -1,0 +1,219 @@
+// Expected unions (sim/workload/expected_union.hpp): hand-computed cases, the incremental products
+// against a from-scratch computation, and the expectation against the mean of sampled unions drawn
+// from the same generated routing (the sampled mode, an independent computation of the same law).
+#include "sim/config/experiment.hpp"
+#include "sim/workload/expected_union.hpp"
+#include "sim/workload/generated_routing.hpp"
+#include "sim/workload/routing_source_factory.hpp"
+#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/workload/workload_factory.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+using namespace eldr;
+
+namespace {
+
+// A source of one layer whose laws are given tables: request i follows laws[i] in both phases.
+class TableSource : public ExpertRoutingSource {
+public:
+  TableSource(int experts, std::vector<std::vector<float>> tables) : tables_(std::move(tables))
+  {
+    shape_ = {1, experts, 1, (experts + 63) / 64};
+  }
+  const RoutingShape& shape() const override { return shape_; }
+  std::span<const uint64_t> token_experts(const Request&, int) const override { return {}; }
+  bool has_token_laws() const override { return true; }
+  TokenLaw token_law(const Request& r, int) const override
+  {
+    const float* t = tables_[r.id].data();
+    return {t, t, 0.f};
+  }
+
+private:
+  RoutingShape shape_;
+  std::vector<std::vector<float>> tables_;
+};
+
+// The default scenario (or `routing`) with `requests` measured requests and no warm-up, and its source.
+struct Scenario {
+  Experiment x;
+  Workload w;
+  std::unique_ptr<ExpertRoutingSource> src;
+};
+
+Scenario scenario(int requests, const std::string& routing = "generated")
+{
+  Scenario s;
+  s.x   = load_experiment("configs/default.json", {{"workload.routing", routing},
+                                                   {"workload.warmup_requests", "0"},
+                                                   {"workload.measured_requests", std::to_string(requests)},
+                                                   {"workload.calibration_requests", "100"}});
+  s.w   = make_workload(s.x);
+  s.src = make_routing_source(s.x, s.w);
+  return s;
+}
+
+double expected_of(const ExpectedUnion& u, int layers)
+{
+  std::vector<double> d(static_cast<size_t>(layers));
+  return u.distinct(d);
+}
+
+}  // namespace
+
+TEST_CASE("expected union: two requests by hand, joining and leaving")
+{
+  // One layer of four experts. Request 1 picks them with p = (0.5, 0.25, 0, 1), request 2 with
+  // (0.5, 0.5, 0.25, 0). E[D] = sum of 1 - (1 - p1)(1 - p2):
+  //   0.75 + (1 - 0.75 * 0.5) + 0.25 + 1 = 2.625; request 1 alone: sum p1 = 1.75.
+  std::vector<float> p1{0.5f, 0.25f, 0.f, 1.f}, p2{0.5f, 0.5f, 0.25f, 0.f};
+  const TokenLaw a{p1.data(), p1.data(), 0.f}, b{p2.data(), p2.data(), 0.f};
+  ExpectedUnion u(1, 4);
+  CHECK(expected_of(u, 1) == 0.0);
+  u.join(a);
+  CHECK(expected_of(u, 1) == doctest::Approx(1.75).epsilon(1e-15));
+  u.join(b);
+  CHECK(expected_of(u, 1) == doctest::Approx(2.625).epsilon(1e-15));
+  CHECK(u.miss(3) == 0.0);  // request 1 always picks expert 3: counted as certain, not multiplied
+  u.leave(a);
+  CHECK(expected_of(u, 1) == doctest::Approx(1.25).epsilon(1e-15));  // sum p2
+  u.leave(b);
+  CHECK(expected_of(u, 1) == 0.0);
+  CHECK_THROWS(u.leave(b));
+
+  // A mixed law: share 0.25 of the secondary table. p = 0.75 * p1 + 0.25 * p2 = (0.5, 0.3125, 0.0625, 0.75).
+  u.join({p1.data(), p2.data(), 0.25f});
+  CHECK(expected_of(u, 1) == doctest::Approx(0.5 + 0.3125 + 0.0625 + 0.75).epsilon(1e-15));
+}
+
+TEST_CASE("expected union: a prompt's n tokens miss an expert with (1 - p)^n; shared positions count once")
+{
+  // Request 0: p = (0.5, 0.1, 0, 0.9); request 1: (0.2, 0.2, 0.2, 0.2). Three tokens of request 0:
+  //   E[D] = (1 - 0.5^3) + (1 - 0.9^3) + 0 + (1 - 0.1^3) = 0.875 + 0.271 + 0.999 = 2.145.
+  TableSource src(4, {{0.5f, 0.1f, 0.f, 0.9f}, {0.2f, 0.2f, 0.2f, 0.2f}});
+  Request r0, r1;
+  r0.id = 0, r0.prompt_tokens = 10;
+  r1.id = 1, r1.prompt_tokens = 10;
+  std::vector<double> d(1);
+  std::vector<PromptTokens> three{{&r0, 2, 5}};
+  CHECK(expected_prompt_distinct(src, three, d) == doctest::Approx(2.145).epsilon(1e-6));  // single precision power
+  // Overlapping spans of one owner are one set of tokens: positions 2..6 are 5 tokens, not 3 + 3.
+  std::vector<PromptTokens> overlap{{&r0, 2, 5}, {&r0, 3, 7}};
+  const double five = (1 - std::pow(0.5, 5)) + (1 - std::pow(0.9, 5)) + (1 - std::pow(0.1, 5));
+  CHECK(expected_prompt_distinct(src, overlap, d) == doctest::Approx(five).epsilon(1e-6));
+  // Two owners multiply: one token each. (1 - 0.5 * 0.8) + (1 - 0.9 * 0.8) + (1 - 0.8) + (1 - 0.1 * 0.8).
+  std::vector<PromptTokens> two{{&r0, 0, 1}, {&r1, 0, 1}};
+  CHECK(expected_prompt_distinct(src, two, d) == doctest::Approx(0.6 + 0.28 + 0.2 + 0.92).epsilon(1e-7));
+  // A long prompt saturates: every expert with p > 0 is certain, the one with p = 0 never appears.
+  std::vector<PromptTokens> long_prompt{{&r0, 0, 1000}};
+  CHECK(expected_prompt_distinct(src, long_prompt, d) == doctest::Approx(3.0).epsilon(1e-12));
+}
+
+TEST_CASE("expected union: incremental products equal a from-scratch computation after thousands of changes")
+{
+  // Laws of the default scenario's generated routing, joined and left at random (decode tokens), with
+  // batches up to 400 so that products underflow and near-certain experts are common.
+  const Scenario s = scenario(2000);
+  const Workload& w = s.w;
+  const auto& src   = s.src;
+  REQUIRE(src->has_token_laws());
+  const RoutingShape& shape = src->shape();
+  ExpectedUnion u(shape.layers, shape.experts);
+  std::vector<const Request*> in;
+  std::mt19937_64 rng(7);
+  size_t next = 0;
+  long changes = 0;
+  for (int round = 0; round < 6000; ++round) {
+    const size_t target = round < 3000 ? 400 : 30;  // grow to 400, then shrink and churn around 30
+    const bool join     = in.size() < target ? rng() % 4 != 0 : rng() % 4 == 0;
+    if (join || in.empty()) {
+      const Request* r = &w.requests[next++ % w.requests.size()];
+      u.join(src->token_law(*r, 1));
+      in.push_back(r);
+    } else {
+      const size_t i = size_t(rng() % in.size());
+      u.leave(src->token_law(*in[i], 1));
+      in.erase(in.begin() + long(i));
+    }
+    ++changes;
+  }
+  CHECK(changes > ExpectedUnion::kRebuildEvery);
+  ExpectedUnion fresh(shape.layers, shape.experts);
+  for (const Request* r : in)
+    fresh.join(src->token_law(*r, 1));
+  std::vector<double> a(size_t(shape.layers)), b(size_t(shape.layers));
+  u.distinct(a);
+  fresh.distinct(b);
+  for (int l = 0; l < shape.layers; ++l)
+    CHECK(a[size_t(l)] == doctest::Approx(b[size_t(l)]).epsilon(1e-10));
+  // And the from-scratch products against a direct product over the members, cell by cell.
+  for (size_t c = 0; c < size_t(shape.layers * shape.experts); c += 97) {
+    double m = 1;
+    for (const Request* r : in)
+      m *= 1.0 - src->token_law(*r, 1).probability(c);
+    CHECK(u.miss(c) == doctest::Approx(m).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("expected union: the mean of sampled unions of the generated routing converges to it")
+{
+  // 32 decode sequences of the default scenario; sampled unions of 4000 steps (each sequence's
+  // next output token) against the expectation of their laws. The per-step union's standard deviation
+  // is a few experts over all layers, so the mean of 4000 is within ~0.1 of the expectation.
+  const Scenario s = scenario(200);
+  const Workload& w = s.w;
+  const auto& src   = s.src;
+  const RoutingShape& shape = src->shape();
+  ExpectedUnion u(shape.layers, shape.experts);
+  for (int i = 0; i < 32; ++i)
+    u.join(src->token_law(w.requests[size_t(i)], 1));
+  std::vector<double> per_layer(size_t(shape.layers));
+  const double expected = u.distinct(per_layer);
+
+  std::vector<uint64_t> mask(size_t(shape.words()));
+  std::vector<uint16_t> counts(size_t(shape.layers));
+  std::vector<TokenRef> tokens;
+  double sum = 0, sum2 = 0;
+  const int steps = 4000;
+  for (int t = 0; t < steps; ++t) {
+    tokens.clear();
+    for (int i = 0; i < 32; ++i)
+      tokens.push_back({&w.requests[size_t(i)], w.requests[size_t(i)].prompt_tokens + 1 + t});
+    std::fill(mask.begin(), mask.end(), 0);
+    src->accumulate_tokens(tokens, mask);
+    const double d = double(count_distinct(mask, shape, counts));
+    sum += d;
+    sum2 += d * d;
+  }
+  const double mean = sum / steps, sd = std::sqrt(sum2 / steps - mean * mean), se = sd / std::sqrt(double(steps));
+  MESSAGE("expected ", expected / shape.layers, " per layer, sampled ", mean / shape.layers, " +- ", se / shape.layers);
+  CHECK(std::abs(mean - expected) < 4 * se);
+  CHECK(se < 0.002 * expected);  // the check above is tight: a 0.8% bias would fail it
+}
+
+TEST_CASE("expected union: uniform routing's law is its pool's record frequencies, near top_k / experts")
+{
+  const Scenario s           = scenario(50, "uniform");
+  const TokenLaw law         = s.src->token_law(s.w.requests[0], 1);
+  const RoutingShape& shape  = s.src->shape();
+  for (int l = 0; l < shape.layers; l += 7) {
+    double sum = 0;
+    for (int e = 0; e < shape.experts; ++e)
+      sum += law.probability(size_t(l * shape.experts + e));
+    CHECK(sum == doctest::Approx(shape.top_k).epsilon(1e-6));  // every record picks top_k per layer
+  }
+  CHECK(law.probability(5) == doctest::Approx(double(shape.top_k) / shape.experts).epsilon(0.25));
+}
+
+TEST_CASE("workload.union: expected by default for generated routing, sampled for traces, errors otherwise")
+{
+  CHECK(load_experiment("configs/default.json", {}).workload.expert_union == "expected");
+  CHECK(load_experiment("configs/default.json", {{"workload.union", "sampled"}}).workload.expert_union == "sampled");
+  CHECK_THROWS_AS(load_experiment("configs/default.json", {{"workload.union", "exact"}}), InputError);
+}
