@@ -94,10 +94,8 @@ void DecodeWorker::admit()
       c.kv_peak_s     = now;
     }
     batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_)});
-    if (expected_) {
+    if (expected_)
       expected_->join(s_.routing.token_law(*r, 1));
-      expected_stale_ = true;
-    }
     s_.recorder.request(r->id).decode_admit_s = now;
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
@@ -154,12 +152,8 @@ void DecodeWorker::accumulate_ranks(int k)
 // Distinct experts per layer of planned step k into distinct_; returns their sum.
 double DecodeWorker::step_distinct(int k)
 {
-  if (expected_) {
-    if (expected_stale_)
-      expected_sum_ = expected_->distinct(distinct_);
-    expected_stale_ = false;
-    return expected_sum_;
-  }
+  if (expected_)
+    return expected_->distinct(distinct_);  // the same for every step until the batch changes
   const long total = count_distinct(step_union(k), s_.routing.shape(), counts_);
   std::copy(counts_.begin(), counts_.end(), distinct_.begin());
   return double(total);
@@ -319,10 +313,8 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   if (s_.decode_caches_prefixes())
     keys = s_.block_keys[r.id];
   cache_.release(keys, seq.private_blocks);
-  if (expected_) {
+  if (expected_)
     expected_->leave(s_.routing.token_law(r, 1));
-    expected_stale_ = true;
-  }
   if (s_.caches_prefixes())
     std::vector<uint64_t>().swap(s_.block_keys[r.id]);  // the prefill side let go at the transfer's end
   auto& mix = s_.recorder.decode_worker(index_).label_requests;

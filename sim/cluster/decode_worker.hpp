@@ -73,10 +73,8 @@ private:
   std::vector<uint16_t> counts_;   // sampled: distinct experts per layer of the step's union
   std::vector<double> distinct_;   // what the cost model gets: the counts, or their expectation
   // workload.union = expected: the batch's miss products, kept as sequences join and leave (the
-  // per-step unions above are then unused); expected_sum_ is valid until the batch changes.
+  // per-step unions above are then unused).
   std::optional<ExpectedUnion> expected_;
-  bool expected_stale_ = true;
-  double expected_sum_ = 0;
   // Expert parallel (ep_ > 1) only: per planned step, [layer][rank] picks then [layer][owner][rank]
   // tokens dispatched (a ring like unions_), accumulated from per-token masks; this instance's rank masks.
   int ep_ = 1;

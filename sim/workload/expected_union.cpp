@@ -3,86 +3,30 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
 
 // 32-byte vectors in a file built for baseline x86-64 and an AVX2 clone: GCC warns that passing them
-// by value would change the ABI; none crosses a function boundary here (always inlined).
+// by value would change the ABI; none crosses a function boundary here (all always inlined).
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace eldr {
 
 namespace {
 
-// A factor below this is a member that all but certainly picks the expert: counted, not multiplied
-// (treating it as 0 moves that cell's miss probability by under 1e-6).
-constexpr double kCertain = 0x1p-20;
-// Products are kept as mantissa x 2^(-500 scale): a mantissa that falls below 2^-500 is multiplied
-// by 2^500 (exact) and its scale counted, so a product never underflows and a division always
-// undoes a multiplication. A scaled product (below 2^-500) is 0 to every sum it enters.
-constexpr double kRescale   = 0x1p500;
-constexpr double kUnscale   = 0x1p-500;
-
-// (1 - p)^n for n > 1 as 2^(n log2(1 - p)) in single precision: log2 by an atanh series on a mantissa
-// in [sqrt 1/2, sqrt 2), 2^x by a Taylor series of e^y on |y| <= ln2 / 2 (each error < 1e-7; powers
-// below 2^-126, and so q = 0, come out as 0). Written once over GCC vector types, so that the same
-// IEEE operations run in every lane of every instruction set, and a lane of one is the scalar case.
-template <class F, class I>
-[[gnu::always_inline]] inline F miss_power(F p, F tokens)
-{
-  const F q     = 1.0f - p;
-  const I bits  = std::bit_cast<I>(q);
-  I e           = ((bits >> 23) & 0xff) - 127;
-  F m           = std::bit_cast<F>((bits & 0x7fffff) | 0x3f800000);
-  const I high  = m > 1.41421356f;  // all ones where true (vector compares)
-  m             = std::bit_cast<F>((std::bit_cast<I>(m * 0.5f) & high) | (std::bit_cast<I>(m) & ~high));
-  e             = e - high;         // high is -1 where true
-  const F s     = (m - 1.0f) / (m + 1.0f);
-  const F s2    = s * s;
-  const F ln_m  = 2.0f * s * (1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7))));
-  F x           = tokens * (__builtin_convertvector(e, F) + ln_m * 1.44269504f);
-  const I above = x > -126.0f;
-  x             = std::bit_cast<F>((std::bit_cast<I>(x) & above) | (std::bit_cast<I>(F{} - 126.0f) & ~above));
-  // Round to the nearest integer by the 1.5 x 2^23 trick (exact for |x| < 2^22).
-  const F shifted = x + 12582912.0f;
-  const F n       = shifted - 12582912.0f;
-  const F y       = (x - n) * 0.69314718f;
-  const F poly = 1.0f + y * (1.0f + y * (0.5f + y * (1.0f / 6 + y * (1.0f / 24 + y * (1.0f / 120 + y * (1.0f / 720))))));
-  const I scale = ((std::bit_cast<I>(shifted) - 0x4B400000) + 127) << 23;
-  return poly * std::bit_cast<F>(scale);
-}
-
+// GCC vector types: the same IEEE operations in every lane whatever the instruction set (SSE2 runs
+// an 8-lane vector as two halves, AVX2 as one), and a 1-lane vector is the scalar tail.
 using Float8 = float __attribute__((vector_size(32)));
 using Int8   = int32_t __attribute__((vector_size(32)));
 using Float1 = float __attribute__((vector_size(4)));
 using Int1   = int32_t __attribute__((vector_size(4)));
 
-// (1 - p)^tokens for every cell of a layers x experts table, tokens > 1; p in single precision (the
-// power is computed in single precision anyway).
-__attribute__((target_clones("avx2", "default"))) void prompt_factors(const TokenLaw& law, int tokens,
-                                                                      std::span<float> out)
-{
-  const float s = law.share, r = 1.0f - law.share;
-  const Float8 t = Float8{} + float(tokens);
-  size_t c       = 0;
-  for (; c + 8 <= out.size(); c += 8) {
-    Float8 a, b;
-    std::memcpy(&a, law.primary + c, sizeof a);
-    std::memcpy(&b, law.secondary + c, sizeof b);
-    const Float8 f = miss_power<Float8, Int8>(r * a + s * b, t);
-    std::memcpy(out.data() + c, &f, sizeof f);
-  }
-  for (; c < out.size(); ++c)
-    out[c] = miss_power<Float1, Int1>(Float1{r * law.primary[c] + s * law.secondary[c]}, Float1{float(tokens)})[0];
-}
-
-using Double4 = double __attribute__((vector_size(32)));
-using Long4   = int64_t __attribute__((vector_size(32)));
-using Float4  = float __attribute__((vector_size(16)));
-using Double1 = double __attribute__((vector_size(8)));
-using Long1   = int64_t __attribute__((vector_size(8)));
+constexpr float kRoundMagic = 12582912.0f;  // 1.5 x 2^23: x + it - it rounds |x| < 2^22 to an integer
+constexpr float kCertain    = 0x1p-20f;     // a factor below it counts as a zero, not a product
+constexpr float kRescale    = 0x1p60f;      // products below 1 / kRescale are rescaled by it
+constexpr int32_t kNearZero = 1;            // zero_ counts near-zero factors in its low 16 bits
+constexpr int32_t kScaled   = 1 << 16;      // and scalings above them
 
 template <class V>
 [[gnu::always_inline]] inline V load(const void* p)
@@ -98,86 +42,146 @@ template <class V>
   std::memcpy(p, &v, sizeof v);
 }
 
-template <class D, class L>
-[[gnu::always_inline]] inline D select(L mask, D yes, D no)
+template <class F, class I>
+[[gnu::always_inline]] inline F select(I mask, F yes, F no)
 {
-  return std::bit_cast<D>((std::bit_cast<L>(yes) & mask) | (std::bit_cast<L>(no) & ~mask));
+  return std::bit_cast<F>((std::bit_cast<I>(yes) & mask) | (std::bit_cast<I>(no) & ~mask));
 }
 
-// x[0] + ... + x[n-1] in four interleaved partial sums, added in a fixed order: the same result on
-// every machine, without a chain of dependent additions.
-__attribute__((target_clones("avx2", "default"))) double lane_sum(const double* x, size_t n)
+// log2(1 - p) for p in [0, 1] (-127 for p = 1). Where 1 - p >= sqrt(1/2) the argument is 1 + t with
+// t = -p exactly (no rounding of 1 - p, so small p keep their relative precision); otherwise the
+// mantissa of 1 - p, in [sqrt(1/2), sqrt(2)), and its exponent. log2(1 + t) = t P(t), P of degree 5
+// fitted on Chebyshev nodes of that interval: absolute error < 4e-6, relative error near t = 0 far
+// smaller (well inside the decode sums' 2^-16 rounding; a prompt's n tokens multiply it by n only
+// where (1 - p)^n is not negligible, i.e. for small p).
+template <class F, class I>
+[[gnu::always_inline]] inline F log2_one_minus(F p)
 {
-  Double4 acc{};
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4)
-    acc += load<Double4>(x + i);
-  double tail = 0;
-  for (; i < n; ++i)
-    tail += x[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + tail;
+  const F q      = 1.0f - p;
+  const I bits   = std::bit_cast<I>(q);
+  I e            = ((bits >> 23) & 0xff) - 127;
+  F m            = std::bit_cast<F>((bits & 0x7fffff) | 0x3f800000);  // [1, 2)
+  const I high   = m > 1.41421356f;                                   // all ones where true
+  m              = select(high, m * 0.5f, m);
+  e              = e - high;  // high is -1 where true
+  const I near   = q >= 0.70710678f;
+  const F t      = select(near, F{} - p, m - 1.0f);
+  e              = e & ~near;
+  const F poly   = 1.4427018f + t * (-0.72120847f + t * (0.47979388f + t * (-0.36641326f +
+                   t * (0.31840712f + t * -0.20685812f))));
+  return __builtin_convertvector(e, F) + t * poly;
 }
 
-// apply() on the cells [c, c + lanes of D): factors (one token: 1 - p, computed here; prompts:
-// precomputed in single precision) multiplied in (kJoin) or divided out, keeping each cell's count of
-// near-certain members and its scale. Adds the change of the cells' miss probabilities to `delta`
-// lane by lane. Vector types of any width run the same IEEE operations per lane.
-template <bool kOneToken, bool kJoin, class D, class L, class F>
-[[gnu::always_inline]] inline void apply_cells(const TokenLaw& law, const float* prompt_factor, size_t c,
-                                               double* miss, double* certain, double* scale, D& delta)
+// 2^x for x <= 0 (0 below 2^-126): x = n + f with |f| <= 1/2, 2^f = 1 + f Q(f) with Q of degree 4
+// fitted on Chebyshev nodes (relative error < 2.1e-7; 2^0 is exactly 1, so an expert nobody can
+// pick adds exactly nothing), 2^n by the exponent bits.
+template <class F, class I>
+[[gnu::always_inline]] inline F exp2_nonpositive(F x)
 {
-  D f;
-  if constexpr (kOneToken) {
-    const D a = __builtin_convertvector(load<F>(law.primary + c), D);
-    const D b = __builtin_convertvector(load<F>(law.secondary + c), D);
-    const double s = law.share;
-    f = 1.0 - ((1.0 - s) * a + s * b);
-  } else {
-    f = __builtin_convertvector(load<F>(prompt_factor + c), D);
-  }
-  const D zero{}, one = zero + 1.0;
-  const L sure   = f < kCertain;
-  D m            = load<D>(miss + c);
-  D k            = load<D>(certain + c);
-  D e            = load<D>(scale + c);
-  const D before = select((k > 0.0) | (e > 0.0), zero, m);
+  x               = select(x > -126.0f, x, F{} - 126.0f);
+  const F shifted = x + kRoundMagic;
+  const F n       = shifted - kRoundMagic;
+  const F f       = x - n;
+  const F poly    = 1.0f + f * (0.69314719f + f * (0.24022349f + f * (0.05550357f +
+                    f * (0.00966637f + f * 0.00133909f))));
+  const I scale   = ((std::bit_cast<I>(shifted) - 0x4B400000) + 127) << 23;
+  return poly * std::bit_cast<F>(scale);
+}
+
+template <class F>
+[[gnu::always_inline]] inline F law_probability(const TokenLaw& law, size_t c)
+{
+  return (1.0f - law.share) * load<F>(law.primary + c) + law.share * load<F>(law.secondary + c);
+}
+
+// One batch change on the cells [c, c + lanes of F): the law's factors 1 - p multiplied in (kJoin) or
+// divided out, near-zero factors counted, products rescaled; adds the change of the cells' miss
+// probabilities to `delta`, lane by lane.
+template <bool kJoin, class F, class I>
+[[gnu::always_inline]] inline void change_cells(const TokenLaw& law, size_t c, float* __restrict product,
+                                                int32_t* __restrict zero, F& delta)
+{
+  const F q      = 1.0f - law_probability<F>(law, c);
+  const I sure   = q < kCertain;
+  const F m0     = load<F>(product + c);
+  const I z0     = load<I>(zero + c);
+  F m;
+  I z;
   if constexpr (kJoin) {
-    m              = select(sure, m, m * f);
-    k              = k + select(sure, one, zero);
-    const L rescale = m < kUnscale;
-    m              = select(rescale, m * kRescale, m);
-    e              = e + select(rescale, one, zero);
+    m               = select(sure, m0, m0 * q);
+    z               = z0 + (sure & kNearZero);
+    const I rescale = m < 1.0f / kRescale;
+    m               = select(rescale, m * kRescale, m);
+    z               = z + (rescale & kScaled);
   } else {
-    m              = select(sure, m, m / f);
-    k              = k - select(sure, one, zero);
-    const L unscale = (e > 0.0) & (m >= 1.0);
-    m              = select(unscale, m * kUnscale, m);
-    e              = e - select(unscale, one, zero);
+    m               = select(sure, m0, m0 / q);
+    z               = z0 - (sure & kNearZero);
+    const I unscale = (z >= kScaled) & (m >= 1.0f);
+    m               = select(unscale, m * (1.0f / kRescale), m);
+    z               = z - (unscale & kScaled);
   }
-  store(miss + c, m);
-  store(certain + c, k);
-  store(scale + c, e);
-  delta += select((k > 0.0) | (e > 0.0), zero, m) - before;
+  store(product + c, m);
+  store(zero + c, z);
+  const F zero_f{};
+  delta += select(z == 0, m, zero_f) - select(z0 == 0, m0, zero_f);
 }
 
-template <bool kOneToken, bool kJoin>
-__attribute__((target_clones("avx2", "default"))) void apply_all(const TokenLaw& law, const float* prompt_factor,
-                                                                 int layers, int experts, double* miss,
-                                                                 double* certain, double* scale, double* missing)
+template <bool kJoin>
+__attribute__((target_clones("avx2", "default"))) void change_all(const TokenLaw& law, int layers, int experts,
+                                                                  float* product, int32_t* zero, double* missing)
 {
-  using Float1 = float __attribute__((vector_size(4)));
   for (int l = 0; l < layers; ++l) {
     const size_t begin = size_t(l) * size_t(experts), end = begin + size_t(experts);
-    Double4 delta4{};
-    Double1 delta1{};
+    Float8 delta8{};
+    Float1 delta1{};
     size_t c = begin;
-    for (; c + 4 <= end; c += 4)
-      apply_cells<kOneToken, kJoin, Double4, Long4, Float4>(law, prompt_factor, c, miss, certain, scale, delta4);
+    for (; c + 8 <= end; c += 8)
+      change_cells<kJoin, Float8, Int8>(law, c, product, zero, delta8);
     for (; c < end; ++c)
-      apply_cells<kOneToken, kJoin, Double1, Long1, Float1>(law, prompt_factor, c, miss, certain, scale, delta1);
+      change_cells<kJoin, Float1, Int1>(law, c, product, zero, delta1);
     // A fixed order of the partial sums: the same result on every machine.
-    missing[l] += ((delta4[0] + delta4[1]) + (delta4[2] + delta4[3])) + delta1[0];
+    missing[l] += double(((delta8[0] + delta8[1]) + (delta8[2] + delta8[3])) +
+                         ((delta8[4] + delta8[5]) + (delta8[6] + delta8[7]))) +
+                  double(delta1[0]);
   }
+}
+
+// Prefill: L[c] += tokens x log2(1 - p) (first: L[c] = ...), single precision.
+__attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const TokenLaw& law, float tokens, bool first,
+                                                                       std::span<float> logs)
+{
+  const size_t n = logs.size();
+  size_t c       = 0;
+  for (; c + 8 <= n; c += 8) {
+    const Float8 x = tokens * log2_one_minus<Float8, Int8>(law_probability<Float8>(law, c));
+    store(&logs[c], first ? x : load<Float8>(&logs[c]) + x);
+  }
+  for (; c < n; ++c) {
+    const float x = tokens * log2_one_minus<Float1, Int1>(law_probability<Float1>(law, c))[0];
+    logs[c]       = first ? x : logs[c] + x;
+  }
+}
+
+// E[D_l] per layer from prefill logs: experts - sum_e 2^L.
+__attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std::span<const float> logs, int layers,
+                                                                            int experts, std::span<double> per_layer)
+{
+  double total = 0;
+  for (int l = 0; l < layers; ++l) {
+    const size_t begin = size_t(l) * size_t(experts), end = begin + size_t(experts);
+    Float8 acc{};
+    float tail = 0;
+    size_t c   = begin;
+    for (; c + 8 <= end; c += 8)
+      acc += exp2_nonpositive<Float8, Int8>(load<Float8>(&logs[c]));
+    for (; c < end; ++c)
+      tail += exp2_nonpositive<Float1, Int1>(Float1{logs[c]})[0];
+    const double missing = double(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
+                           double(tail);
+    per_layer[size_t(l)] = double(experts) - missing;
+    total += per_layer[size_t(l)];
+  }
+  return total;
 }
 
 }  // namespace
@@ -185,71 +189,53 @@ __attribute__((target_clones("avx2", "default"))) void apply_all(const TokenLaw&
 ExpectedUnion::ExpectedUnion(int layers, int experts)
     : layers_(layers)
     , experts_(experts)
-    , miss_(size_t(layers) * size_t(experts), 1.0)
-    , certain_(miss_.size(), 0.0)
-    , scale_(miss_.size(), 0.0)
+    , product_(size_t(layers) * size_t(experts), 1.0f)
+    , zero_(product_.size(), 0)
     , missing_(size_t(layers), double(experts))
 {
 }
 
-void ExpectedUnion::apply(const TokenLaw& law, int tokens, int sign)
+void ExpectedUnion::apply(const TokenLaw& law, bool join)
 {
-  double *m = miss_.data(), *k = certain_.data(), *e = scale_.data(), *s = missing_.data();
-  if (tokens == 1) {
-    if (sign > 0)
-      apply_all<true, true>(law, nullptr, layers_, experts_, m, k, e, s);
-    else
-      apply_all<true, false>(law, nullptr, layers_, experts_, m, k, e, s);
-    return;
-  }
-  factor_.resize(miss_.size());
-  prompt_factors(law, tokens, factor_);
-  if (sign > 0)
-    apply_all<false, true>(law, factor_.data(), layers_, experts_, m, k, e, s);
+  if (join)
+    change_all<true>(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
   else
-    apply_all<false, false>(law, factor_.data(), layers_, experts_, m, k, e, s);
+    change_all<false>(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
 }
 
-void ExpectedUnion::join(const TokenLaw& law, int tokens)
+void ExpectedUnion::join(const TokenLaw& law)
 {
-  if (tokens <= 0)
-    return;
-  apply(law, tokens, +1);
-  members_.push_back({law, tokens});
+  apply(law, true);
+  members_.push_back(law);
 }
 
-void ExpectedUnion::leave(const TokenLaw& law, int tokens)
+void ExpectedUnion::leave(const TokenLaw& law)
 {
-  if (tokens <= 0)
-    return;
-  auto it = std::find_if(members_.begin(), members_.end(),
-                         [&](const Member& m) { return m.law == law && m.tokens == tokens; });
+  auto it = std::find(members_.begin(), members_.end(), law);
   if (it == members_.end())
-    throw std::logic_error("ExpectedUnion::leave: no member of this law and token count joined");
+    throw std::logic_error("ExpectedUnion::leave: no member of this law joined");
   members_.erase(it);
-  if (++leaves_ % kRebuildEvery == 0 || members_.empty())
+  if (++leaves_ >= std::max<long>(kRebuildEvery, 4 * long(members_.size())) || members_.empty())
     return rebuild();
-  apply(law, tokens, -1);
+  apply(law, false);
 }
 
 void ExpectedUnion::clear()
 {
   members_.clear();
-  std::fill(miss_.begin(), miss_.end(), 1.0);
-  std::fill(certain_.begin(), certain_.end(), 0.0);
-  std::fill(scale_.begin(), scale_.end(), 0.0);
+  std::fill(product_.begin(), product_.end(), 1.0f);
+  std::fill(zero_.begin(), zero_.end(), 0);
   std::fill(missing_.begin(), missing_.end(), double(experts_));
 }
 
 void ExpectedUnion::rebuild()
 {
-  std::vector<Member> members;
-  members.swap(members_);
-  clear();
-  for (const Member& m : members)
-    apply(m.law, m.tokens, +1);
-  members_.swap(members);
-  // The per-layer sums from scratch, not as the sum of the joins' changes.
+  leaves_ = 0;
+  std::fill(product_.begin(), product_.end(), 1.0f);
+  std::fill(zero_.begin(), zero_.end(), 0);
+  for (const TokenLaw& law : members_)
+    apply(law, true);
+  // The per-layer sums from the products, not as the sum of the joins' changes.
   for (int l = 0; l < layers_; ++l) {
     double sum = 0;
     for (int e = 0; e < experts_; ++e)
@@ -278,8 +264,7 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
   };
   thread_local std::vector<PromptRun> runs;
   thread_local std::vector<Owner> owners;
-  thread_local std::vector<float> factor;
-  thread_local std::vector<double> miss;
+  thread_local std::vector<float> logs;
   runs.clear();
   for (const PromptTokens& p : prompts)
     if (p.from < p.to)
@@ -295,10 +280,7 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
     it->spans.emplace_back(r.from, r.to);
   }
   const RoutingShape& shape = source.shape();
-  const size_t cells        = size_t(shape.layers) * size_t(shape.experts);
-  factor.resize(cells);
-  miss.resize(cells);
-  // A prefill batch only grows: the products need no division, so no counting of near-certain experts.
+  logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);
   for (size_t i = 0; i < owners.size(); ++i) {
     Owner& o = owners[i];
     // The owner's distinct positions: the union of its spans.
@@ -310,25 +292,9 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
         tokens += to - from;
       covered = std::max(covered, to);
     }
-    if (tokens == 1)
-      for (size_t c = 0; c < cells; ++c)
-        factor[c] = float(1.0 - o.law.probability(c));
-    else
-      prompt_factors(o.law, tokens, factor);
-    if (i == 0)  // the first owner's factors are the products so far
-      std::copy(factor.begin(), factor.end(), miss.begin());
-    else
-      for (size_t c = 0; c < cells; ++c)
-        miss[c] *= double(factor[c]);
+    add_prompt_logs(o.law, float(tokens), i == 0, logs);
   }
-  if (owners.empty())
-    std::fill(miss.begin(), miss.end(), 1.0);
-  double total = 0;
-  for (int l = 0; l < shape.layers; ++l) {
-    per_layer[size_t(l)] = double(shape.experts) - lane_sum(&miss[size_t(l) * size_t(shape.experts)], size_t(shape.experts));
-    total += per_layer[size_t(l)];
-  }
-  return total;
+  return distinct_from_logs(logs, shape.layers, shape.experts, per_layer);
 }
 
 }  // namespace eldr

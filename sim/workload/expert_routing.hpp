@@ -37,7 +37,8 @@ struct TokenLaw {
   const float* primary   = nullptr;
   const float* secondary = nullptr;
   float share            = 0;
-  double probability(size_t cell) const { return (1.0 - share) * primary[cell] + double(share) * secondary[cell]; }
+  // In single precision, as the expected-union kernels compute it.
+  float probability(size_t cell) const { return (1.0f - share) * primary[cell] + share * secondary[cell]; }
   bool operator==(const TokenLaw&) const = default;
 };
 

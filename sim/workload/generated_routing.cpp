@@ -424,7 +424,7 @@ TokenLaw GeneratedRouting::token_law(const Request& r, int phase) const
   const size_t cells  = size_t(shape_.layers) * shape_.experts;
   // record_of() takes the secondary iff 24 hash bits fall below the threshold: share threshold / 2^24.
   return {&frequency_[k.palette[phase][0] * cells], &frequency_[k.palette[phase][1] * cells],
-          float(double(k.threshold[phase]) / double(1 << 24))};
+          float(double(k.threshold[phase]) / double(1 << 24))};  // exact: at most 2^24
 }
 
 std::span<const float> GeneratedRouting::palette_logits(int palette) const

@@ -38,7 +38,7 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
         for (uint64_t bits = pool_[rec * shape_.words() + size_t(l * shape_.words_per_layer + w)]; bits; bits &= bits - 1)
           frequency_[size_t(l) * size_t(model.experts) + size_t(64 * w + std::countr_zero(bits))] += 1.f;
   for (float& f : frequency_)
-    f /= float(pool_size);  // counts and the power-of-two pool size are exact in float
+    f /= float(pool_size);  // exact in float: a count over a power of two
 }
 
 size_t UniformRouting::record_of(const Request& r, int token) const

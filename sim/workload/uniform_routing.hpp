@@ -25,7 +25,7 @@ public:
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
   bool has_token_laws() const override { return true; }
   // Every token's law: the pool's record frequencies (near top_k / experts everywhere).
-  TokenLaw token_law(const Request&, int) const override { return {frequency_.data(), frequency_.data(), 0.f}; }
+  TokenLaw token_law(const Request&, int) const override { return {frequency_.data(), frequency_.data(), 0.0f}; }
 
 private:
   size_t record_of(const Request& r, int token) const;

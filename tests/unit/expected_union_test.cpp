@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -76,20 +77,22 @@ TEST_CASE("expected union: two requests by hand, joining and leaving")
   const TokenLaw a{p1.data(), p1.data(), 0.f}, b{p2.data(), p2.data(), 0.f};
   ExpectedUnion u(1, 4);
   CHECK(expected_of(u, 1) == 0.0);
+  // (Single precision products: relative errors of a few 1e-7.)
   u.join(a);
-  CHECK(expected_of(u, 1) == doctest::Approx(1.75).epsilon(1e-15));
+  CHECK(expected_of(u, 1) == doctest::Approx(1.75).epsilon(1e-5));
   u.join(b);
-  CHECK(expected_of(u, 1) == doctest::Approx(2.625).epsilon(1e-15));
+  CHECK(expected_of(u, 1) == doctest::Approx(2.625).epsilon(1e-5));
   CHECK(u.miss(3) == 0.0);  // request 1 always picks expert 3: counted as certain, not multiplied
+  CHECK(u.miss(2) == doctest::Approx(0.75).epsilon(1e-5));
   u.leave(a);
-  CHECK(expected_of(u, 1) == doctest::Approx(1.25).epsilon(1e-15));  // sum p2
+  CHECK(expected_of(u, 1) == doctest::Approx(1.25).epsilon(1e-5));  // sum p2
   u.leave(b);
-  CHECK(expected_of(u, 1) == 0.0);
-  CHECK_THROWS(u.leave(b));
+  CHECK(expected_of(u, 1) == 0.0);  // the last leave rebuilds: exactly empty
+  CHECK_THROWS(u.leave(b));  // nobody of that law left
 
   // A mixed law: share 0.25 of the secondary table. p = 0.75 * p1 + 0.25 * p2 = (0.5, 0.3125, 0.0625, 0.75).
   u.join({p1.data(), p2.data(), 0.25f});
-  CHECK(expected_of(u, 1) == doctest::Approx(0.5 + 0.3125 + 0.0625 + 0.75).epsilon(1e-15));
+  CHECK(expected_of(u, 1) == doctest::Approx(0.5 + 0.3125 + 0.0625 + 0.75).epsilon(1e-5));
 }
 
 TEST_CASE("expected union: a prompt's n tokens miss an expert with (1 - p)^n; shared positions count once")
@@ -112,13 +115,13 @@ TEST_CASE("expected union: a prompt's n tokens miss an expert with (1 - p)^n; sh
   CHECK(expected_prompt_distinct(src, two, d) == doctest::Approx(0.6 + 0.28 + 0.2 + 0.92).epsilon(1e-7));
   // A long prompt saturates: every expert with p > 0 is certain, the one with p = 0 never appears.
   std::vector<PromptTokens> long_prompt{{&r0, 0, 1000}};
-  CHECK(expected_prompt_distinct(src, long_prompt, d) == doctest::Approx(3.0).epsilon(1e-12));
+  CHECK(expected_prompt_distinct(src, long_prompt, d) == doctest::Approx(3.0).epsilon(1e-7));
 }
 
 TEST_CASE("expected union: incremental products equal a from-scratch computation after thousands of changes")
 {
   // Laws of the default scenario's generated routing, joined and left at random (decode tokens), with
-  // batches up to 400 so that products underflow and near-certain experts are common.
+  // batches up to 400 so that near-certain experts and vanishing products are common.
   const Scenario s = scenario(2000);
   const Workload& w = s.w;
   const auto& src   = s.src;
@@ -143,7 +146,7 @@ TEST_CASE("expected union: incremental products equal a from-scratch computation
     }
     ++changes;
   }
-  CHECK(changes > ExpectedUnion::kRebuildEvery);
+  CHECK(changes > 4 * ExpectedUnion::kRebuildEvery);
   ExpectedUnion fresh(shape.layers, shape.experts);
   for (const Request* r : in)
     fresh.join(src->token_law(*r, 1));
@@ -151,13 +154,13 @@ TEST_CASE("expected union: incremental products equal a from-scratch computation
   u.distinct(a);
   fresh.distinct(b);
   for (int l = 0; l < shape.layers; ++l)
-    CHECK(a[size_t(l)] == doctest::Approx(b[size_t(l)]).epsilon(1e-10));
-  // And the from-scratch products against a direct product over the members, cell by cell.
+    CHECK(a[size_t(l)] == doctest::Approx(b[size_t(l)]).epsilon(1e-6));
+  // And the products against a direct product over the members in double precision, cell by cell.
   for (size_t c = 0; c < size_t(shape.layers * shape.experts); c += 97) {
     double m = 1;
     for (const Request* r : in)
-      m *= 1.0 - src->token_law(*r, 1).probability(c);
-    CHECK(u.miss(c) == doctest::Approx(m).epsilon(1e-9));
+      m *= 1.0 - double(src->token_law(*r, 1).probability(c));
+    CHECK(std::abs(u.miss(c) - m) < 1e-6 + 1e-5 * m);
   }
 }
 
