@@ -1,40 +1,18 @@
 // ELDR end to end on the default scenario's generated routing: the offline fit of 1000 calibration
 // requests (prompt and decode profiles, IDF, layer mask, balanced K-means) and one routing decision
 // with a fitted model (16 centroids over the fitted mask) — DESIGN.md section 8's two ELDR budgets.
-#include "sim/config/experiment.hpp"
+#include "bench/bench_common.hpp"
 #include "sim/routing/eldr_router.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/workload_factory.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <memory>
 
 namespace eldr::bench {
 namespace {
 
-struct Scenario {
-  Experiment x;
-  Workload w;
-  std::unique_ptr<ExpertRoutingSource> routing;
-};
-
-const Scenario& scenario()
-{
-  static const Scenario s = [] {
-    std::filesystem::current_path(ELDR_SOURCE_DIR);
-    Scenario sc;
-    sc.x       = load_experiment("configs/default.json", {{"workload.measured_requests", "2000"},
-                                                          {"workload.warmup_requests", "0"},
-                                                          {"workload.calibration_requests", "1000"}});
-    sc.w       = make_workload(sc.x);
-    sc.routing = make_routing_source(sc.x, sc.w);
-    return sc;
-  }();
-  return s;
-}
+const Scenario& scenario() { return default_scenario(); }
 
 void BM_EldrOfflineFit(benchmark::State& state)
 {
