@@ -46,7 +46,7 @@ bench: build
 	$(BUILD)/bench/eldr_bench
 	bench/time_runs.sh $(BUILD)/eldrsim
 
-# Real routing replayed: import the ESFT per-token routing (from the team's shared data, see
+# Real routing replayed: import the ESFT per-token routing (shipped in traces/routing/, see
 # docs/trace-format.md) once, then simulate it.
 traces/esft/trace.json: | build
 	$(BUILD)/eldrsim trace import esft --out traces/esft --calibration 40 --repeat 4

@@ -13,7 +13,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Default inputs live under the project root (or next to it: ../shared/data).
+// Default inputs live under the project root (traces/).
 std::string from_root(const std::string& rel)
 {
   return (fs::path(project_root(".")) / rel).lexically_normal().string();
@@ -60,7 +60,7 @@ Command add_trace_import_command(CLI::App& trace)
   auto* esft = sub->add_subcommand("esft", "ESFT per-token routing of DeepSeek-V2-Lite (4 task domains): requests + "
                                            "routing.bin, for models/deepseek-v2-lite.json");
   esft->add_option("--data", o->esft.data_dir,
-                   "ESFT routing directory (default ../shared/data/routing/esft_deepseek_v2_lite from the project root)");
+                   "ESFT routing directory (default traces/routing/esft_deepseek_v2_lite under the project root)");
   esft->add_option("--out", o->esft.out_dir, "Trace directory to write (created if needed)")->required();
   esft->add_option("--domains", o->esft_domains, "Comma-separated domains (default law,intent,summary,translation)");
   esft->add_option("--prompt-fraction", o->esft.prompt_fraction,
@@ -92,7 +92,7 @@ Command add_trace_import_command(CLI::App& trace)
             if (esft->parsed()) {
               EsftImportOptions e = o->esft;
               if (e.data_dir.empty())
-                e.data_dir = from_root("../shared/data/routing/esft_deepseek_v2_lite");
+                e.data_dir = from_root("traces/routing/esft_deepseek_v2_lite");
               if (!o->esft_domains.empty()) {
                 e.domains.clear();
                 std::string d;

@@ -416,7 +416,7 @@ ImportReport import_esft(const EsftImportOptions& o)
   m.routing_file = routing_name;
   m.source = "ESFT expert routing (deepseek-ai/ESFT results/expert_scores/{" + join(o.domains, ",") +
              "}, ESFT-vanilla-lite = DeepSeek-V2-Lite architecture; repo code MIT, result files state no licence), "
-             "teacher-forced whole sequences, via ../shared/data/routing/esft_deepseek_v2_lite. Imported by "
+             "teacher-forced whole sequences, as shipped in traces/routing/esft_deepseek_v2_lite. Imported by "
              "`eldrsim trace import esft`: one request per sequence labelled by its domain; prompt = the first " +
              fmt("%g", o.prompt_fraction) + " of its tokens (floor, at least 1, leaving at least 2 output tokens), " +
              "output = the rest; " + std::to_string(rep.skipped_short) + " sequences under 3 tokens skipped" +

@@ -53,7 +53,7 @@ struct RequestTraceImportOptions {
   bool drop_long    = false;
 };
 
-// ESFT's per-token routing (data_dir from ../shared/data/routing/esft_deepseek_v2_lite): one request
+// ESFT's per-token routing (data_dir from traces/routing/esft_deepseek_v2_lite): one request
 // per sequence, labelled by its domain, the first prompt_fraction of its tokens the prompt, the rest
 // the output; routing.bin holds each sequence's ids (no gates). Model: deepseek-v2-lite (26 MoE
 // layers, 64 experts, top-6).
