@@ -504,10 +504,6 @@ ImportReport import_mooncake(const RequestTraceImportOptions& opt)
   return rows.write(m);
 }
 
-}  // namespace eldr
-
-namespace eldr {
-
 // ---------------------------------------------------------------------------------------------- vLLM
 
 namespace {
@@ -557,7 +553,6 @@ struct VllmRequest {
   int prompt = 0, output = 0;
   uint32_t routed_output = 0;  // generated tokens with routing (output or output - 1)
   std::vector<uint16_t> ids;
-  long line = 0;
 };
 
 void append_ids(const ExpertArray& a, const ModelSpec& m, const std::string& model_file, const std::string& file,
@@ -613,7 +608,6 @@ ImportReport import_vllm(const VllmImportOptions& o)
       throw InputError(o.input, where, "expected a JSON object (one completion response)");
     ++rep.rows;
     VllmRequest q;
-    q.line = lineno;
 
     // Each array is in the response itself or in its single choice.
     const Json* choice = nullptr;
