@@ -9,7 +9,7 @@ DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nloh
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy slurm-wlm munge clang
 
-.PHONY: all deps build run test bench esft mooncake clean paper report regression-baseline sanitize fuzz
+.PHONY: all deps build eldrsim run test bench esft mooncake clean paper report regression-baseline sanitize fuzz
 
 all: build
 
@@ -25,10 +25,15 @@ deps:
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 
+# Everything: the simulator, the test programs and the benchmarks (`make test`, `make bench`).
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only the simulator: `make run` needs nothing else (it plots with Debian's python3).
+eldrsim: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target eldrsim
+
+run: eldrsim
 	@routers=$$($(BUILD)/eldrsim routers); dirs=""; \
 	for r in $$routers; do \
 	  echo "simulating $(CONFIG) with router $$r"; \
@@ -46,20 +51,20 @@ bench: build
 	$(BUILD)/bench/eldr_bench
 	bench/time_runs.sh $(BUILD)/eldrsim
 
-# Real routing replayed: import the ESFT per-token routing (from the team's shared data, see
+# Real routing replayed: import the ESFT per-token routing (shipped in traces/routing/, see
 # docs/trace-format.md) once, then simulate it.
-traces/esft/trace.json: | build
+traces/esft/trace.json: | eldrsim
 	$(BUILD)/eldrsim trace import esft --out traces/esft --calibration 40 --repeat 4
 
-esft: build traces/esft/trace.json
+esft: eldrsim traces/esft/trace.json
 	$(BUILD)/eldrsim trace stats configs/esft.json
 	$(BUILD)/eldrsim run configs/esft.json --out results/esft
 
 # Prefix sharing replayed: the Mooncake conversation trace with prefix caching on and off.
-traces/mooncake/trace.json: | build
+traces/mooncake/trace.json: | eldrsim
 	$(BUILD)/eldrsim trace import mooncake --out traces/mooncake --max-prompt 8192
 
-mooncake: build traces/mooncake/trace.json
+mooncake: eldrsim traces/mooncake/trace.json
 	$(BUILD)/eldrsim run configs/mooncake.json --out results/mooncake/cache-on
 	$(BUILD)/eldrsim run configs/mooncake.json --set serving.prefix_cache=false --out results/mooncake/cache-off
 	$(BUILD)/eldrsim table results/mooncake/cache-off results/mooncake/cache-on
@@ -68,15 +73,15 @@ mooncake: build traces/mooncake/trace.json
 SWEEP   ?= configs/paper/all.json
 RESULTS ?= results/paper
 
-paper: build
+paper: eldrsim
 	$(BUILD)/eldrsim sweep $(SWEEP) --out $(RESULTS) -j $(JOBS)
 
-report: build
+report: eldrsim
 	$(BUILD)/eldrsim report $(RESULTS)
 
 # Refreshes the committed TPOT baseline that `make test` gates on (tests/regression/): only when a
 # change is meant to move TPOT; commit tests/regression/baseline/ with it.
-regression-baseline: build
+regression-baseline: eldrsim
 	tests/regression/refresh.sh $(BUILD)/eldrsim
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it after `make test`).

@@ -21,6 +21,10 @@ Without --write nothing outside the report and a temporary directory is touched.
 calibration block of each fitted models/<model>.json is updated in place (other content and key order
 kept) and its "source" records this fit.
 
+`eldrsim calibrate MEASURED.csv --model M --hardware H --out FILE` (README, "Bring your own cluster")
+runs this script on a user's own measurements with --calibration-out FILE: the fitted block goes to
+FILE and models/*.json stay unchanged. Without a calibration.<hardware> block to start from, give --start.
+
 Examples:
   /usr/bin/python3 analysis/fit_cost.py                                  # fit all three, report only
   /usr/bin/python3 analysis/fit_cost.py --write                          # update models/*.json
@@ -69,13 +73,15 @@ class ModelFit:
         self.measured = measured  # rows sorted by rate
         self.scratch = scratch
         self.doc = ec.load_model(name)
-        cal = self.doc.get("calibration", {}).get(args.hardware)
-        if cal is None:
-            raise ec.Fatal(f"{ec.model_file(name)}: no calibration.{args.hardware} block to start from")
-        self.start = np.array([cal["decode_bw_efficiency"], cal["step_overhead_ms"], cal["prefill_overhead_ms"]],
-                              float)
+        self.doc.setdefault("calibration", {})
+        cal = self.doc["calibration"].get(args.hardware)
         if args.start:
             self.start = np.array(args.start, float)
+        elif cal is None:
+            raise ec.Fatal(f"{ec.model_file(name)}: no calibration.{args.hardware} block to start from (give --start)")
+        else:
+            self.start = np.array([cal["decode_bw_efficiency"], cal["step_overhead_ms"], cal["prefill_overhead_ms"]],
+                                  float)
         self.start = np.clip(self.start, LOWER, UPPER)
         self.cache = {}
         self.evals = 0
@@ -93,9 +99,10 @@ class ModelFit:
         n = self.evals
         eff, step_ms, prefill_ms = key
         doc = copy.deepcopy(self.doc)
-        doc["calibration"][self.args.hardware] = {
-            "decode_bw_efficiency": eff, "step_overhead_ms": step_ms, "prefill_overhead_ms": prefill_ms,
-            "source": f"fit_cost.py candidate {n}"}
+        block = dict(doc["calibration"].get(self.args.hardware, {}))  # other keys (moe_layer_overhead_us) kept
+        block.update({"decode_bw_efficiency": eff, "step_overhead_ms": step_ms, "prefill_overhead_ms": prefill_ms,
+                      "source": f"fit_cost.py candidate {n}"})
+        doc["calibration"][self.args.hardware] = block
         edir = os.path.join(self.scratch, self.name, f"eval{n:03d}")
         os.makedirs(edir, exist_ok=True)
         mpath = os.path.join(edir, f"{self.name}.json")
@@ -226,9 +233,10 @@ def optimiser_text(args):
 def source_sentence(fit, args):
     b = fit["best"]
     rates = ", ".join(f"{c['rate']:g}" for c in b["cells"])
+    shipped = os.path.abspath(args.data) == os.path.abspath(ec.DEFAULT_DATA)
+    what = "ELDR artifact; round-robin, 8P16D, task workload" if shipped else "round-robin measurements"
     return (f"Fitted {datetime.date.today().isoformat()} by analysis/fit_cost.py to "
-            f"{ec.display_path(args.data)} (ELDR artifact; round-robin, 8P16D, task workload, "
-            f"{rates} req/s): {args.method} minimising "
+            f"{ec.display_path(args.data)} ({what}, {rates} req/s, hardware {args.hardware}): {args.method} minimising "
             f"{objective_text(args)} = {b['objective']:.5f} here; {fit['evals']} of at most {args.max_evals} "
             f"evaluations ({fit['stop']}); runs of {args.duration:g} s measured traffic after a {args.warmup}-request "
             f"warm-up (the measurement: {ec.MEASURED_DURATION_S} s after {ec.MEASURED_WARMUP_REQUESTS}), seed "
@@ -309,16 +317,31 @@ def write_model(fit, args):
         original = f.read()
     doc = json.loads(original)
     reformat = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" != original
-    cal = doc["calibration"][args.hardware]
-    eff, step_ms, prefill_ms = fit["best"]["x"]
-    updates = {"decode_bw_efficiency": eff, "step_overhead_ms": step_ms, "prefill_overhead_ms": prefill_ms,
-               "source": source_sentence(fit, args)}
-    for k, v in updates.items():  # existing keys keep their place; missing ones are appended
-        cal[k] = v
+    # Existing keys keep their place; missing ones are appended.
+    doc.setdefault("calibration", {})[args.hardware] = fitted_block(fit, args)
     ec.write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     if reformat:
         print(f"{PROG}: note: {path} was not in json.dumps(indent=2) layout; it was re-indented", file=sys.stderr)
     return path
+
+
+def fitted_block(fit, args):
+    """The model file's calibration.<hardware> block with the fitted coefficients and this fit's source."""
+    doc = ec.load_model(fit["model"])
+    cal = dict(doc.get("calibration", {}).get(args.hardware, {}))
+    eff, step_ms, prefill_ms = fit["best"]["x"]
+    cal.update({"decode_bw_efficiency": eff, "step_overhead_ms": step_ms, "prefill_overhead_ms": prefill_ms,
+                "source": source_sentence(fit, args)})
+    return cal
+
+
+def write_calibration_out(fits, args):
+    """--calibration-out: {"model", "hardware", "calibration": {hardware: block}} of one fitted model, the
+    block to paste into models/<model>.json's "calibration" (eldrsim calibrate writes it)."""
+    f = fits[0]
+    doc = {"model": f["model"], "hardware": args.hardware, "calibration": {args.hardware: fitted_block(f, args)}}
+    ec.write_atomic(args.calibration_out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    return args.calibration_out
 
 
 def main(argv=None):
@@ -354,6 +377,9 @@ def main(argv=None):
                     help="markdown report; a .csv with the same stem is written beside it "
                          "(default results/calibration/fit_report.md)")
     ap.add_argument("--keep-runs", metavar="DIR", help="keep every evaluation's model file and run outputs here")
+    ap.add_argument("--calibration-out", metavar="FILE",
+                    help="write the fitted calibration block of the (one) model to FILE as JSON "
+                         "(model, hardware, calibration: {hardware: block}); models/*.json stay unchanged")
     args = ap.parse_args(argv)
 
     for p in ("eldrsim", "config", "data", "report"):
@@ -361,6 +387,10 @@ def main(argv=None):
     if args.jobs < 1 or args.max_evals < 1 or args.duration <= 0 or args.warmup < 0 or args.ttft_weight < 0:
         ap.error("--jobs and --max-evals must be >= 1, --duration > 0, --warmup and --ttft-weight >= 0")
     models = ec.parse_models(args.models)
+    if args.calibration_out:
+        args.calibration_out = os.path.abspath(args.calibration_out)
+        if len(models) != 1:
+            ap.error("--calibration-out needs exactly one model in --models")
     try:
         if not os.path.isfile(args.config):
             raise ec.Fatal(f"config not found: {args.config}")
@@ -395,6 +425,8 @@ def main(argv=None):
               f"{f['seconds']:.0f} s)")
     csv_path = write_report(fits, args, fingerprint)
     print(f"report: {args.report} and {csv_path}")
+    if args.calibration_out:
+        print(f"calibration block: {write_calibration_out(fits, args)}")
     if args.write:
         for f in fits:
             print(f"updated {write_model(f, args)}")

@@ -25,6 +25,7 @@ Command add_fit_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
+Command add_calibrate_command(CLI::App& app);
 // Children of `eldrsim trace` (the parent is made in main.cpp).
 Command add_trace_import_command(CLI::App& trace);
 Command add_trace_gen_command(CLI::App& trace);

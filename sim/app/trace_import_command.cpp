@@ -1,4 +1,5 @@
-// eldrsim trace import {esft,azure,mooncake}: public data into trace directories (docs/trace-format.md).
+// eldrsim trace import {esft,azure,mooncake,vllm}: public data, or routing captured from a vLLM server,
+// into trace directories (docs/trace-format.md).
 #include "sim/app/commands.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/workload/trace_importers.hpp"
@@ -13,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Default inputs live under the project root (or next to it: ../shared/data).
+// Default inputs live under the project root (traces/).
 std::string from_root(const std::string& rel)
 {
   return (fs::path(project_root(".")) / rel).lexically_normal().string();
@@ -25,9 +26,18 @@ void print(const char* kind, const ImportReport& rep)
     std::printf("%s: %s\n", kind, line.c_str());
 }
 
+// --model: a name is models/NAME.json under the project root (as a config's "model"); a path is used as is.
+std::string model_path(const std::string& value)
+{
+  if (value.find('/') != std::string::npos || value.ends_with(".json"))
+    return value;
+  return from_root("models/" + value + ".json");
+}
+
 struct ImportOptions {
   EsftImportOptions esft;
   RequestTraceImportOptions azure, mooncake;
+  VllmImportOptions vllm;
   std::string esft_domains;
   bool no_shuffle = false;
   bool quiet      = false;
@@ -54,13 +64,13 @@ void add_request_trace_options(CLI::App* sub, RequestTraceImportOptions& o, cons
 Command add_trace_import_command(CLI::App& trace)
 {
   auto o    = std::make_shared<ImportOptions>();
-  auto* sub = trace.add_subcommand("import", "Import public data (ESFT routing, Azure 2023, Mooncake) as a trace directory");
+  auto* sub = trace.add_subcommand("import", "Import public data (ESFT routing, Azure 2023, Mooncake) or captured vLLM routing as a trace directory");
   sub->require_subcommand(1);
 
   auto* esft = sub->add_subcommand("esft", "ESFT per-token routing of DeepSeek-V2-Lite (4 task domains): requests + "
                                            "routing.bin, for models/deepseek-v2-lite.json");
   esft->add_option("--data", o->esft.data_dir,
-                   "ESFT routing directory (default ../shared/data/routing/esft_deepseek_v2_lite from the project root)");
+                   "ESFT routing directory (default traces/routing/esft_deepseek_v2_lite under the project root)");
   esft->add_option("--out", o->esft.out_dir, "Trace directory to write (created if needed)")->required();
   esft->add_option("--domains", o->esft_domains, "Comma-separated domains (default law,intent,summary,translation)");
   esft->add_option("--prompt-fraction", o->esft.prompt_fraction,
@@ -83,16 +93,36 @@ Command add_trace_import_command(CLI::App& trace)
   auto* moon = sub->add_subcommand("mooncake", "Mooncake trace JSONL: arrivals, lengths, prefix block hashes, one label");
   add_request_trace_options(moon, o->mooncake, "traces/mooncake_conversation.jsonl", "chat");
 
-  for (auto* s : {esft, azure, moon})
+  auto* vllm = sub->add_subcommand(
+      "vllm", "Completion responses captured from vLLM with --enable-return-routed-experts (one JSON response a line): "
+              "real per-token routing of prompts and outputs, with arrival times");
+  vllm->add_option("responses", o->vllm.input, "Responses JSONL: each line one completion response with "
+                                                "prompt_routed_experts and routed_experts (nested lists or base64 .npy)")
+      ->required();
+  vllm->add_option("--model", o->vllm.model_file,
+                   "The served model: a name under models/ (e.g. qwen3-30b-a3b) or a model file; its MoE layers, "
+                   "experts and top_k are checked against every array")
+      ->required();
+  vllm->add_option("--out", o->vllm.out_dir, "Trace directory to write (created if needed)")->required();
+  vllm->add_option("--arrivals", o->vllm.arrivals_csv,
+                   "CSV 'request_id,arrival_s' joined to the responses by --id-field (default: each line's --arrival-field)");
+  vllm->add_option("--arrival-field", o->vllm.arrival_field, "Field of a line with its arrival time in seconds (default arrival_s)");
+  vllm->add_option("--id-field", o->vllm.id_field, "Field of a line with its request id, for --arrivals (default id)");
+  vllm->add_option("--label", o->vllm.label, "Label of lines without a string \"label\" field (default chat)");
+  vllm->add_option("--calibration", o->vllm.calibration,
+                   "Flag the first N requests (by arrival) as calibration requests (default 0)")
+      ->check(CLI::NonNegativeNumber);
+
+  for (auto* s : {esft, azure, moon, vllm})
     s->add_flag("--quiet,-q", o->quiet, "Print nothing on success");
 
-  return {sub, [o, esft, azure, moon] {
+  return {sub, [o, esft, azure, moon, vllm] {
             ImportReport rep;
             const char* kind = "";
             if (esft->parsed()) {
               EsftImportOptions e = o->esft;
               if (e.data_dir.empty())
-                e.data_dir = from_root("../shared/data/routing/esft_deepseek_v2_lite");
+                e.data_dir = from_root("traces/routing/esft_deepseek_v2_lite");
               if (!o->esft_domains.empty()) {
                 e.domains.clear();
                 std::string d;
@@ -114,6 +144,11 @@ Command add_trace_import_command(CLI::App& trace)
                 a.input = from_root("traces/azure2023_conv.csv");
               rep  = import_azure(a);
               kind = "azure";
+            } else if (vllm->parsed()) {
+              VllmImportOptions v = o->vllm;
+              v.model_file        = model_path(v.model_file);
+              rep                 = import_vllm(v);
+              kind                = "vllm";
             } else {
               RequestTraceImportOptions m = o->mooncake;
               if (m.input.empty())

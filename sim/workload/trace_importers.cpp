@@ -2,6 +2,8 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/config/model_spec.hpp"
+#include "sim/workload/expert_array.hpp"
 #include "sim/workload/routing_file.hpp"
 #include "sim/workload/trace_format.hpp"
 
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -221,6 +224,8 @@ std::vector<std::string> ImportReport::summary() const
     v.push_back("raised " + std::to_string(clamped_outputs) + " outputs to the minimum of 2 tokens");
   if (clamped_prompts)
     v.push_back("raised " + std::to_string(clamped_prompts) + " empty prompts to 1 token");
+  if (!model.empty())
+    v.push_back("model: " + model);
   if (routing_tokens)
     v.push_back("routing: " + std::to_string(routing_tokens) + " tokens, " + fmt("%.2f", double(routing_bytes) / 1e6) +
                 " MB");
@@ -416,7 +421,7 @@ ImportReport import_esft(const EsftImportOptions& o)
   m.routing_file = routing_name;
   m.source = "ESFT expert routing (deepseek-ai/ESFT results/expert_scores/{" + join(o.domains, ",") +
              "}, ESFT-vanilla-lite = DeepSeek-V2-Lite architecture; repo code MIT, result files state no licence), "
-             "teacher-forced whole sequences, via ../shared/data/routing/esft_deepseek_v2_lite. Imported by "
+             "teacher-forced whole sequences, as shipped in traces/routing/esft_deepseek_v2_lite. Imported by "
              "`eldrsim trace import esft`: one request per sequence labelled by its domain; prompt = the first " +
              fmt("%g", o.prompt_fraction) + " of its tokens (floor, at least 1, leaving at least 2 output tokens), " +
              "output = the rest; " + std::to_string(rep.skipped_short) + " sequences under 3 tokens skipped" +
@@ -497,6 +502,252 @@ ImportReport import_mooncake(const RequestTraceImportOptions& opt)
              "input_length, output = output_length, prefix_hashes = hash_ids as given (512-token blocks); " +
              options_text(o) + ". No routing.";
   return rows.write(m);
+}
+
+// ---------------------------------------------------------------------------------------------- vLLM
+
+namespace {
+
+std::string dims_text(const std::array<size_t, 3>& s)
+{
+  return "(" + std::to_string(s[0]) + ", " + std::to_string(s[1]) + ", " + std::to_string(s[2]) + ")";
+}
+
+// request_id,arrival_s -> seconds, for --arrivals.
+std::map<std::string, double> read_arrivals_csv(const std::string& path)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, "", "cannot open file");
+  std::string line;
+  if (!std::getline(in, line) || (strip_cr(line), line != "request_id,arrival_s"))
+    throw InputError(path, "header", "expected 'request_id,arrival_s'");
+  std::map<std::string, double> m;
+  for (long lineno = 2; std::getline(in, line); ++lineno) {
+    strip_cr(line);
+    if (line.empty())
+      continue;
+    const std::string where = "line " + std::to_string(lineno);
+    const auto cols = split_csv(line);
+    if (cols.size() != 2 || cols[0].empty())
+      throw InputError(path, where, "expected 2 columns: request_id,arrival_s");
+    double t = 0;
+    try {
+      size_t used = 0;
+      t           = std::stod(cols[1], &used);
+      if (used != cols[1].size() || !std::isfinite(t))
+        throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw InputError(path, where + ": arrival_s", "not a number: '" + cols[1] + "'");
+    }
+    if (!m.emplace(cols[0], t).second)
+      throw InputError(path, where + ": request_id", "'" + cols[0] + "' appears twice");
+  }
+  return m;
+}
+
+// One response's routing, checked against the model: ids of its prompt tokens then its generated ones.
+struct VllmRequest {
+  double arrival = 0;
+  std::string label;
+  int prompt = 0, output = 0;
+  uint32_t routed_output = 0;  // generated tokens with routing (output or output - 1)
+  std::vector<uint16_t> ids;
+};
+
+void append_ids(const ExpertArray& a, const ModelSpec& m, const std::string& model_file, const std::string& file,
+                const std::string& field, std::vector<uint16_t>& out)
+{
+  if (a.shape[0] > 0 && (a.shape[1] != size_t(m.layers) || a.shape[2] != size_t(m.top_k)))
+    throw InputError(file, field, "shape " + dims_text(a.shape) + " (tokens, layers, top_k) does not fit " + model_file +
+                                      ": " + std::to_string(m.layers) + " MoE layers, top-" + std::to_string(m.top_k) +
+                                      " (is --model the served model?)");
+  std::vector<uint32_t> seen(size_t(m.experts), UINT32_MAX);
+  for (size_t t = 0; t < a.shape[0]; ++t)
+    for (size_t l = 0; l < a.shape[1]; ++l) {
+      const uint32_t group = uint32_t(t * a.shape[1] + l);
+      for (size_t k = 0; k < a.shape[2]; ++k) {
+        const int64_t e     = a.at(t, l, k);
+        const std::string f = field + "[" + std::to_string(t) + "][" + std::to_string(l) + "]";
+        if (e < 0 || e >= m.experts)
+          throw InputError(file, f, "expert id " + std::to_string(e) + " out of range: " + model_file + " has " +
+                                        std::to_string(m.experts) + " experts (0.." + std::to_string(m.experts - 1) + ")");
+        if (seen[size_t(e)] == group)
+          throw InputError(file, f, "expert id " + std::to_string(e) + " appears twice");
+        seen[size_t(e)] = group;
+        out.push_back(uint16_t(e));
+      }
+    }
+}
+
+}  // namespace
+
+ImportReport import_vllm(const VllmImportOptions& o)
+{
+  const ModelSpec model = load_model(o.model_file);
+  if (o.calibration < 0)
+    throw InputError("--calibration", "", "must be at least 0");
+  std::map<std::string, double> arrivals;
+  if (!o.arrivals_csv.empty())
+    arrivals = read_arrivals_csv(o.arrivals_csv);
+  std::ifstream in(o.input);
+  if (!in)
+    throw InputError(o.input, "", "cannot open file");
+
+  ImportReport rep;
+  rep.out_dir = o.out_dir;
+  std::vector<VllmRequest> reqs;
+  std::string served, encodings, line;
+  for (long lineno = 1; std::getline(in, line); ++lineno) {
+    strip_cr(line);
+    if (line.empty())
+      continue;
+    const std::string where = "line " + std::to_string(lineno);
+    const Json row          = parse_json(line, o.input, where);
+    if (!row.is_object())
+      throw InputError(o.input, where, "expected a JSON object (one completion response)");
+    ++rep.rows;
+    VllmRequest q;
+
+    // Each array is in the response itself or in its single choice.
+    const Json* choice = nullptr;
+    if (row.contains("choices") && row["choices"].is_array() && !row["choices"].empty())
+      choice = &row["choices"][0];
+    auto array = [&](const char* key) {
+      auto present = [&](const Json* j) { return j && j->is_object() && j->contains(key) && !(*j)[key].is_null(); };
+      const bool top = present(&row);
+      if (!top && !present(choice))
+        throw InputError(o.input, where + ": " + key,
+                         "missing (start vLLM with --enable-return-routed-experts, and keep the whole response)");
+      if (!top && row["choices"].size() > 1)
+        throw InputError(o.input, where + ": choices", "has " + std::to_string(row["choices"].size()) +
+                                                           " completions; import responses of n = 1");
+      const std::string field = where + ": " + (top ? "" : "choices[0].") + key;
+      return std::make_pair(parse_expert_array(top ? row[key] : (*choice)[key], o.input, field), field);
+    };
+    const auto [prompt, prompt_field] = array("prompt_routed_experts");
+    const auto [gen, gen_field]       = array("routed_experts");
+    std::vector<uint16_t> ids;
+    append_ids(prompt, model, o.model_file, o.input, prompt_field, ids);
+    append_ids(gen, model, o.model_file, o.input, gen_field, ids);
+    if (prompt.shape[0] == 0)
+      throw InputError(o.input, prompt_field, "has no tokens");
+    for (const ExpertArray* a : {&prompt, &gen})
+      if (encodings.find(a->encoding) == std::string::npos)
+        encodings += (encodings.empty() ? "" : ", ") + a->encoding;
+
+    // Lengths: the routing's, checked against usage when the response has it.
+    q.prompt        = int(std::min<size_t>(prompt.shape[0], 1 << 30));
+    q.routed_output = uint32_t(std::min<size_t>(gen.shape[0], 1 << 30));
+    q.output        = int(q.routed_output) + 1;
+    if (row.contains("usage") && row["usage"].is_object()) {
+      JsonReader usage(row["usage"], o.input, where + ": usage");
+      if (usage.has("prompt_tokens")) {
+        const long p = usage.require_integer("prompt_tokens", 0);
+        if (p != q.prompt)
+          throw InputError(o.input, prompt_field, std::to_string(q.prompt) + " tokens, but usage.prompt_tokens is " +
+                                                      std::to_string(p));
+      }
+      if (usage.has("completion_tokens")) {
+        const long n = usage.require_integer("completion_tokens", 0, 1 << 30);
+        if (long(q.routed_output) != n && long(q.routed_output) != n - 1)
+          throw InputError(o.input, gen_field, std::to_string(q.routed_output) +
+                                                   " tokens, but usage.completion_tokens is " + std::to_string(n) +
+                                                   " (want that or one less)");
+        q.output = int(n);
+      }
+    }
+
+    // The model the server says it ran.
+    if (row.contains("model") && row["model"].is_string()) {
+      const std::string& name = row["model"].get_ref<const std::string&>();
+      if (served.empty())
+        served = name;
+      else if (name != served)
+        throw InputError(o.input, where + ": model", "'" + name + "', but earlier lines are '" + served + "'");
+    }
+
+    // Arrival: the line's field, or the CSV row of its id.
+    if (o.arrivals_csv.empty()) {
+      if (!row.contains(o.arrival_field))
+        throw InputError(o.input, where + ": " + o.arrival_field,
+                         "missing (add each request's arrival time in seconds to its line, or give --arrivals CSV)");
+      if (!row[o.arrival_field].is_number() || !std::isfinite(row[o.arrival_field].get<double>()))
+        throw InputError(o.input, where + ": " + o.arrival_field, "not a number: " + row[o.arrival_field].dump());
+      q.arrival = row[o.arrival_field].get<double>();
+    } else {
+      const Json* id = row.contains(o.id_field) ? &row[o.id_field] : nullptr;
+      if (!id || !(id->is_string() || id->is_number_integer()))
+        throw InputError(o.input, where + ": " + o.id_field, "missing (a string or integer request id to join --arrivals by)");
+      const std::string key = id->is_string() ? id->get<std::string>() : id->dump();
+      const auto it         = arrivals.find(key);
+      if (it == arrivals.end())
+        throw InputError(o.input, where + ": " + o.id_field, "'" + key + "' is not in " + o.arrivals_csv);
+      q.arrival = it->second;
+    }
+    if (row.contains("label")) {
+      if (!row["label"].is_string() || row["label"].get_ref<const std::string&>().empty())
+        throw InputError(o.input, where + ": label", "not a non-empty string");
+      q.label = row["label"].get<std::string>();
+    } else {
+      q.label = o.label;
+    }
+    if (q.output < 2) {
+      ++rep.skipped_short;
+      continue;
+    }
+    q.ids = std::move(ids);
+    reqs.push_back(std::move(q));
+  }
+  if (reqs.empty())
+    throw InputError(o.input, "", "no usable responses");
+  if (o.calibration >= long(reqs.size()))
+    throw InputError("--calibration", "", std::to_string(o.calibration) + " calibration requests leave none to serve (" +
+                                              std::to_string(reqs.size()) + " usable responses)");
+
+  // Arrival order (ties: file order), times relative to the first.
+  std::stable_sort(reqs.begin(), reqs.end(), [](const VllmRequest& a, const VllmRequest& b) { return a.arrival < b.arrival; });
+  const double t0 = reqs.front().arrival;
+  TraceManifest m;
+  m.model = TraceModel{model.name, model.layers, model.experts, model.top_k};
+  std::vector<TraceRequest> out;
+  const std::string routing_name = "routing.bin";
+  RoutingWriter writer((fs::path(o.out_dir) / routing_name).string(), model.layers, model.experts, model.top_k, false);
+  for (const VllmRequest& r : reqs) {
+    auto lab = std::find(m.labels.begin(), m.labels.end(), r.label);
+    if (lab == m.labels.end())
+      lab = m.labels.insert(m.labels.end(), r.label);
+    TraceRequest q;
+    q.id             = uint32_t(out.size());
+    q.arrival_s      = r.arrival - t0;
+    q.prompt_tokens  = r.prompt;
+    q.output_tokens  = r.output;
+    q.label          = uint16_t(lab - m.labels.begin());
+    q.calibration    = long(out.size()) < o.calibration;
+    q.routing_record = int32_t(writer.add_record(uint32_t(r.prompt), r.routed_output, r.ids));
+    rep.routing_tokens += uint64_t(r.prompt) + r.routed_output;
+    out.push_back(std::move(q));
+  }
+  writer.close();
+  rep.routing_bytes = writer.bytes_written();
+  const std::string who = served.empty() ? "an unnamed model (the responses have no 'model' field)"
+                                         : "'" + served + "' (the responses' model field)";
+  rep.model = "expert ids of " + who + ", checked against " + o.model_file + " (" + model.name + ": " +
+              std::to_string(model.layers) + " MoE layers, " + std::to_string(model.experts) + " experts, top-" +
+              std::to_string(model.top_k) + ")";
+  m.routing_file = routing_name;
+  m.source = "Real routing captured from vLLM (--enable-return-routed-experts) by the user: " +
+             fs::path(o.input).filename().string() + ", " + rep.model + "; arrays as " + encodings +
+             ". Imported by `eldrsim trace import vllm`: one request per response, prompt = prompt_routed_experts' "
+             "tokens, output = usage.completion_tokens (else routed tokens + 1); arrivals from " +
+             (o.arrivals_csv.empty() ? "each line's " + o.arrival_field
+                                     : fs::path(o.arrivals_csv).filename().string() + " joined by " + o.id_field) +
+             ", relative to the first; " + std::to_string(rep.skipped_short) +
+             " responses under 2 generated tokens skipped; first " + std::to_string(o.calibration) +
+             " by arrival flagged calibration.";
+  write_trace(o.out_dir, m, out);
+  finish_report(rep, out);
+  return rep;
 }
 
 }  // namespace eldr

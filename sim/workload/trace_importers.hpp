@@ -4,6 +4,8 @@
 //   Azure     Azure LLM inference trace 2023 (TIMESTAMP, ContextTokens, GeneratedTokens): arrivals + lengths
 //   Mooncake  Mooncake FAST'25 trace JSONL (timestamp ms, input/output length, hash_ids): arrivals,
 //             lengths and prefix block hashes
+//   vLLM      completion responses captured from a server run with --enable-return-routed-experts:
+//             real per-token routing of prompt and output, with each request's arrival time
 // Input problems are InputError naming the input file and line.
 #include <cstdint>
 #include <string>
@@ -26,6 +28,7 @@ struct ImportReport {
   uint64_t routing_tokens = 0;
   uint64_t routing_bytes  = 0;
   double duration_s       = 0;  // last arrival
+  std::string model;              // whose expert ids the routing holds, and what they were checked against
   // One line per fact, for the command's output.
   std::vector<std::string> summary() const;
 };
@@ -53,7 +56,7 @@ struct RequestTraceImportOptions {
   bool drop_long    = false;
 };
 
-// ESFT's per-token routing (data_dir from ../shared/data/routing/esft_deepseek_v2_lite): one request
+// ESFT's per-token routing (data_dir from traces/routing/esft_deepseek_v2_lite): one request
 // per sequence, labelled by its domain, the first prompt_fraction of its tokens the prompt, the rest
 // the output; routing.bin holds each sequence's ids (no gates). Model: deepseek-v2-lite (26 MoE
 // layers, 64 experts, top-6).
@@ -64,6 +67,25 @@ ImportReport import_azure(const RequestTraceImportOptions& o);
 // Mooncake JSONL: arrivals (ms) relative to the first row, prompt = input_length, output =
 // output_length (at least 2), prefix_hashes = hash_ids (512-token blocks). Label default "chat".
 ImportReport import_mooncake(const RequestTraceImportOptions& o);
+
+struct VllmImportOptions {
+  std::string input;           // one completion response (a JSON object) per line
+  std::string out_dir;
+  std::string model_file;      // models/<name>.json the ids belong to: layers, experts and top_k are checked
+  std::string arrivals_csv;    // empty: each line's arrival_field; else request_id,arrival_s joined by id_field
+  std::string arrival_field = "arrival_s";
+  std::string id_field      = "id";
+  std::string label         = "chat";  // for lines without a string "label"
+  long calibration          = 0;       // the first N requests by arrival become calibration requests
+};
+
+// vLLM responses: per line, prompt_routed_experts [prompt_tokens, layers, top_k] and routed_experts
+// [generated tokens, layers, top_k] (top level or in choices[0]; nested lists or base64 .npy, int8 to
+// int64), checked against the model file and the response's usage; prompt = the prompt array's tokens,
+// output = usage.completion_tokens (else the routed tokens + 1: the last token is never fed through
+// the model). Requests are sorted by arrival, times relative to the earliest. Responses with fewer
+// than 2 generated tokens are skipped and counted.
+ImportReport import_vllm(const VllmImportOptions& o);
 
 // Seconds since 1970-01-01 as integer nanoseconds of "YYYY-MM-DD hh:mm:ss[.fraction]"; -1 if malformed
 // or outside the years 1900-2200.

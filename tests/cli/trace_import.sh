@@ -7,7 +7,6 @@
 set -u
 ELDRSIM=${1:?usage: trace_import.sh PATH/TO/eldrsim}
 [ -f configs/esft.json ] || { echo "run from the project root (no configs/esft.json here)"; exit 1; }
-ESFT_DATA=../shared/data/routing/esft_deepseek_v2_lite
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-trace.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -27,11 +26,12 @@ expect_success() {
 
 RUN_TRACE=(--set workload.kind=trace --set workload.arrivals=trace --set workload.warmup_requests=0 -q)
 
-# --- ESFT: 213 sequences of 4 domains, 40 calibration, the other 173 served twice.
-expect_success "import esft" "wrote 386 requests (40 calibration)" -- \
-  trace import esft --data "$ESFT_DATA" --out "$TMP/esft" --calibration 40 --repeat 2
+# --- ESFT: 213 sequences of 4 domains, 40 calibration, the other 173 served twice. The first import
+# reads the default --data (the copy shipped in traces/routing/), the second names it.
+expect_success "import esft from the shipped data" "wrote 386 requests (40 calibration)" -- \
+  trace import esft --out "$TMP/esft" --calibration 40 --repeat 2
 expect_success "esft routing tokens" "routing: 33279 tokens" -- \
-  trace import esft --data "$ESFT_DATA" --out "$TMP/esft" --calibration 40 --repeat 2
+  trace import esft --data traces/routing/esft_deepseek_v2_lite --out "$TMP/esft" --calibration 40 --repeat 2
 if "$ELDRSIM" run configs/esft.json --set workload.trace="$TMP/esft" -q --out "$TMP/run-esft" &&
   grep -q '"unfinished": 0' "$TMP/run-esft/summary.json"; then
   ok "configs/esft.json replays the imported ESFT trace, every request finishes"

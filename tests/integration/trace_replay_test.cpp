@@ -15,7 +15,7 @@ using namespace eldr::test;
 
 TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinct experts are the replayed ones")
 {
-  const std::string data = "../shared/data/routing/esft_deepseek_v2_lite";
+  const std::string data = "traces/routing/esft_deepseek_v2_lite";
   REQUIRE_MESSAGE(std::filesystem::is_directory(data), "the ESFT data must be at " << data);
   ScratchDir dir("esft");
   EsftImportOptions o;

@@ -44,6 +44,14 @@ TEST_CASE("fuzz regressions: every saved finding is now a clean accept or a one-
       {"routing_file", [](const std::string& p) { RoutingFile::load(p); }},
       {"azure", [&](const std::string& p) { import_azure(import_options(p)); }},
       {"mooncake", [&](const std::string& p) { import_mooncake(import_options(p)); }},
+      {"vllm",
+       [&](const std::string& p) {
+         VllmImportOptions o;
+         o.input      = p;
+         o.out_dir    = scratch;
+         o.model_file = "models/deepseek-v2-lite.json";
+         import_vllm(o);
+       }},
   };
   long replayed = 0;
   if (fs::is_directory("fuzz/regressions"))

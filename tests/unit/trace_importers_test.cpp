@@ -20,7 +20,7 @@ using namespace eldr::test;
 
 namespace {
 
-const std::string kEsftDir = "../shared/data/routing/esft_deepseek_v2_lite";
+const std::string kEsftDir = "traces/routing/esft_deepseek_v2_lite";
 
 struct EsftSeq {
   long tokens, offset;

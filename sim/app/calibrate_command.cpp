@@ -1,0 +1,202 @@
+// eldrsim calibrate MEASURED.csv --model M --hardware H --out FILE: the cost-model fit of
+// analysis/fit_cost.py (docs/calibration.md) on a user's own round-robin measurements, in the CSV
+// format of traces/calibration/. The inputs are checked here (one-line errors, exit 2); then the fit
+// runs on Debian's python3 with numpy and scipy, simulating with this binary, prints its fit table
+// and writes the calibration block for M on H to FILE. models/*.json are not changed.
+#include "sim/app/commands.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/config/model_spec.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <unistd.h>
+
+namespace eldr::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CalibrateOptions {
+  std::string measured;
+  std::string model;
+  std::string hardware = "mi300x";
+  std::string out;
+  std::string config;
+  std::string report;
+  double duration = 120;
+  int warmup      = 3840;
+  int max_evals   = 40;
+  int jobs        = 2;
+  uint64_t seed   = 1;
+  std::vector<double> start;
+};
+
+std::vector<std::string> split(const std::string& line)
+{
+  std::vector<std::string> v;
+  std::stringstream ss(line);
+  for (std::string c; std::getline(ss, c, ',');)
+    v.push_back(c);
+  if (!line.empty() && line.back() == ',')
+    v.emplace_back();
+  return v;
+}
+
+// The measured curve as fit_cost.py reads it: the columns it needs, numbers where it wants numbers,
+// and round-robin rows for the model.
+void check_measured(const std::string& path, const std::string& model)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw InputError(path, "", "cannot open file");
+  std::string line;
+  if (!std::getline(in, line))
+    throw InputError(path, "header", "empty file");
+  if (!line.empty() && line.back() == '\r')
+    line.pop_back();
+  const auto header = split(line);
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header.size(); ++i)
+    col[header[i]] = i;
+  const std::vector<std::string> numeric = {"rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"};
+  for (const std::string& c : std::vector<std::string>{"model", "policy"})
+    if (!col.count(c))
+      throw InputError(path, "header", "no column '" + c + "' (the format of traces/calibration/rr_task_tpot.csv)");
+  for (const std::string& c : numeric)
+    if (!col.count(c))
+      throw InputError(path, "header", "no column '" + c + "' (the format of traces/calibration/rr_task_tpot.csv)");
+  std::set<std::string> models;
+  std::set<double> rates;
+  for (long lineno = 2; std::getline(in, line); ++lineno) {
+    if (!line.empty() && line.back() == '\r')
+      line.pop_back();
+    if (line.empty())
+      continue;
+    const std::string where = "line " + std::to_string(lineno);
+    const auto cells = split(line);
+    if (cells.size() != header.size())
+      throw InputError(path, where, std::to_string(cells.size()) + " columns, the header has " +
+                                        std::to_string(header.size()));
+    if (cells[col["policy"]] != "round_robin")
+      continue;
+    models.insert(cells[col["model"]]);
+    if (cells[col["model"]] != model)
+      continue;
+    for (const std::string& c : numeric) {
+      const std::string& text = cells[col[c]];
+      double v                = 0;
+      size_t used             = 0;
+      try {
+        v = std::stod(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (text.empty() || used != text.size() || !std::isfinite(v) || v <= 0)
+        throw InputError(path, where + ": " + c, "not a positive number: '" + text + "'");
+      if (c == "rate_rps" && !rates.insert(v).second)
+        throw InputError(path, where + ": rate_rps", text + " req/s appears twice for " + model);
+    }
+  }
+  if (rates.empty()) {
+    std::string have;
+    for (const auto& m : models)
+      have += (have.empty() ? "" : ", ") + m;
+    throw InputError(path, "model", "no round_robin rows for '" + model + "' (has: " + (have.empty() ? "none" : have) + ")");
+  }
+}
+
+int calibrate(const CalibrateOptions& o)
+{
+  const std::string root = project_root(".");
+  if (o.model.find('/') != std::string::npos || o.model.ends_with(".json"))
+    throw InputError("--model", o.model, "a model name under models/ (e.g. qwen3-30b-a3b), not a path");
+  const std::string model_file = (fs::path(root) / "models" / (o.model + ".json")).string();
+  const ModelSpec model        = load_model(model_file);
+  if (!model.calibration.count(o.hardware) && o.start.empty())
+    throw InputError(model_file, "calibration." + o.hardware,
+                     "missing: add a block to start from, or give --start EFF STEP_MS PREFILL_MS");
+  const std::string config = o.config.empty() ? (fs::path(root) / "configs" / "default.json").string() : o.config;
+  const Experiment x       = load_experiment(config);
+  if (x.hardware.name != o.hardware)
+    throw InputError(config, "cluster",
+                     "runs on hardware '" + x.hardware.name + "', not --hardware '" + o.hardware +
+                         "': give --config an experiment of the measured cluster (its cluster file names the hardware)");
+  check_measured(o.measured, o.model);
+  if (!(o.duration > 0))
+    throw InputError("--duration", "", "must be positive");
+
+  const std::string script = (fs::path(root) / "analysis" / "fit_cost.py").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(script, ec))
+    throw InputError(script, "", "not found (set ELDR_HOME to the project directory)");
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    throw InputError("/proc/self/exe", "", "cannot find this binary: " + ec.message());
+  std::string report = o.report;
+  if (report.empty()) {
+    fs::path p = fs::absolute(o.out);
+    report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
+  }
+  const char* py     = std::getenv("ELDR_PYTHON");
+  std::string python = py && *py ? py : "/usr/bin/python3";
+  auto num           = [](double v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+  };
+  std::vector<std::string> args = {python, script, "--models", o.model, "--hardware", o.hardware, "--data",
+                                   o.measured, "--config", config, "--eldrsim", self.string(), "--calibration-out",
+                                   o.out, "--report", report, "--duration", num(o.duration), "--warmup",
+                                   std::to_string(o.warmup), "--max-evals", std::to_string(o.max_evals), "--jobs",
+                                   std::to_string(o.jobs), "--seed", std::to_string(o.seed)};
+  if (!o.start.empty())
+    args.insert(args.end(), {"--start", num(o.start[0]), num(o.start[1]), num(o.start[2])});
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(python.c_str(), argv.data());
+  throw InputError(python, "", std::string("cannot run: ") + std::strerror(errno));
+}
+
+}  // namespace
+
+Command add_calibrate_command(CLI::App& app)
+{
+  auto o    = std::make_shared<CalibrateOptions>();
+  auto* sub = app.add_subcommand(
+      "calibrate", "Fit the cost model's coefficients (decode_bw_efficiency, step_overhead_ms, prefill_overhead_ms) to "
+                   "your own round-robin measurements; writes the calibration block and prints the fit table");
+  sub->add_option("measured", o->measured,
+                  "Measured CSV in the format of traces/calibration/rr_task_tpot.csv (model, policy, rate_rps, requests, "
+                  "tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, ttft_p50_ms); round_robin rows of --model are fitted")
+      ->required();
+  sub->add_option("--model", o->model, "Model name under models/ (e.g. qwen3-30b-a3b)")->required();
+  sub->add_option("--hardware", o->hardware, "Calibration block to fit, the hardware measured (default mi300x)");
+  sub->add_option("--out", o->out, "File to write: {model, hardware, calibration: {HARDWARE: block}} (JSON)")->required();
+  sub->add_option("--config", o->config,
+                  "Experiment config of the measured set-up: cluster, topology, workload (default configs/default.json)");
+  sub->add_option("--report", o->report, "Markdown fit report, and a .csv beside it (default OUT's stem + _report.md)");
+  sub->add_option("--duration", o->duration, "Seconds of measured traffic per simulated run (default 120)");
+  sub->add_option("--warmup", o->warmup, "Warm-up requests per simulated run (default 3840)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-evals", o->max_evals, "Evaluations (one run per rate each) at most (default 40)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--jobs,-j", o->jobs, "Parallel simulator runs (default 2)")->check(CLI::PositiveNumber);
+  sub->add_option("--seed", o->seed, "Simulation seed (default 1)");
+  sub->add_option("--start", o->start, "Starting point EFF STEP_MS PREFILL_MS (default: the model file's block)")
+      ->expected(3);
+  return {sub, [o] { return calibrate(*o); }};
+}
+
+}  // namespace eldr::app
