@@ -56,6 +56,7 @@ DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
   else
     unions_.resize(size_t(max_block_) * size_t(s_.routing.shape().words()));
   ep_ = s_.decode_layout.ep;
+  xbt_assert(ep_ == 1 || !expected_, "expected unions are single-rank: load_experiment picks 'sampled' for ep > 1");
   if (ep_ > 1) {
     const size_t R = size_t(ep_);
     rank_masks_    = s_.decode_rank_masks[size_t(index)];
@@ -148,7 +149,6 @@ void DecodeWorker::accumulate_ranks(int k)
   }
 }
 
-// The cost of planned step k (its union and, with expert parallelism, its per-rank counts complete).
 // Distinct experts per layer of planned step k into distinct_; returns their sum.
 double DecodeWorker::step_distinct(int k)
 {
@@ -159,6 +159,7 @@ double DecodeWorker::step_distinct(int k)
   return double(total);
 }
 
+// The cost of planned step k (its union and, with expert parallelism, its per-rank counts complete).
 DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& attention)
 {
   if (ep_ <= 1)

@@ -371,8 +371,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind,
                                x.workload.routing_profile_file);
   }
-  // Resolved once serving.max_decode_seqs is known (below).
-  const std::string union_choice = w.has("union") ? w.choice("union", "expected", {"expected", "sampled"}) : "";
+  {
+    // workload.union: expected where tokens have laws and the decode instances' unions are single-rank.
+    const bool has_laws = x.workload.routing != "trace";
+    const bool ep       = x.topology.decode.expert_parallel > 1;
+    x.workload.expert_union = w.choice("union", has_laws && !ep ? "expected" : "sampled", {"expected", "sampled"});
+    if (x.workload.expert_union == "expected" && !has_laws)
+      w.fail("union", "'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
+    if (x.workload.expert_union == "expected" && ep)
+      w.fail("union", "'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
+  }
   x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind);
   if (!x.workload.mix_schedule.empty() && x.workload.distinct_prompts > 0)
     w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");
@@ -394,17 +402,6 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.serving.prefix_cache          = s.boolean("prefix_cache", false);
   x.serving.decode_prefix_cache   = s.boolean("decode_prefix_cache", true);
   s.finish();
-  {
-    // workload.union: expected where tokens have laws and the instance's unions are single-rank.
-    const bool has_laws = x.workload.routing != "trace";
-    const bool ep       = x.topology.decode.expert_parallel > 1;
-    x.workload.expert_union = union_choice.empty() ? (has_laws && !ep ? "expected" : "sampled") : union_choice;
-    auto fail = [&](const std::string& why) { throw InputError(x.config_file, "workload.union", why); };
-    if (x.workload.expert_union == "expected" && !has_laws)
-      fail("'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
-    if (x.workload.expert_union == "expected" && ep)
-      fail("'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
-  }
   const int longest_prompt = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens;
   if (x.serving.prefill_token_budget < longest_prompt)
     throw InputError(config_path, "serving.prefill_token_budget",

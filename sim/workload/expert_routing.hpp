@@ -42,8 +42,8 @@ struct TokenLaw {
   bool operator==(const TokenLaw&) const = default;
 };
 
-// Prompt tokens [from, to) of a request follow `law`, `tokens` of them (`owner` and `from` identify
-// them: two prompts that share a prefix route its tokens as one owner's, the same tokens).
+// Prompt positions [from, to) of a request follow `law`, as the tokens of `owner` at those positions
+// (two prompts that share a prefix route its tokens as one owner's: the same tokens).
 struct PromptRun {
   TokenLaw law;
   const Request* owner;

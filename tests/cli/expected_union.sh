@@ -60,4 +60,11 @@ check "steps.csv: an expert_union column; one sequence: 8 distinct; several: fra
 expect_error "union expected for a replayed trace" "workload.union" "sampled" -- \
   run configs/default.json --set workload.kind=trace --set workload.trace="$TMP/trace" --set workload.routing=trace \
   --set workload.union=expected
+expect_error "union expected on expert-parallel decode instances" "workload.union" "expert-parallel" -- \
+  run configs/tpep.json --set workload.union=expected
+expect_error "union of an unknown kind" "workload.union" "expected, sampled" -- \
+  run configs/default.json --set workload.union=exact
+check "expert-parallel instances default to sampled unions" \
+  "'$ELDRSIM' run configs/tpep.json --requests 60 --set workload.warmup_requests=0 -q --out '$TMP/tpep' >/dev/null 2>&1 &&
+   grep -q '\"expert_union\": \"sampled\"' '$TMP/tpep/summary.json'"
 finish
