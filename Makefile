@@ -85,7 +85,7 @@ regression-baseline: eldrsim
 	tests/regression/refresh.sh $(BUILD)/eldrsim
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer (CI runs it after `make test`),
-# but the Slurm test and cli/expected_union (36 full-size runs comparing two modes' statistics; every
+# but the Slurm test and cli/expected_union (72 full-size runs comparing two modes' statistics; every
 # other test runs the expected mode too).
 sanitize: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DELDR_SANITIZE=ON -DELDR_BENCH=OFF
