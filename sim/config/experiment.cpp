@@ -74,7 +74,7 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
     throw InputError(file, "--set", "empty key in '=" + text + "'");
   Json value;
   try {
-    value = Json::parse(text);
+    value = parse_json_guarded(text, file, "--set " + path);
   } catch (const Json::parse_error&) {
     value = text;  // bare words are strings: --set model=gpt-oss-120b
   } catch (const Json::exception&) {
@@ -339,9 +339,10 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   }
   x.workload.rate_rps    = w.number("rate_rps", 60, 1e-6, 1e7);
   x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
-  x.workload.measured_requests       = w.integer("measured_requests", 0, 0, 100000000);
-  x.workload.measured_requests_given = x.workload.measured_requests > 0;
-  if (x.workload.measured_requests == 0)
+  // Absent: rate x duration. Given, it is a count: at least 1 (0 is an error, not "the default").
+  x.workload.measured_requests_given = w.has("measured_requests");
+  x.workload.measured_requests       = w.integer("measured_requests", 0, 1, 100000000);
+  if (!x.workload.measured_requests_given)
     x.workload.measured_requests = std::max(1L, long(x.workload.rate_rps * x.workload.duration_s + 0.5));
   x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, 100000000);
   x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
