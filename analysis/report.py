@@ -56,8 +56,11 @@ def load(results):
         raise InputProblem(f"{path}: missing (not the results of `eldrsim sweep`)")
     try:
         df = pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise InputProblem(f"{path}: not a readable CSV (not UTF-8 text)")
     except Exception as e:  # pandas raises several types
-        raise InputProblem(f"{path}: not a readable CSV ({e})")
+        why = str(e).replace("Error tokenizing data. C error: ", "") or type(e).__name__
+        raise InputProblem(f"{path}: not a readable CSV ({why})")
     need = {"sweep", "point", "model", "workload", "router", "rate_rps", "decode", "tau", "kmeans", "variant",
             "tpot_p50_ms", "tpot_p99_ms"}
     missing = need - set(df.columns)

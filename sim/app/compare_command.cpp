@@ -93,7 +93,7 @@ std::vector<double> read_tpot(const std::string& file, long& measured_rows)
       continue;
     char* end = nullptr;
     double x  = std::strtod(cells[tpot].c_str(), &end);
-    if (end == cells[tpot].c_str() || *end)
+    if (end == cells[tpot].c_str() || *end || !std::isfinite(x))
       throw InputError(file, "line " + std::to_string(row), "tpot_ms '" + cells[tpot] + "' is not a number");
     v.push_back(x);
   }

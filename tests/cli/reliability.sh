@@ -82,7 +82,7 @@ check "no 309-digit numbers" '! grep -q "[0-9]\{40\}" "$TMP/stderr"'
 : >"$TMP/a_file"
 expect_error "run --out under a file" "$TMP/a_file/out" -- run "$DEFAULT" -q --out "$TMP/a_file/out"
 expect_error "run --out that is a file" "$TMP/a_file" "not a directory" -- run "$DEFAULT" -q --out "$TMP/a_file"
-printf '{"name": "ok", "base": "%s", "set": {"workload.measured_requests": 5, "workload.warmup_requests": 0}, "grid": {"router": ["jsq", "round_robin"]}}\n' \
+printf '{"name": "main", "base": "%s", "set": {"workload.measured_requests": 5, "workload.warmup_requests": 0}, "grid": {"router": ["jsq", "round_robin"]}}\n' \
   "$PWD/$DEFAULT" >"$TMP/ok_sweep.json"
 expect_error "sweep -o under a file" "$TMP/a_file/sw" -- sweep "$TMP/ok_sweep.json" -q -o "$TMP/a_file/sw"
 expect_error "sweep --emit-slurm under a file" "$TMP/a_file/slurm" -- sweep "$TMP/ok_sweep.json" -q --emit-slurm "$TMP/a_file/slurm"
@@ -180,5 +180,17 @@ check "... and no temporaries left" '[ -z "$(find "$TMP/bigsw" -name ".tmp.*" -o
 # ---------------------------------------------------------------- the default -j: the CPUs we may use
 taskset -c 0 "$ELDRSIM" sweep "$TMP/ok_sweep.json" --no-fit -o "$TMP/oksw" 2>"$TMP/ok.err"
 check "the default -j follows the affinity mask" 'grep -q "1 at a time" "$TMP/ok.err"'
+
+# ---------------------------------------------------------------- report on broken results: one line, no report/
+cp -r "$TMP/oksw" "$TMP/rep"
+expect_error "report --out under a file" "$TMP/a_file/rep" "cannot write the report here" -- report "$TMP/rep" --out "$TMP/a_file/rep"
+rm "$TMP/rep/main/router=jsq/requests.csv"
+expect_error "report: a point's requests.csv missing" "router=jsq/requests.csv: No such file or directory" -- report "$TMP/rep"
+check "... leaves no report directory" '[ -z "$(ls -A "$TMP/rep" | grep report)" ]'
+head -c 3000 /dev/urandom >"$TMP/rep/combined.csv"
+expect_error "report: combined.csv is binary" "combined.csv: not a readable CSV" -- report "$TMP/rep"
+printf 'sweep,point\n"unterminated\n' >"$TMP/rep/combined.csv"
+expect_error "report: combined.csv is cut inside a quote" "combined.csv: not a readable CSV (EOF inside string" -- report "$TMP/rep"
+check "... and still no report directory" '[ -z "$(ls -A "$TMP/rep" | grep report)" ]'
 
 finish
