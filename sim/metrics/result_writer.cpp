@@ -69,12 +69,6 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
   return s;
 }
 
-// A statistic of no data is missing (null), never 0.
-static Json value_or_null(bool present, double v)
-{
-  return present ? Json(v) : Json(nullptr);
-}
-
 static Json percentiles_json(const Percentiles& p)
 {
   Json j = Json::object();
@@ -91,6 +85,12 @@ static Json percentiles_json(const Percentiles& p)
   return j;
 }
 
+// A statistic of no data is missing (null), never 0.
+static Json value_or_null(bool present, double v)
+{
+  return present ? Json(v) : Json(nullptr);
+}
+
 static Json cache_workers_json(const std::vector<CacheCounters>& caches)
 {
   Json a = Json::array();
@@ -100,7 +100,7 @@ static Json cache_workers_json(const std::vector<CacheCounters>& caches)
                  {"lookups", c.lookups},
                  {"hit_blocks", c.hit_blocks},
                  {"missed_blocks", c.missed_blocks},
-                 {"block_hit_rate", looked > 0 ? double(c.hit_blocks) / double(looked) : 0.0},
+                 {"block_hit_rate", value_or_null(looked > 0, double(c.hit_blocks) / double(std::max(1L, looked)))},
                  {"evictions", c.evictions},
                  {"peak_used_blocks", c.peak_used_blocks}});
   }
