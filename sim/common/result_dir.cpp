@@ -100,7 +100,8 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
     throw InputError(target, "", "exists and is not a directory");
   std::string pid = std::to_string(::getpid());
   if (fs::is_directory(st)) {
-    mode_    = only_results(dir) ? Mode::swap : Mode::in_place;
+    // A symbolic link to a directory is written through (swapping would replace the link).
+    mode_    = only_results(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? Mode::swap : Mode::in_place;
     staging_ = mode_ == Mode::swap ? (dir.parent_path() / ("." + dir.filename().string() + ".eldr-tmp." + pid)).string()
                                    : (dir / (".eldr-tmp." + pid)).string();
   } else {

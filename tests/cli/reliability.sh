@@ -138,6 +138,11 @@ check "... other files in the directory stay" '[ -f "$TMP/over/notes.txt" ]'
 "$ELDRSIM" run "$DEFAULT" --requests 40 --set workload.warmup_requests=0 -q --steps --out "$TMP/base/r2"
 "$ELDRSIM" run "$DEFAULT" --requests 30 --set workload.warmup_requests=0 -q --out "$TMP/base/r2"
 check "a results-only directory is swapped whole (no stale steps.csv)" '[ ! -e "$TMP/base/r2/steps.csv" ] && "$ELDRSIM" table "$TMP/base/r2" >/dev/null'
+mkdir "$TMP/real" && ln -s "$TMP/real" "$TMP/link"
+"$ELDRSIM" run "$DEFAULT" --requests 30 --set workload.warmup_requests=0 -q --out "$TMP/link"
+"$ELDRSIM" run "$DEFAULT" --requests 40 --set workload.warmup_requests=0 -q --out "$TMP/link"
+check "a symbolic link to a results directory stays a link, the results behind it" \
+  '[ -L "$TMP/link" ] && "$ELDRSIM" table "$TMP/real" | tail -1 | grep -q " 40$"'
 check "no staging directories left" '[ -z "$(find "$TMP" -name "*.eldr-tmp.*")" ]'
 
 # ---------------------------------------------------------------- Ctrl-C
