@@ -32,6 +32,8 @@ expect_error "100,000 nested objects" "deep_object.json" "nested deeper than 100
 expect_error "100,000 nested arrays" "deep_array.json" "nested deeper than 100 levels" -- run "$TMP/deep_array.json" "${SMALL[@]}"
 expect_error "50,000 nested arrays via --set" "--set description" "nested deeper than 100 levels" -- \
   run "$DEFAULT" --set "description=$(cat "$TMP/deep_value.txt")" "${SMALL[@]}"
+expect_error "a --set key path of 60,000 segments" "--set: key path" "nests deeper than 100 levels" -- \
+  run "$DEFAULT" --set "$(/usr/bin/python3 -c "print('.'.join(['a'] * 60000))")=1" "${SMALL[@]}"
 expect_error "101 levels" "depth101.json" "nested deeper than 100 levels" -- run "$TMP/depth101.json" "${SMALL[@]}"
 expect_error "100 levels parse (then the key is unknown)" "depth100.json: x: unknown key" -- run "$TMP/depth100.json" "${SMALL[@]}"
 expect_error "a model file nested too deep" "deep_object.json" "nested deeper" -- \
