@@ -83,7 +83,8 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
   // The key path nests as deep as the parsed JSON may (a 60,000-segment key would build an object
   // too deep to copy).
   if (size_t(std::count(path.begin(), path.end(), '.')) + 1 >= kMaxJsonDepth)
-    throw InputError(file, "--set", "key path '" + path + "' nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    throw InputError(file, "--set", "key path nests deeper than " + std::to_string(kMaxJsonDepth) + " levels ('" +
+                                        path.substr(0, 40) + "...')");
   Json* node = &doc;
   size_t begin = 0;
   while (true) {
