@@ -201,6 +201,15 @@ void ensure_writable_directory(const std::string& dir)
   ::rmdir(probe.c_str());
 }
 
+void check_output_file(const std::string& path)
+{
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw InputError(path, "", "is a directory, not a file");
+  const fs::path parent = fs::path(path).parent_path();
+  ensure_writable_directory(parent.empty() ? "." : parent.string());
+}
+
 std::string fnv1a64_hex(const std::string& text)
 {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -36,6 +36,9 @@ private:
 // otherwise (before any work that would write there).
 void ensure_writable_directory(const std::string& dir);
 
+// For an output file: not a directory, and its directory writable (ensure_writable_directory).
+void check_output_file(const std::string& path);
+
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (again after SimGrid installs its own).
 void install_interrupt_handler();
 

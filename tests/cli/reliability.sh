@@ -88,6 +88,10 @@ printf '{"name": "main", "base": "%s", "set": {"workload.measured_requests": 5, 
   "$PWD/$DEFAULT" >"$TMP/ok_sweep.json"
 expect_error "sweep -o under a file" "$TMP/a_file/sw" -- sweep "$TMP/ok_sweep.json" -q -o "$TMP/a_file/sw"
 expect_error "sweep --emit-slurm under a file" "$TMP/a_file/slurm" -- sweep "$TMP/ok_sweep.json" -q --emit-slurm "$TMP/a_file/slurm"
+expect_error "fit --out under a file" "$TMP/a_file: exists and is not a directory" -- fit "$DEFAULT" --out "$TMP/a_file/m.json"
+expect_error "fit --out that is a directory" "$TMP: is a directory" -- fit "$DEFAULT" --out "$TMP"
+expect_error "trace gen --out under a file" "$TMP/a_file/tr" -- trace gen "$DEFAULT" --out "$TMP/a_file/tr"
+expect_error "trace stats --json under a file" "$TMP/a_file: exists and is not a directory" -- trace stats "$DEFAULT" --json "$TMP/a_file/s.json"
 check "sweep prints its plan at once" \
   '"$ELDRSIM" sweep "$TMP/ok_sweep.json" --list -o "$TMP/plan" >/dev/null 2>&1; "$ELDRSIM" sweep "$TMP/ok_sweep.json" -o "$TMP/a_file/x" 2>&1 | head -1 | grep -q "^sweep: .*ok_sweep.json: 2 points"'
 
