@@ -352,7 +352,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, 100000000);
   x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
   x.workload.drain_after_warmup = w.boolean("drain_after_warmup", true);
-  x.workload.horizon_s          = w.number("horizon_s", 0, 0, 1e9);
+  // Absent: no horizon. Given, a duration above 0 (0 is not "none").
+  x.workload.horizon_s          = w.number("horizon_s", 0, 1e-9, 1e9);
   x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
   x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
   x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));

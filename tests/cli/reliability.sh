@@ -54,6 +54,8 @@ expect_error "--set workload.rate_rps=NaN (a string)" "workload.rate_rps" "must 
   run "$DEFAULT" --set workload.rate_rps=NaN "${SMALL[@]}"
 expect_error "measured_requests=0 is not the default" "workload.measured_requests: must be between 1 and" "got 0" -- \
   run "$DEFAULT" --set workload.measured_requests=0 -q --out "$OUT"
+expect_error "horizon_s=0 is not \"no horizon\"" "workload.horizon_s: must be between" "got 0" -- \
+  run "$DEFAULT" --set workload.horizon_s=0 "${SMALL[@]}"
 printf '{"name": "n", "base": "%s", "grid": {"router": ["jsq", null]}}\n' "$PWD/$DEFAULT" >"$TMP/null_grid.json"
 expect_error "a sweep grid value null" "null_grid.json" "grid.router" "null" -- sweep "$TMP/null_grid.json" -q --out "$TMP/sw" --list
 printf '{"name": "n", "base": "%s", "set": {"router": null}}\n' "$PWD/$DEFAULT" >"$TMP/null_set.json"
