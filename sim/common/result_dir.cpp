@@ -121,7 +121,9 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
     c->files.push_back(staging_ + "/" + f + ".tmp." + pid);
   }
   c->dir     = staging_;
-  c->message = "eldrsim: error: " + target + ": interrupted, no results written (earlier ones are intact)\n";
+  // On a terminal the run's progress line has no newline yet.
+  c->message = std::string(::isatty(2) ? "\n" : "") + "eldrsim: error: " + target +
+               ": interrupted, no results written (earlier ones are intact)\n";
   set_cleanup(c);
 }
 

@@ -167,7 +167,7 @@ cp "$TMP/keep/summary.json" "$TMP/keep.summary"
 "$ELDRSIM" run "$DEFAULT" --requests 200000 --set workload.warmup_requests=0 -q --out "$TMP/keep" 2>"$TMP/int.err" &
 pid=$!
 wait_for ".keep.eldr-tmp.*"
-sleep 0.5
+sleep 2  # into the simulation (SimGrid installs its own SIGINT handler when the engine starts)
 kill -INT $pid
 wait $pid
 rc=$?
