@@ -66,14 +66,8 @@ bool point_done(const std::string& out, const SweepPoint& p)
   }
 }
 
-// "@<host>@<pid>": whose temporary a directory is. Point names never hold '@'; the host matters
-// when array tasks on several nodes share the results directory.
-std::string owner_suffix()
-{
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return std::string("@") + host + "@" + std::to_string(::getpid());
-}
+// Temporaries carry owner_suffix() (result_dir.hpp), "@<host>@<pid>". Point names never hold '@';
+// the host matters when array tasks on several nodes share the results directory.
 
 // Leftovers of interrupted sweeps on this host: .tmp.<name>@<host>@<pid> (and .old.) directories
 // whose process is gone. Other hosts' are left alone (they may be running).

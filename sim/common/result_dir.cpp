@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -60,12 +61,38 @@ sigset_t interrupt_signals()
   return s;
 }
 
+// A staging directory's name is "[.NAME].eldr-tmp@HOST@PID". Its pid when the name is one and HOST
+// is this host, else 0.
+long staging_pid(const std::string& name)
+{
+  const auto at = name.rfind(".eldr-tmp@");
+  if (!name.starts_with(".") || at == std::string::npos)
+    return 0;
+  const std::string mine = owner_suffix(), host = mine.substr(0, mine.rfind('@') + 1);  // "@HOST@"
+  if (name.compare(at + 9, host.size(), host) != 0)
+    return -1;  // another host's: a staging directory, but not ours to judge
+  return std::atol(name.c_str() + at + 9 + host.size());
+}
+
+// Removes the staging directories in `dir` left by runs that were killed (SIGKILL: no cleanup).
+void remove_stale_staging(const fs::path& dir)
+{
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const long pid = staging_pid(e.path().filename().string());
+    if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+      fs::remove_all(e.path(), ec);
+  }
+}
+
 bool only_results(const fs::path& dir)
 {
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (std::find(kResultFiles.begin(), kResultFiles.end(), e.path().filename().string()) == kResultFiles.end())
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (staging_pid(name) == 0 && std::find(kResultFiles.begin(), kResultFiles.end(), name) == kResultFiles.end())
       return false;
+  }
   return !ec;
 }
 
@@ -80,6 +107,13 @@ void set_cleanup(const Cleanup* c)
 }
 
 }  // namespace
+
+std::string owner_suffix()
+{
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string("@") + host + "@" + std::to_string(::getpid());
+}
 
 void install_interrupt_handler()
 {
@@ -98,19 +132,20 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
   const auto st    = fs::status(dir, ec);
   if (fs::exists(st) && !fs::is_directory(st))
     throw InputError(target, "", "exists and is not a directory");
-  std::string pid = std::to_string(::getpid());
+  const std::string pid = std::to_string(::getpid()), tag = ".eldr-tmp" + owner_suffix();
   if (fs::is_directory(st)) {
     // A symbolic link to a directory is written through (swapping would replace the link).
     mode_    = only_results(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? Mode::swap : Mode::in_place;
-    staging_ = mode_ == Mode::swap ? (dir.parent_path() / ("." + dir.filename().string() + ".eldr-tmp." + pid)).string()
-                                   : (dir / (".eldr-tmp." + pid)).string();
+    staging_ = mode_ == Mode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
+                                   : (dir / tag).string();
   } else {
     mode_ = Mode::absent;
     fs::create_directories(dir.parent_path(), ec);
     if (ec)
       throw InputError(target, "", "cannot create the directory above it: " + ec.message());
-    staging_ = (dir.parent_path() / ("." + dir.filename().string() + ".eldr-tmp." + pid)).string();
+    staging_ = (dir.parent_path() / ("." + dir.filename().string() + tag)).string();
   }
+  remove_stale_staging(fs::path(staging_).parent_path());
   fs::remove_all(staging_, ec);
   if (::mkdir(staging_.c_str(), 0755) != 0)
     throw InputError(target, "", std::string("cannot write results here: ") + std::strerror(errno));

@@ -42,6 +42,9 @@ void check_output_file(const std::string& path);
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (again after SimGrid installs its own).
 void install_interrupt_handler();
 
+// "@HOST@PID": whose temporary a directory is (results directories may be shared between hosts).
+std::string owner_suffix();
+
 // FNV-1a 64 of `text` as 16 hex digits.
 std::string fnv1a64_hex(const std::string& text);
 

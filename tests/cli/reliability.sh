@@ -151,7 +151,13 @@ mkdir "$TMP/real" && ln -s "$TMP/real" "$TMP/link"
 "$ELDRSIM" run "$DEFAULT" --requests 40 --set workload.warmup_requests=0 -q --out "$TMP/link"
 check "a symbolic link to a results directory stays a link, the results behind it" \
   '[ -L "$TMP/link" ] && "$ELDRSIM" table "$TMP/real" | tail -1 | grep -q " 40$"'
-check "no staging directories left" '[ -z "$(find "$TMP" -name "*.eldr-tmp.*")" ]'
+# A killed run's staging directory (SIGKILL leaves it) is removed by the next run there.
+mkdir -p "$TMP/base/.r2.eldr-tmp@$(hostname)@2147483646" "$TMP/base/r2/.eldr-tmp@$(hostname)@2147483645" \
+  "$TMP/base/.r2.eldr-tmp@another-host@1"
+"$ELDRSIM" run "$DEFAULT" --requests 30 --set workload.warmup_requests=0 -q --out "$TMP/base/r2"
+check "another host's staging directory is left alone" '[ -d "$TMP/base/.r2.eldr-tmp@another-host@1" ]'
+rmdir "$TMP/base/.r2.eldr-tmp@another-host@1"
+check "no staging directories left" '[ -z "$(find "$TMP" -name "*.eldr-tmp@*")" ]'
 
 # ---------------------------------------------------------------- Ctrl-C
 # wait_for PATTERN: until a file or directory matching the find pattern exists under $TMP (10 s at most).
@@ -166,7 +172,7 @@ cp -r "$TMP/base/r" "$TMP/keep"
 cp "$TMP/keep/summary.json" "$TMP/keep.summary"
 "$ELDRSIM" run "$DEFAULT" --requests 200000 --set workload.warmup_requests=0 -q --out "$TMP/keep" 2>"$TMP/int.err" &
 pid=$!
-wait_for ".keep.eldr-tmp.*"
+wait_for ".keep.eldr-tmp@*"
 sleep 2  # into the simulation (SimGrid installs its own SIGINT handler when the engine starts)
 kill -INT $pid
 wait $pid
@@ -174,7 +180,7 @@ rc=$?
 check "Ctrl-C during a run exits 130" '[ $rc = 130 ]'
 check "... with one line" '[ $(wc -l <"$TMP/int.err") = 1 ] && grep -q "^eldrsim: error: $TMP/keep: interrupted" "$TMP/int.err"'
 check "... the old results intact" 'cmp -s "$TMP/keep/summary.json" "$TMP/keep.summary" && "$ELDRSIM" table "$TMP/keep" >/dev/null'
-check "... no staging directory left" '[ -z "$(find "$TMP" -name "*.eldr-tmp.*")" ]'
+check "... no staging directory left" '[ -z "$(find "$TMP" -name "*.eldr-tmp@*")" ]'
 
 printf '{"name": "big", "base": "%s", "set": {"workload.measured_requests": 200000, "workload.warmup_requests": 0}, "grid": {"seed": [1, 2, 3, 4, 5, 6]}}\n' \
   "$PWD/$DEFAULT" >"$TMP/big_sweep.json"
@@ -188,7 +194,7 @@ wait $pid
 rc=$?
 check "Ctrl-C during a sweep exits 130" '[ $rc = 130 ]'
 check "... with one error line" '[ $(grep -c "^eldrsim: error: " "$TMP/sw.err") = 1 ] && grep -q "interrupted with 0 of 6 points done" "$TMP/sw.err"'
-check "... and no temporaries left" '[ -z "$(find "$TMP/bigsw" -name ".tmp.*" -o -name "*.eldr-tmp.*" -o -name "*.failed.log")" ]'
+check "... and no temporaries left" '[ -z "$(find "$TMP/bigsw" -name ".tmp.*" -o -name "*.eldr-tmp@*" -o -name "*.failed.log")" ]'
 
 # ---------------------------------------------------------------- the default -j: the CPUs we may use
 taskset -c 0 "$ELDRSIM" sweep "$TMP/ok_sweep.json" --no-fit -o "$TMP/oksw" 2>"$TMP/ok.err"
