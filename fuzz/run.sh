@@ -33,7 +33,7 @@ for h in "${harnesses[@]}"; do
   [ -x "$exe" ] || { echo "fuzz: no harness $exe (build with -DELDR_FUZZ=ON --target fuzzers)"; failed=1; continue; }
   corpus="$build/fuzz-corpus/$h" findings="$build/fuzz-findings/$h"
   mkdir -p "$corpus" "$findings"
-  for f in $(seeds "$h") fuzz/regressions/"$h"/*; do [ -f "$f" ] && cp "$f" "$corpus/"; done
+  for f in $(seeds "$h") fuzz/regressions/"$h"/* fuzz/corpus/"$h"/*; do [ -f "$f" ] && cp "$f" "$corpus/"; done
   max_len=8192
   [ "$h" = routing_file ] && max_len=65536
   log="$build/fuzz-$h.log"
