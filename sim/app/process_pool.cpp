@@ -80,6 +80,7 @@ bool run_tasks(std::vector<ChildTask> tasks, int jobs)
   // The signals are taken synchronously (sigwaitinfo): no race between a child ending, Ctrl-C and
   // the wait. SIGCHLD is not ignored by default, so it stays pending while blocked.
   const sigset_t wanted = pool_signals();
+  ::signal(SIGCHLD, SIG_DFL);  // an ignored SIGCHLD (inherited) would reap the children behind our back
   sigset_t before;
   ::sigprocmask(SIG_BLOCK, &wanted, &before);
   bool interrupted = false;
