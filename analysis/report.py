@@ -22,6 +22,7 @@ tables give the mean and the 95% interval. Exits 2 with a one-line message on ba
 import argparse
 import html
 import os
+import shutil
 import sys
 
 import matplotlib
@@ -55,8 +56,11 @@ def load(results):
         raise InputProblem(f"{path}: missing (not the results of `eldrsim sweep`)")
     try:
         df = pd.read_csv(path)
+    except UnicodeDecodeError:
+        raise InputProblem(f"{path}: not a readable CSV (not UTF-8 text)")
     except Exception as e:  # pandas raises several types
-        raise InputProblem(f"{path}: not a readable CSV ({e})")
+        why = str(e).replace("Error tokenizing data. C error: ", "") or type(e).__name__
+        raise InputProblem(f"{path}: not a readable CSV ({why})")
     need = {"sweep", "point", "model", "workload", "router", "rate_rps", "decode", "tau", "kmeans", "variant",
             "tpot_p50_ms", "tpot_p99_ms"}
     missing = need - set(df.columns)
@@ -283,10 +287,49 @@ def main(argv=None):
     try:
         df, seeds = load(args.results)
     except InputProblem as e:
-        print(f"report: error: {e}", file=sys.stderr)
-        return 2
-    out = args.out or os.path.join(args.results, "report")
-    os.makedirs(out, exist_ok=True)
+        return error(str(e))
+    final = os.path.normpath(args.out or os.path.join(args.results, "report"))
+    # Written into a temporary sibling and renamed into place: a failure leaves no empty or partial report.
+    out = os.path.join(os.path.dirname(final) or ".", f".{os.path.basename(final)}.tmp.{os.getpid()}")
+    try:
+        os.makedirs(out)
+    except OSError as e:
+        return error(f"{final}: cannot write the report here: {e.strerror}")
+    try:
+        status = build(args, df, seeds, out)
+        if status == 0:
+            publish(out, final)
+            print(f"report: {os.path.join(final, 'report.md')} and report.html")
+        return status
+    except Exception as e:  # noqa: BLE001 (whatever pandas or matplotlib raise: one line, exit 2)
+        return error(f"{args.results}: {describe(e)}")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def error(msg):
+    print("eldrsim: error: " + " ".join(str(msg).split()), file=sys.stderr)
+    return 2
+
+
+def describe(e):
+    """An exception as a short phrase: the file and the OS's words, not "[Errno 2] ..."."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def publish(tmp, final):
+    if os.path.isdir(final):
+        old = f"{tmp}.old"
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+
+
+def build(args, df, seeds, out):
     rep = Report(f"eldr-sim sweep report: {os.path.basename(os.path.normpath(args.results))}")
     nseeds = df["seed"].nunique()
     rep.text(f"{len(df)} runs in {df['sweep'].nunique()} sweeps ({', '.join(dict.fromkeys(df['sweep']))})"
@@ -339,10 +382,8 @@ def main(argv=None):
             p = d.set_index(keep)[[m for m, _ in METRICS if m in d]]
             rep.table("all points", p)
     except (OSError, KeyError, ValueError) as e:
-        print(f"report: error: {args.results}: {e}", file=sys.stderr)
-        return 2
+        return error(f"{args.results}: {describe(e)}")
     rep.write(out)
-    print(f"report: {os.path.join(out, 'report.md')} and report.html")
     return 0
 
 

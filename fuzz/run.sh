@@ -10,7 +10,7 @@ build=${1:?usage: fuzz/run.sh BUILD_DIR [LIBFUZZER_LIMIT] [HARNESS...]}
 limit=${2:--max_total_time=60}
 shift $(( $# >= 2 ? 2 : 1 ))
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config model hardware cluster trace_manifest trace_requests routing_file azure mooncake vllm)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config model hardware cluster trace_manifest trace_requests routing_file azure mooncake vllm json)
 
 seeds() {  # the project's own inputs of each kind
   case $1 in
@@ -24,6 +24,7 @@ seeds() {  # the project's own inputs of each kind
     azure)          ls fuzz/seeds/azure.csv ;;
     mooncake)       ls fuzz/seeds/mooncake.jsonl ;;
     vllm)           ls fuzz/seeds/vllm.jsonl ;;
+    json)           ls fuzz/seeds/json-* ;;
   esac
 }
 
@@ -33,7 +34,7 @@ for h in "${harnesses[@]}"; do
   [ -x "$exe" ] || { echo "fuzz: no harness $exe (build with -DELDR_FUZZ=ON --target fuzzers)"; failed=1; continue; }
   corpus="$build/fuzz-corpus/$h" findings="$build/fuzz-findings/$h"
   mkdir -p "$corpus" "$findings"
-  for f in $(seeds "$h") fuzz/regressions/"$h"/*; do [ -f "$f" ] && cp "$f" "$corpus/"; done
+  for f in $(seeds "$h") fuzz/regressions/"$h"/* fuzz/corpus/"$h"/*; do [ -f "$f" ] && cp "$f" "$corpus/"; done
   max_len=8192
   [ "$h" = routing_file ] && max_len=65536
   log="$build/fuzz-$h.log"

@@ -17,6 +17,11 @@ struct Command {
 
 // `--set KEY=VALUE` options as config overrides (an InputError for a missing '=').
 std::vector<Override> parse_sets(const std::vector<std::string>& sets);
+// Adds a check to every floating-point option of `app` and its subcommands: NaN and infinities are
+// errors (CLI11's ranges let NaN through).
+void require_finite_numbers(CLI::App& app);
+// A CLI11 parse error as one line, range errors as "must be above 0, got 0".
+std::string cli_error_line(const CLI::ParseError& e);
 
 Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);

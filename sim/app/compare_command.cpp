@@ -4,6 +4,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/percentiles.hpp"
 #include "sim/experiments/sample_stats.hpp"
+#include "sim/metrics/result_check.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -58,9 +59,11 @@ std::vector<std::string> split_csv_line(const std::string& line)
   return cells;
 }
 
-// Measured requests' TPOT from requests.csv (the same rows as summary.json's percentiles).
-std::vector<double> read_tpot(const std::string& file)
+// Measured requests' TPOT from requests.csv (the same rows as summary.json's percentiles); `measured`
+// counts the measured rows, finished or not.
+std::vector<double> read_tpot(const std::string& file, long& measured_rows)
 {
+  measured_rows = 0;
   std::ifstream in(file);
   if (!in)
     throw InputError(file, "", "cannot open");
@@ -85,11 +88,12 @@ std::vector<double> read_tpot(const std::string& file)
     if (cells.size() != header.size())
       throw InputError(file, "line " + std::to_string(row), std::to_string(cells.size()) + " cells, header has " +
                                                                std::to_string(header.size()));
+    measured_rows += cells[measured] == "1";
     if (cells[measured] != "1" || cells[tpot].empty())
       continue;
     char* end = nullptr;
     double x  = std::strtod(cells[tpot].c_str(), &end);
-    if (end == cells[tpot].c_str() || *end)
+    if (end == cells[tpot].c_str() || *end || !std::isfinite(x))
       throw InputError(file, "line " + std::to_string(row), "tpot_ms '" + cells[tpot] + "' is not a number");
     v.push_back(x);
   }
@@ -103,14 +107,24 @@ std::map<std::string, Run> find_runs(const std::string& root)
   if (!fs::is_directory(root, ec))
     throw InputError(root, "", "not a directory of results");
   std::map<std::string, Run> runs;
+  // A directory holding any result file is a run and must be a complete one (an incomplete run is an
+  // error, not "only in the baseline").
   auto add = [&](const fs::path& d) {
-    if (!fs::is_regular_file(d / "summary.json", ec) || !fs::is_regular_file(d / "requests.csv", ec))
+    const bool summary = fs::is_regular_file(d / "summary.json", ec), requests = fs::is_regular_file(d / "requests.csv", ec);
+    if (!summary && !requests)
       return;
+    if (!requests)
+      throw InputError((d / "requests.csv").string(), "", "missing: compare needs each run's requests.csv");
     std::string key = fs::relative(d, root, ec).lexically_normal().string();
-    Json s          = load_json_file((d / "summary.json").string());
+    Json s          = read_verified_summary(d.string());
     Run r;
-    r.router = s.is_object() && s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
-    r.tpot   = read_tpot((d / "requests.csv").string());
+    r.router = s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
+    long rows = 0;
+    r.tpot    = read_tpot((d / "requests.csv").string(), rows);
+    if (!s.contains("requests") || !s["requests"].is_number_integer() || s["requests"].get<long>() != rows)
+      throw InputError((d / "requests.csv").string(), "", std::to_string(rows) + " measured rows, summary.json counts " +
+                                                             (s.contains("requests") ? s["requests"].dump() : "none") +
+                                                             ": cut short or from another run");
     runs[key] = std::move(r);
   };
   add(root);

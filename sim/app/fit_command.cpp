@@ -1,5 +1,6 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/routing/eldr_router.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -19,6 +20,7 @@ struct FitOptions {
 
 int fit(const FitOptions& o)
 {
+  check_output_file(o.out);  // before the fit, not after it
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
   auto routing = make_routing_source(x, w);

@@ -1,9 +1,11 @@
 // eldrsim: the command line over the simulator library.
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <vector>
 
 int main(int argc, char** argv)
@@ -22,17 +24,27 @@ int main(int argc, char** argv)
   commands.push_back(eldr::app::add_trace_gen_command(*trace));
   commands.push_back(eldr::app::add_trace_import_command(*trace));
   commands.push_back(eldr::app::add_trace_stats_command(*trace));
+  eldr::app::require_finite_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // bad command lines exit 2, like bad configs
+    if (e.get_exit_code() == 0)  // --help, --version
+      return app.exit(e);
+    // Bad command lines exit 2 with one line, like bad configs.
+    std::fprintf(stderr, "eldrsim: error: %s\n", eldr::app::cli_error_line(e).c_str());
+    return 2;
   }
+  eldr::install_interrupt_handler();  // Ctrl-C: one line, exit 130 (run and sweep add their own cleanup)
   try {
     for (auto& c : commands)
       if (c.sub->parsed())
         return c.run();
   } catch (const eldr::InputError& e) {
     std::fprintf(stderr, "eldrsim: error: %s\n", e.what());
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be used (permissions, a file where a directory should be).
+    std::fprintf(stderr, "eldrsim: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "eldrsim: internal error: %s\n", e.what());

@@ -1,6 +1,10 @@
 #include "sim/app/process_pool.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
+#include <sched.h>
+#include <thread>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -24,7 +28,16 @@ std::string self_executable()
   return ec ? std::string("eldrsim") : p.string();
 }
 
-static pid_t spawn(const ChildTask& t, pid_t parent)
+static sigset_t pool_signals()
+{
+  sigset_t s;
+  sigemptyset(&s);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP})
+    sigaddset(&s, sig);
+  return s;
+}
+
+static pid_t spawn(const ChildTask& t, pid_t parent, const sigset_t& child_mask)
 {
   std::vector<char*> argv;
   for (const auto& a : t.argv)
@@ -34,6 +47,7 @@ static pid_t spawn(const ChildTask& t, pid_t parent)
   if (pid < 0)
     throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
+    ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);  // the child's signals as they were before run_tasks
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent)
       ::_exit(127);
@@ -55,7 +69,7 @@ static pid_t spawn(const ChildTask& t, pid_t parent)
   return pid;
 }
 
-void run_tasks(std::vector<ChildTask> tasks, int jobs)
+bool run_tasks(std::vector<ChildTask> tasks, int jobs)
 {
   if (jobs < 1)
     jobs = 1;
@@ -63,32 +77,109 @@ void run_tasks(std::vector<ChildTask> tasks, int jobs)
   std::deque<size_t> queue;
   for (size_t i = 0; i < tasks.size(); ++i)
     queue.push_back(i);
+  // The signals are taken synchronously (sigwaitinfo): no race between a child ending, Ctrl-C and
+  // the wait. SIGCHLD is not ignored by default, so it stays pending while blocked.
+  const sigset_t wanted = pool_signals();
+  ::signal(SIGCHLD, SIG_DFL);  // an ignored SIGCHLD (inherited) would reap the children behind our back
+  sigset_t before;
+  ::sigprocmask(SIG_BLOCK, &wanted, &before);
+  bool interrupted = false;
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
-  while (!queue.empty() || !running.empty()) {
-    while (!queue.empty() && int(running.size()) < jobs) {
-      size_t i = queue.front();
-      queue.pop_front();
-      running[spawn(tasks[i], self)] = {i, std::chrono::steady_clock::now()};
-    }
-    int status = 0;
-    rusage ru{};
-    pid_t pid = ::wait4(-1, &status, 0, &ru);
-    if (pid < 0) {
-      if (errno == EINTR)
+  try {
+    while ((!queue.empty() && !interrupted) || !running.empty()) {
+      while (!interrupted && !queue.empty() && int(running.size()) < jobs) {
+        size_t i = queue.front();
+        queue.pop_front();
+        if (tasks[i].prepare)
+          tasks[i].prepare();
+        running[spawn(tasks[i], self, before)] = {i, std::chrono::steady_clock::now()};
+      }
+      // Reap whoever has ended; wait for a signal when nobody has.
+      int status = 0;
+      rusage ru{};
+      pid_t pid = ::wait4(-1, &status, WNOHANG, &ru);
+      if (pid < 0 && errno != ECHILD && errno != EINTR)
+        throw std::runtime_error(std::string("wait4 failed: ") + std::strerror(errno));
+      if (pid <= 0) {
+        if (running.empty())
+          continue;
+        siginfo_t info{};
+        int sig = ::sigwaitinfo(&wanted, &info);
+        if (sig > 0 && sig != SIGCHLD && !interrupted) {
+          interrupted = true;
+          for (const auto& [child, task] : running)
+            ::kill(child, SIGINT);
+        }
         continue;
-      throw std::runtime_error(std::string("wait4 failed: ") + std::strerror(errno));
+      }
+      auto it = running.find(pid);
+      if (it == running.end())
+        continue;
+      auto [i, start] = it->second;
+      running.erase(it);
+      int code    = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+      double cpu  = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (tasks[i].done)
+        tasks[i].done(code, cpu, wall);
     }
-    auto it = running.find(pid);
-    if (it == running.end())
-      continue;
-    auto [i, start] = it->second;
-    running.erase(it);
-    int code    = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    double cpu  = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (tasks[i].done)
-      tasks[i].done(code, cpu, wall);
+  } catch (...) {
+    ::sigprocmask(SIG_SETMASK, &before, nullptr);
+    throw;
   }
+  // Drop the SIGCHLDs still pending, then restore the mask.
+  timespec zero{};
+  const sigset_t chld = [] {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGCHLD);
+    return s;
+  }();
+  while (::sigtimedwait(&chld, nullptr, &zero) > 0) {
+  }
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+  return !interrupted;
+}
+
+int usable_cpus()
+{
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int n = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : int(std::thread::hardware_concurrency());
+  // CPU quotas of this process's cgroup and those above it: v2 ("0::/PATH" in /proc/self/cgroup,
+  // cpu.max "QUOTA PERIOD" or "max PERIOD") and v1 ("N:cpu,cpuacct:/PATH", cpu.cfs_quota_us, -1: none).
+  auto limit = [&n](const std::string& quota_text, long period) {
+    const long q = std::atol(quota_text.c_str());
+    if (quota_text != "max" && q > 0 && period > 0)
+      n = std::min(n, int(std::max(1L, (q + period - 1) / period)));
+  };
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    const auto a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos)
+      continue;
+    const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
+    const bool v2 = controllers == ",,", v1 = controllers.find(",cpu,") != std::string::npos;
+    if (!v1 && !v2)
+      continue;
+    for (std::filesystem::path g = line.substr(b + 1);; g = g.parent_path()) {
+      const std::filesystem::path dir = std::filesystem::path(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu") / g.relative_path();
+      std::string quota;
+      long period = 0;
+      if (v2) {
+        std::ifstream in(dir / "cpu.max");
+        if (in >> quota >> period)
+          limit(quota, period);
+      } else {
+        std::ifstream q(dir / "cpu.cfs_quota_us"), p(dir / "cpu.cfs_period_us");
+        if (q >> quota && p >> period)
+          limit(quota, period);
+      }
+      if (g.empty() || g == g.root_path())
+        break;
+    }
+  }
+  return std::max(1, n);
 }
 
 }  // namespace eldr::app

@@ -1,6 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/cluster/simulation.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
@@ -49,10 +50,13 @@ std::vector<Override> collect_overrides(const RunOptions& o)
 
 int run(const RunOptions& o)
 {
+  install_interrupt_handler();
   Experiment x   = load_experiment(o.config, collect_overrides(o));
   std::string out = o.out;
   if (out.empty())
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;
+  // The output is checked (and its staging directory made) before simulating; results appear whole.
+  StagedDirectory staged(out);
   Workload w   = make_workload(x);
   auto routing = make_routing_source(x, w);
   long measured = 0;
@@ -67,9 +71,13 @@ int run(const RunOptions& o)
     std::fprintf(stderr, "eldrsim: internal error: invariant violated: %s (no results written)\n", broken->c_str());
     return 1;
   }
-  write_results(out, x, w, rec);
+  write_results(staged.staging(), x, w, rec);
+  staged.commit();
   RunSummary s = summarize_run(x, w, rec);
-  if (!o.quiet)
+  if (!o.quiet && s.tpot_ms.count == 0)
+    std::printf("%s: no measured request finished (%ld unfinished): no TPOT or TTFT -> %s\n", x.router.c_str(),
+                s.unfinished, out.c_str());
+  else if (!o.quiet)
     std::printf("%s: TPOT p50 %.2f ms p99 %.2f ms, TTFT p50 %.1f ms, %.1f distinct experts/layer, %ld unfinished -> %s\n",
                 x.router.c_str(), s.tpot_ms.p50, s.tpot_ms.p99, s.ttft_ms.p50, s.distinct_experts_per_layer_mean,
                 s.unfinished, out.c_str());

@@ -4,6 +4,7 @@
 #include "sim/app/process_pool.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
 
@@ -65,14 +66,8 @@ bool point_done(const std::string& out, const SweepPoint& p)
   }
 }
 
-// "@<host>@<pid>": whose temporary a directory is. Point names never hold '@'; the host matters
-// when array tasks on several nodes share the results directory.
-std::string owner_suffix()
-{
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return std::string("@") + host + "@" + std::to_string(::getpid());
-}
+// Temporaries carry owner_suffix() (result_dir.hpp), "@<host>@<pid>". Point names never hold '@';
+// the host matters when array tasks on several nodes share the results directory.
 
 // Leftovers of interrupted sweeps on this host: .tmp.<name>@<host>@<pid> (and .old.) directories
 // whose process is gone. Other hosts' are left alone (they may be running).
@@ -189,6 +184,11 @@ private:
   std::chrono::steady_clock::time_point start_;
 };
 
+// Thrown when Ctrl-C stopped the points (their temporaries are gone); sweep() reports it.
+struct Interrupted {};
+// A child's exit code (or 128 + signal) after an interrupt.
+bool interrupted(int code) { return code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
+
 // Runs the given points (indices into plan.points) that are not done yet. Returns the failures.
 size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs,
                   bool fit, bool quiet)
@@ -215,8 +215,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     for (const auto& [key, i] : fits) {
       std::string file = fit_file(out, plan.points[i]).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({fit_argv(self, plan.points[i], file), log, [&, key, log](int code, double, double) {
-                         if (code != 0) {
+      tasks.push_back({nullptr, fit_argv(self, plan.points[i], file), log, [&, key, log](int code, double, double) {
+                         if (code != 0 && !interrupted(code)) {
                            failed_fits.insert(key);
                            progress.note("sweep: ELDR fit failed (exit " + std::to_string(code) + "), see " + log);
                          }
@@ -225,7 +225,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     if (!quiet)
       std::fprintf(stderr, "sweep: fitting ELDR %zu time%s for %zu points\n", fits.size(), fits.size() > 1 ? "s" : "",
                    todo.size());
-    run_tasks(std::move(tasks), jobs);
+    if (!run_tasks(std::move(tasks), jobs))
+      throw Interrupted{};
   }
 
   size_t failures   = 0;
@@ -242,13 +243,22 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       continue;
     }
     fs::path tmp = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
     std::string model = fit && p.fit_eldr ? fit_file(out, p).string() : "";
     std::string log   = (tmp / "run.log").string();
-    tasks.push_back({run_argv(self, p, tmp.string(), model), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
+    // The temporary directory is made when the point starts, not up front.
+    auto prepare = [tmp, out] {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      if (!fs::create_directories(tmp, ec) && ec)
+        throw InputError(out, "", "cannot create a point's directory: " + ec.message());
+    };
+    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
                        const SweepPoint& q = plan.points[i];
                        std::error_code ec;
+                       if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
+                         fs::remove_all(tmp, ec);
+                         return;
+                       }
                        // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
                        if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
                          // Timings stay here, out of combined.csv (which is byte-identical across runs).
@@ -268,7 +278,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                      }});
   }
   size_t ran = tasks.size();
-  run_tasks(std::move(tasks), jobs);
+  if (!run_tasks(std::move(tasks), jobs))
+    throw Interrupted{};
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!quiet && ran > 0)
     std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran, wall,
@@ -498,32 +509,57 @@ int emit_slurm(const SweepCli& o, const SweepPlan& plan, const std::string& out)
 
 int sweep(const SweepCli& o)
 {
+  install_interrupt_handler();  // until run_tasks takes the signals: one line, exit 130
   SweepOptions so;
   so.seeds   = o.seeds;
   so.sets    = parse_sets(o.sets);
-  SweepPlan plan = load_sweep(o.file, so);
   std::string out = out_dir(o);
+  if (!o.quiet && !o.list) {
+    // The plan at once (checking every point's config can take a while on a large grid).
+    SweepOptions quick     = so;
+    quick.validate_points  = false;
+    const SweepPlan sketch = load_sweep(o.file, quick);
+    std::fprintf(stderr, "sweep: %s: %zu points -> %s; checking their configs\n", o.file.c_str(), sketch.points.size(),
+                 (o.emit_slurm.empty() ? out : o.emit_slurm).c_str());
+  }
+  SweepPlan plan = load_sweep(o.file, so);
   if (o.list) {
     for (size_t i = 0; i < plan.points.size(); ++i)
       std::printf("%zu %s/%s%s\n", i, plan.points[i].sweep.c_str(), plan.points[i].name.c_str(),
                   point_done(out, plan.points[i]) ? " (done)" : "");
     return 0;
   }
-  if (!o.emit_slurm.empty())
+  if (!o.emit_slurm.empty()) {
+    ensure_writable_directory(o.emit_slurm);
     return emit_slurm(o, plan, out);
+  }
+  ensure_writable_directory(out);
   if (o.merge)
     return merge(plan, out, o.quiet) == 0 ? 0 : 1;
-  int jobs = o.jobs > 0 ? o.jobs : int(std::max(1u, std::thread::hardware_concurrency()));
+  int jobs = o.jobs > 0 ? o.jobs : usable_cpus();
   if (o.point >= 0) {
     if (size_t(o.point) >= plan.points.size())
       throw InputError("--point", "", std::to_string(o.point) + " is past the last point (" +
                                           std::to_string(plan.points.size() - 1) + ")");
-    return run_points(plan, {size_t(o.point)}, out, 1, !o.no_fit, o.quiet) == 0 ? 0 : 1;
   }
-  std::vector<size_t> all(plan.points.size());
-  for (size_t i = 0; i < all.size(); ++i)
-    all[i] = i;
-  size_t failures = run_points(plan, all, out, jobs, !o.no_fit, o.quiet);
+  std::vector<size_t> which;
+  if (o.point >= 0)
+    which.push_back(size_t(o.point));
+  for (size_t i = 0; o.point < 0 && i < plan.points.size(); ++i)
+    which.push_back(i);
+  size_t failures = 0;
+  try {
+    failures = run_points(plan, which, out, o.point >= 0 ? 1 : jobs, !o.no_fit, o.quiet);
+  } catch (const Interrupted&) {
+    size_t done = 0;
+    for (size_t i : which)
+      done += point_done(out, plan.points[i]);
+    std::fprintf(stderr, "%seldrsim: error: %s: interrupted with %zu of %zu points done (the same command resumes)\n",
+                 ::isatty(2) && !o.quiet ? "\n" : "", out.c_str(), done, which.size());
+    return 130;
+  }
+  if (o.point >= 0)
+    return failures == 0 ? 0 : 1;
   size_t missing  = merge(plan, out, o.quiet);
   if (failures > 0 && !o.quiet)
     std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
@@ -540,7 +576,7 @@ Command add_sweep_command(CLI::App& app)
                "time; resumable; writes OUT/combined.csv");
   sub->add_option("sweep", o->file, "Sweep file (JSON), e.g. configs/paper/all.json")->required();
   sub->add_option("--out,-o", o->out, "Results directory (default results/<sweep file stem>)");
-  sub->add_option("-j,--jobs", o->jobs, "Points run at once (default: the number of cores)")->check(CLI::PositiveNumber);
+  sub->add_option("-j,--jobs", o->jobs, "Points run at once (default: the CPUs this process may use)")->check(CLI::PositiveNumber);
   sub->add_option("--seeds", o->seeds, "Run every point with seeds 1..N; combined_seeds.csv has mean and 95% interval")
       ->check(CLI::Range(1, 1000));
   sub->add_option("--set", o->sets, "Override a config key in every point, KEY=VALUE (repeatable; the sweep file's own "

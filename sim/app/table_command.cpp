@@ -1,6 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/json_reader.hpp"
+#include "sim/metrics/result_check.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -10,7 +11,8 @@ namespace eldr::app {
 
 namespace {
 
-double field(const Json& j, const std::string& file, const char* a, const char* b = nullptr)
+// A number of summary.json as a table cell; null (no data: no measured request finished) is "-".
+std::string field(const Json& j, const std::string& file, const char* fmt, const char* a, const char* b = nullptr)
 {
   const Json* v = &j;
   for (const char* k : {a, b}) {
@@ -20,25 +22,36 @@ double field(const Json& j, const std::string& file, const char* a, const char* 
       throw InputError(file, b ? std::string(a) + "." + b : a, "missing");
     v = &(*v)[k];
   }
+  if (v->is_null())
+    return "-";
   if (!v->is_number())
     throw InputError(file, b ? std::string(a) + "." + b : a, "must be a number");
-  return v->get<double>();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v->get<double>());
+  return buf;
 }
 
 int table(const std::vector<std::string>& dirs)
 {
+  // Everything is read and checked before the first line is printed.
+  std::vector<std::string> rows;
+  for (const auto& d : dirs) {
+    std::string file = (std::filesystem::path(d) / "summary.json").string();
+    Json j           = read_verified_summary(d);
+    std::string router = j.contains("router") && j["router"].is_string() ? j["router"].get<std::string>() : d;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%-14s %10s %10s %10s %10s %9s %9s", router.c_str(),
+                  field(j, file, "%.2f", "tpot_ms", "p50").c_str(), field(j, file, "%.2f", "tpot_ms", "p99").c_str(),
+                  field(j, file, "%.1f", "ttft_ms", "p50").c_str(),
+                  field(j, file, "%.1f", "distinct_experts_per_layer_mean").c_str(),
+                  field(j, file, "%.1f", "decode_batch_mean").c_str(), field(j, file, "%.0f", "requests").c_str());
+    rows.push_back(buf);
+  }
   std::printf("%-14s %10s %10s %10s %10s %9s %9s\n", "router", "TPOT p50", "TPOT p99", "TTFT p50", "distinct", "batch",
               "requests");
   std::printf("%-14s %10s %10s %10s %10s %9s %9s\n", "", "(ms)", "(ms)", "(ms)", "/layer", "mean", "");
-  for (const auto& d : dirs) {
-    std::string file = (std::filesystem::path(d) / "summary.json").string();
-    Json j           = load_json_file(file);
-    std::string router = j.contains("router") && j["router"].is_string() ? j["router"].get<std::string>() : d;
-    std::printf("%-14s %10.2f %10.2f %10.1f %10.1f %9.1f %9.0f\n", router.c_str(), field(j, file, "tpot_ms", "p50"),
-                field(j, file, "tpot_ms", "p99"), field(j, file, "ttft_ms", "p50"),
-                field(j, file, "distinct_experts_per_layer_mean"), field(j, file, "decode_batch_mean"),
-                field(j, file, "requests"));
-  }
+  for (const auto& r : rows)
+    std::printf("%s\n", r.c_str());
   return 0;
 }
 

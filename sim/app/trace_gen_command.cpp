@@ -1,5 +1,6 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_file.hpp"
 #include "sim/workload/routing_source_factory.hpp"
@@ -54,6 +55,7 @@ void token_ids(const ExpertRoutingSource& src, const GeneratedRouting* gen, cons
 int gen(const GenOptions& o)
 {
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
+  ensure_writable_directory(o.out);  // before generating
   if (x.workload.kind == "trace")
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   Workload w  = make_workload(x);

@@ -1,6 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/json_reader.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
@@ -30,6 +31,8 @@ std::string range(std::pair<double, double> r, double scale = 1.0)
 
 int stats(const StatsOptions& o)
 {
+  if (!o.json.empty())
+    check_output_file(o.json);
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
   auto source  = make_routing_source(x, w);

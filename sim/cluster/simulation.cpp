@@ -3,6 +3,7 @@
 #include "sim/cluster/decode_worker.hpp"
 #include "sim/cluster/platform.hpp"
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/routing/cluster_placement.hpp"
 #include "sim/routing/eldr_router.hpp"
 #include "sim/routing/router_factory.hpp"
@@ -126,6 +127,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   char* argv[] = {arg0, arg1, nullptr};
 #endif
   sg4::Engine engine(&argc, argv);
+  install_interrupt_handler();  // over SimGrid's own SIGINT handler: one line, exit 130
   Platform platform = build_platform(engine, x.cluster);
 
   CostModel cost(x.model, x.hardware, x.calibration);

@@ -23,7 +23,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd          = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    throw InputError(tmp, "", std::string("cannot write: ") + std::strerror(errno));
+    throw InputError(path, "", std::string("cannot write: ") + std::strerror(errno));  // the file asked for, not its temporary
   const char* p = contents.data();
   size_t left   = contents.size();
   while (left > 0) {
@@ -34,7 +34,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
       int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw InputError(tmp, "", std::string("write failed: ") + std::strerror(err));
+      throw InputError(path, "", std::string("write failed: ") + std::strerror(err));
     }
     p += n;
     left -= size_t(n);

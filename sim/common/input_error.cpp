@@ -27,7 +27,12 @@ static std::string compose(const std::string& file, const std::string& field, co
   std::string msg = file.empty() ? std::string("<input>") : file;
   if (!field.empty())
     msg += ": " + field;
-  return one_line(msg + ": " + problem);
+  msg = one_line(msg + ": " + problem);
+  // A value quoted from a hostile input (a 1 MB string, say) is cut, so the line stays readable.
+  constexpr size_t kMax = 1000;
+  if (msg.size() > kMax)
+    msg = msg.substr(0, kMax) + "... (" + std::to_string(msg.size() - kMax) + " more characters)";
+  return msg;
 }
 
 InputError::InputError(const std::string& file, const std::string& field, const std::string& problem)

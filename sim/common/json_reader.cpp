@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 namespace eldr {
 
@@ -22,10 +23,74 @@ Json load_json_file(const std::string& path)
   return parse_json(text.str(), path);
 }
 
+namespace {
+
+// Watches the parse as it goes (nlohmann's parser is iterative; copying, comparing and printing a
+// value are recursive): a nesting limit, so no later recursion can overflow the stack, and one
+// value per key.
+class ParseGuard {
+public:
+  ParseGuard(const std::string& file, const std::string& where) : file_(file), where_(where) {}
+
+  bool operator()(int, Json::parse_event_t event, Json& parsed)
+  {
+    switch (event) {
+    case Json::parse_event_t::object_start:
+    case Json::parse_event_t::array_start:
+      if (frames_.size() >= kMaxJsonDepth)
+        throw InputError(file_, where_, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      frames_.push_back({event == Json::parse_event_t::object_start, {}, {}, 0});
+      break;
+    case Json::parse_event_t::key: {
+      Frame& f = frames_.back();
+      f.key    = parsed.get<std::string>();
+      if (!f.keys.insert(f.key).second)
+        throw InputError(file_, where_.empty() ? path() : where_ + ": " + path(),
+                         "duplicate key (a key may appear once in an object)");
+      break;
+    }
+    case Json::parse_event_t::object_end:
+    case Json::parse_event_t::array_end:
+      frames_.pop_back();
+      [[fallthrough]];
+    case Json::parse_event_t::value:
+      if (!frames_.empty() && !frames_.back().object)
+        ++frames_.back().index;
+      break;
+    }
+    return true;
+  }
+
+private:
+  struct Frame {
+    bool object;
+    std::unordered_set<std::string> keys;
+    std::string key;  // objects: the current key
+    size_t index;     // arrays: the current element
+  };
+  std::string path() const
+  {
+    std::string p;
+    for (const Frame& f : frames_)
+      p += f.object ? (p.empty() ? "" : ".") + f.key : "[" + std::to_string(f.index) + "]";
+    return p;
+  }
+  const std::string& file_;
+  const std::string& where_;
+  std::vector<Frame> frames_;
+};
+
+}  // namespace
+
+Json parse_json_guarded(const std::string& text, const std::string& file, const std::string& where)
+{
+  return Json::parse(text, ParseGuard(file, where));
+}
+
 Json parse_json(const std::string& text, const std::string& file, const std::string& where)
 {
   try {
-    return Json::parse(text);
+    return parse_json_guarded(text, file, where);
   } catch (const Json::exception& e) {
     // parse_error (its message carries the line and column) or out_of_range (a number like 1e500);
     // nlohmann's message minus its "[json.exception.*] " tag.
@@ -54,15 +119,25 @@ void JsonReader::fail(const std::string& key, const std::string& problem) const
 
 bool JsonReader::has(const std::string& key) const
 {
-  return object_.contains(key) && !object_.at(key).is_null();
+  return object_.contains(key);
+}
+
+bool JsonReader::is_null(const std::string& key)
+{
+  if (!object_.contains(key) || !object_.at(key).is_null())
+    return false;
+  known_.insert(key);
+  return true;
 }
 
 const Json* JsonReader::find(const std::string& key)
 {
   known_.insert(key);
   auto it = object_.find(key);
-  if (it == object_.end() || it->is_null())
+  if (it == object_.end())
     return nullptr;
+  if (it->is_null())
+    fail(key, "is null (give a value, or leave the key out for the default)");
   return &*it;
 }
 

@@ -15,9 +15,16 @@ namespace eldr {
 
 using Json = nlohmann::json;
 
+// Deepest nesting of objects and arrays a JSON reader accepts.
+inline constexpr size_t kMaxJsonDepth = 100;
+
 // Parses JSON text read from `file` (at `where`, e.g. "line 3"); a syntax error or a number that
-// overflows a double is an InputError carrying nlohmann's position.
+// overflows a double is an InputError carrying nlohmann's position. So are nesting deeper than
+// kMaxJsonDepth and a key given twice in one object (naming its dotted path).
 Json parse_json(const std::string& text, const std::string& file, const std::string& where = "");
+// The same, but syntax errors and number overflows stay nlohmann's exceptions (a caller that
+// tries JSON first); the depth and duplicate-key checks are InputErrors.
+Json parse_json_guarded(const std::string& text, const std::string& file, const std::string& where);
 // Parses a whole file; a missing/unreadable file or a parse_json error is an InputError.
 Json load_json_file(const std::string& path);
 
@@ -25,7 +32,10 @@ class JsonReader {
 public:
   JsonReader(const Json& object, std::string file, std::string path = "");
 
+  // The key is present (a null value too: the getters reject null, it never means "the default").
   bool has(const std::string& key) const;
+  // The key is present with the value null: for the few fields whose format allows null (and marks it known).
+  bool is_null(const std::string& key);
   // Typed getters. `require_*` fail when the key is absent; the others return the default.
   double number(const std::string& key, double def, double min = -std::numeric_limits<double>::infinity(),
                 double max = std::numeric_limits<double>::infinity());

@@ -74,12 +74,17 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
     throw InputError(file, "--set", "empty key in '=" + text + "'");
   Json value;
   try {
-    value = Json::parse(text);
+    value = parse_json_guarded(text, file, "--set " + path);
   } catch (const Json::parse_error&) {
     value = text;  // bare words are strings: --set model=gpt-oss-120b
   } catch (const Json::exception&) {
     throw InputError(file, "--set " + path, "value '" + text + "' is not a usable JSON value (a number too large?)");
   }
+  // The key path nests as deep as the parsed JSON may (a 60,000-segment key would build an object
+  // too deep to copy).
+  if (size_t(std::count(path.begin(), path.end(), '.')) + 1 >= kMaxJsonDepth)
+    throw InputError(file, "--set", "key path nests deeper than " + std::to_string(kMaxJsonDepth) + " levels ('" +
+                                        path.substr(0, 40) + "...')");
   Json* node = &doc;
   size_t begin = 0;
   while (true) {
@@ -339,14 +344,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   }
   x.workload.rate_rps    = w.number("rate_rps", 60, 1e-6, 1e7);
   x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
-  x.workload.measured_requests       = w.integer("measured_requests", 0, 0, 100000000);
-  x.workload.measured_requests_given = x.workload.measured_requests > 0;
-  if (x.workload.measured_requests == 0)
+  // Absent: rate x duration. Given, it is a count: at least 1 (0 is an error, not "the default").
+  x.workload.measured_requests_given = w.has("measured_requests");
+  x.workload.measured_requests       = w.integer("measured_requests", 0, 1, 100000000);
+  if (!x.workload.measured_requests_given)
     x.workload.measured_requests = std::max(1L, long(x.workload.rate_rps * x.workload.duration_s + 0.5));
   x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, 100000000);
   x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
   x.workload.drain_after_warmup = w.boolean("drain_after_warmup", true);
-  x.workload.horizon_s          = w.number("horizon_s", 0, 0, 1e9);
+  // Absent: no horizon. Given, a duration above 0 (0 is not "none").
+  x.workload.horizon_s          = w.number("horizon_s", 0, 1e-9, 1e9);
   x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
   x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
   x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));

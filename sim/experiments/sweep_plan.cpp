@@ -1,5 +1,6 @@
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -30,14 +31,7 @@ std::vector<std::vector<SweepParam>> expand_grid(const std::vector<SweepAxis>& a
 
 std::string hash_hex(const std::string& text)
 {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return fnv1a64_hex(text);
 }
 
 std::string param_text(const Json& v)
@@ -174,6 +168,8 @@ struct Loader {
       for (const auto& [k, v] : s.items()) {
         if (k.empty() || k == "config")
           r.fail("set", "key '" + k + "' is not a config key");
+        if (v.is_null())
+          throw InputError(path, "set." + k, "is null (give a value, or leave the key out for the config's own)");
         sets.emplace_back(k, override_text(v));
       }
     }
@@ -210,6 +206,8 @@ struct Loader {
         std::vector<Json> v;
         std::set<std::string> seen;
         for (const Json& x : values) {
+          if (x.is_null())
+            throw InputError(path, field, "lists null (give values; the config's own is not a grid value)");
           if (k == "config") {
             if (!x.is_string())
               throw InputError(path, field, "must list config files (strings)");

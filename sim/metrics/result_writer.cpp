@@ -1,6 +1,7 @@
 #include "sim/metrics/result_writer.hpp"
 #include "sim/cache/cached_profile.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/result_dir.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -72,12 +73,23 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
 static Json percentiles_json(const Percentiles& p)
 {
   Json j = Json::object();
+  if (p.count == 0) {
+    for (const char* k : {"p50", "p90", "p95", "p99", "mean"})
+      j[k] = nullptr;
+    return j;
+  }
   j["p50"]  = p.p50;
   j["p90"]  = p.p90;
   j["p95"]  = p.p95;
   j["p99"]  = p.p99;
   j["mean"] = p.mean;
   return j;
+}
+
+// A statistic of no data is missing (null), never 0.
+static Json value_or_null(bool present, double v)
+{
+  return present ? Json(v) : Json(nullptr);
 }
 
 static Json cache_workers_json(const std::vector<CacheCounters>& caches)
@@ -89,7 +101,7 @@ static Json cache_workers_json(const std::vector<CacheCounters>& caches)
                  {"lookups", c.lookups},
                  {"hit_blocks", c.hit_blocks},
                  {"missed_blocks", c.missed_blocks},
-                 {"block_hit_rate", looked > 0 ? double(c.hit_blocks) / double(looked) : 0.0},
+                 {"block_hit_rate", value_or_null(looked > 0, double(c.hit_blocks) / double(std::max(1L, looked)))},
                  {"evictions", c.evictions},
                  {"peak_used_blocks", c.peak_used_blocks}});
   }
@@ -141,22 +153,24 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   j["tpot_ms"]                         = percentiles_json(s.tpot_ms);
   j["ttft_ms"]                         = percentiles_json(s.ttft_ms);
   j["e2e_ms"]                          = percentiles_json(s.e2e_ms);
-  j["throughput_tok_s"]                = s.throughput_tok_s;
-  j["distinct_experts_per_layer_mean"] = s.distinct_experts_per_layer_mean;
+  const bool finished                  = s.tpot_ms.count > 0;
+  const bool stepped                   = s.decode_steps > 0;
+  j["throughput_tok_s"]                = value_or_null(finished, s.throughput_tok_s);
+  j["distinct_experts_per_layer_mean"] = value_or_null(stepped, s.distinct_experts_per_layer_mean);
   j["expert_union"]                    = rec.expert_union;
-  j["decode_batch_mean"]               = s.decode_batch_mean;
+  j["decode_batch_mean"]               = value_or_null(stepped, s.decode_batch_mean);
   j["decode_steps"]                    = s.decode_steps;
   if (rec.decode_expert_parallel > 1) {  // single-GPU summaries keep their bytes
     Json ep                   = Json::object();
     ep["expert_parallel"]     = rec.decode_expert_parallel;
     ep["placement"]           = x.topology.decode.placement;
-    ep["rank_imbalance_mean"] = s.rank_imbalance_mean;
-    ep["all_to_all_ms_mean"]  = s.all_to_all_ms_mean;
+    ep["rank_imbalance_mean"] = value_or_null(stepped, s.rank_imbalance_mean);
+    ep["all_to_all_ms_mean"]  = value_or_null(stepped, s.all_to_all_ms_mean);
     if (!rec.placement_calibration_requests.empty())
       ep["placement_calibration_requests"] = rec.placement_calibration_requests;
     j["expert_parallel"] = ep;
   }
-  j["measured_span_s"]                 = s.measured_span_s;
+  j["measured_span_s"]                 = value_or_null(finished, s.measured_span_s);
   j["measured_start_s"]                = rec.measured_start_s;
   j["sim_time_s"]                      = s.sim_time_s;
   Json workers                         = Json::array();
@@ -411,16 +425,23 @@ void write_results(const std::string& out_dir, const Experiment& x, const Worklo
   namespace fs     = std::filesystem;
   RunSummary s     = summarize_run(x, w, rec);
   const fs::path d = out_dir;
-  write_file_atomically((d / "requests.csv").string(), requests_csv(w, rec));
+  // Each file's size and checksum go into summary.json: readers (table, compare) verify them.
+  Json files = Json::object();
+  auto write = [&](const char* name, const std::string& text) {
+    write_file_atomically((d / name).string(), text);
+    files[name] = {{"bytes", text.size()}, {"fnv1a64", fnv1a64_hex(text)}};
+  };
+  write("requests.csv", requests_csv(w, rec));
   if (x.write_steps)
-    write_file_atomically((d / "steps.csv").string(), steps_csv(rec));
+    write("steps.csv", steps_csv(rec));
   const std::vector<TpotWindow> windows = tpot_windows(w, rec);
-  write_file_atomically((d / "windows.csv").string(), windows_csv(windows));
+  write("windows.csv", windows_csv(windows));
   if (x.decision_log)
-    write_file_atomically((d / "decisions.csv").string(), decisions_csv(w, rec));
+    write("decisions.csv", decisions_csv(w, rec));
   Json j = summary_json(x, s, rec, w.labels);
   if (wants_drift_section(x))
     j["drift"] = drift_json(x, w, rec, windows);
+  j["files"] = files;
   // summary.json last: its presence marks a complete result.
   write_file_atomically((d / "summary.json").string(), j.dump(2) + "\n");
 }

@@ -47,7 +47,7 @@ TraceManifest read_trace_manifest(const std::string& path)
                           std::to_string(kTraceFormatVersion) + ")");
   if (!doc.contains("model"))
     r.fail("model", "is required (null when the trace has no routing)");
-  if (r.has("model")) {
+  if (!r.is_null("model")) {
     JsonReader mr = r.object("model");
     TraceModel tm;
     tm.name    = mr.require_string("name");
@@ -56,8 +56,6 @@ TraceManifest read_trace_manifest(const std::string& path)
     tm.top_k   = int(mr.require_integer("top_k", 1, tm.experts));
     mr.finish();
     m.model = tm;
-  } else {
-    r.ignore("model");
   }
   r.ignore("labels");
   const Json* labels = doc.contains("labels") ? &doc["labels"] : nullptr;
@@ -75,8 +73,9 @@ TraceManifest read_trace_manifest(const std::string& path)
   }
   if (!doc.contains("routing_file"))
     r.fail("routing_file", "is required (null when the trace has no routing)");
-  m.routing_file = r.string("routing_file", "");
-  if (r.has("routing_file")) {
+  const bool no_routing = r.is_null("routing_file");
+  m.routing_file        = no_routing ? "" : r.string("routing_file", "");
+  if (!no_routing) {
     if (m.routing_file.empty())
       r.fail("routing_file", "must be a file name or null");
     if (!m.model)
@@ -88,7 +87,7 @@ TraceManifest read_trace_manifest(const std::string& path)
   } else if (m.model) {
     // A model without routing is allowed (it documents what the lengths came from).
   }
-  m.prefix_block_tokens = int(r.integer("prefix_block_tokens", 0, 1, 1 << 24));
+  m.prefix_block_tokens = r.is_null("prefix_block_tokens") ? 0 : int(r.integer("prefix_block_tokens", 0, 1, 1 << 24));
   m.source              = r.string("source", "");
   r.finish();
   return m;

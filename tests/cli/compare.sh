@@ -65,6 +65,10 @@ mkdir -p "$TMP/empty"
 one_line_error "no runs" "$TMP/empty: no runs" "$TMP/base" "$TMP/empty"
 mkdir -p "$TMP/broken/cmp/router=eldr" && cp "$TMP/base/cmp/router=eldr/summary.json" "$TMP/broken/cmp/router=eldr/"
 printf 'id,measured\n1,1\n' >"$TMP/broken/cmp/router=eldr/requests.csv"
+one_line_error "a requests.csv that is not the run's" "requests.csv: does not match summary.json" "$TMP/base" "$TMP/broken"
+# A summary without the checksums (written before them): the file's own checks still apply.
+/usr/bin/python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); del s["files"]; json.dump(s, open(sys.argv[1], "w"))' \
+  "$TMP/broken/cmp/router=eldr/summary.json"
 one_line_error "a requests.csv without tpot_ms" "requests.csv: tpot_ms: column missing" "$TMP/base" "$TMP/broken"
 
 finish

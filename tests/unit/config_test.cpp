@@ -72,8 +72,9 @@ TEST_CASE("config: JsonReader reads typed values and defaults")
   CHECK(r.boolean("b", false) == true);
   CHECK(r.integer_list("l", {}, 0, 10) == std::vector<long>{1, 2, 3});
   CHECK(r.number("absent", 4.5) == 4.5);
-  CHECK(r.number("z", 9) == 9);  // null counts as absent
-  CHECK_FALSE(r.has("z"));
+  // null is not "absent": it is an error, never the default (issue 17).
+  CHECK(input_error_of([&] { r.number("z", 9); }) == "f.json: z: is null (give a value, or leave the key out for the default)");
+  CHECK(r.has("z"));
   CHECK(r.has("n"));
   auto o = r.object("o");
   CHECK(o.integer("k", 0) == 1);
@@ -160,6 +161,49 @@ TEST_CASE("config: load_json_file reports missing files and syntax errors on one
   CHECK(e == huge + ": invalid JSON: number overflow parsing '1e500'");
   e = input_error_of([&] { parse_json("[1, -2E999]", "t.jsonl", "line 7"); });
   CHECK(e == "t.jsonl: line 7: invalid JSON: number overflow parsing '-2E999'");
+}
+
+TEST_CASE("config: JSON nested past kMaxJsonDepth and duplicate keys are input errors, found while parsing")
+{
+  const size_t n = 200000;  // far past the limit: would overflow the stack if copied recursively
+  std::string deep = std::string(n, '[') + std::string(n, ']');
+  std::string e    = input_error_of([&] { parse_json(deep, "d.json"); });
+  CHECK(e == "d.json: JSON nested deeper than 100 levels");
+  const std::string at_limit = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  CHECK(parse_json(at_limit, "d.json").is_array());
+  e = input_error_of([&] { parse_json("[" + at_limit + "]", "d.json", "line 2"); });
+  CHECK(e == "d.json: line 2: JSON nested deeper than 100 levels");
+
+  e = input_error_of([&] { parse_json(R"({"a": {"b": 1, "c": [{"x": 1, "x": 2}]}})", "k.json"); });
+  CHECK(e == "k.json: a.c[0].x: duplicate key (a key may appear once in an object)");
+  e = input_error_of([&] { parse_json(R"({"a": 1, "a": 1})", "k.json", "line 3"); });
+  CHECK(e == "k.json: line 3: a: duplicate key (a key may appear once in an object)");
+  // The same key in sibling objects is fine.
+  CHECK(parse_json(R"([{"a": 1}, {"a": 2}, {"b": {"a": 3}}])", "k.json").size() == 3);
+  // --set values go through the same checks.
+  Json doc = Json::object();
+  e        = input_error_of([&] { apply_override(doc, {"w", deep}, "f.json"); });
+  CHECK(e == "f.json: --set w: JSON nested deeper than 100 levels");
+}
+
+TEST_CASE("config: null is never a default")
+{
+  Json j = Json::parse(R"({"n": null, "o": null})");
+  JsonReader r(j, "f.json");
+  CHECK(r.has("n"));
+  CHECK(input_error_of([&] { r.number("n", 1); }) == "f.json: n: is null (give a value, or leave the key out for the default)");
+  CHECK(contains(input_error_of([&] { r.object("o"); }), "f.json: o: is null"));
+  CHECK(r.is_null("n"));
+  CHECK(contains(input_error_of([] { load_experiment(kDefault, {{"router", "null"}}); }), "router: is null"));
+  CHECK(contains(input_error_of([] { load_experiment(kDefault, {{"workload.measured_requests", "0"}}); }),
+                 "workload.measured_requests: must be between 1 and 1e+08, got 0"));
+}
+
+TEST_CASE("config: an input error quoting a huge value is cut to a readable length")
+{
+  const std::string e = InputError("f.json", "router", "unknown value '" + std::string(100000, 'r') + "'").what();
+  CHECK(e.size() < 1100);
+  CHECK(contains(e, "... (99"));
 }
 
 TEST_CASE("config: an input error is one line even when it quotes control characters from the input")
