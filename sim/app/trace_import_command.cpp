@@ -49,13 +49,14 @@ void add_request_trace_options(CLI::App* sub, RequestTraceImportOptions& o, cons
   sub->add_option("input", o.input, "Input file (default " + default_input + " under the project root)");
   sub->add_option("--out", o.out_dir, "Trace directory to write (created if needed)")->required();
   sub->add_option("--label", o.label, "The requests' label (default " + default_label + ")");
-  sub->add_option("--limit", o.limit, "Import only the first N rows (0: all)")->check(CLI::NonNegativeNumber);
+  // Counts of zero are errors, not "all": leaving the option out means all (issue: a zero is a count).
+  sub->add_option("--limit", o.limit, "Import only the first N rows (default: all)")->check(CLI::PositiveNumber);
   sub->add_option("--time-scale", o.time_scale, "Multiply arrival times by this (0.5 doubles the rate)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--max-prompt", o.max_prompt,
-                  "Clip prompts longer than N tokens to N (0: keep them; runs need serving.prefill_token_budget >= "
-                  "the longest prompt)")
-      ->check(CLI::NonNegativeNumber);
+                  "Clip prompts longer than N tokens to N (default: keep them; runs need "
+                  "serving.prefill_token_budget >= the longest prompt)")
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--drop-long", o.drop_long, "With --max-prompt: drop such rows instead of clipping them");
 }
 
@@ -82,8 +83,8 @@ Command add_trace_import_command(CLI::App& trace)
                    "Flag the first N sequences (after the shuffle) as calibration requests (default 0)")
       ->check(CLI::NonNegativeNumber);
   esft->add_flag("--no-shuffle", o->no_shuffle, "Keep domain and sequence order instead of a seeded shuffle");
-  esft->add_option("--sequences", o->esft.sequences_per_domain, "Only the first N sequences of each domain (0: all)")
-      ->check(CLI::NonNegativeNumber);
+  esft->add_option("--sequences", o->esft.sequences_per_domain, "Only the first N sequences of each domain (default: all)")
+      ->check(CLI::PositiveNumber);
   esft->add_option("--repeat", o->esft.repeat,
                    "Serve each non-calibration sequence N times (copies share the routing record; default 1)")
       ->check(CLI::PositiveNumber);

@@ -213,4 +213,8 @@ printf 'sweep,point\n"unterminated\n' >"$TMP/rep/combined.csv"
 expect_error "report: combined.csv is cut inside a quote" "combined.csv: not a readable CSV (EOF inside string" -- report "$TMP/rep"
 check "... and still no report directory" '[ -z "$(ls -A "$TMP/rep" | grep report)" ]'
 
+# Trace importers: a count of zero is an error, never "all" (leaving the option out is all).
+expect_error "trace import azure --limit 0" "--limit" -- trace import azure --out "$TMP/imp" --limit 0
+expect_error "trace import mooncake --max-prompt 0" "--max-prompt" -- trace import mooncake --out "$TMP/imp" --max-prompt 0
+expect_error "trace import esft --sequences 0" "--sequences" -- trace import esft --out "$TMP/imp" --sequences 0
 finish
