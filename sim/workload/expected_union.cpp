@@ -25,7 +25,8 @@ using Int1   = int32_t __attribute__((vector_size(4)));
 constexpr float kRoundMagic = 12582912.0f;  // 1.5 x 2^23: x + it - it rounds |x| < 2^22 to an integer
 constexpr float kCertain    = 0x1p-20f;     // a factor below it counts as a zero, not a product
 constexpr float kRescale    = 0x1p60f;      // products below 1 / kRescale are rescaled by it
-constexpr int32_t kNearZero = 1;            // zero_ counts near-zero factors in its low 16 bits
+constexpr int32_t kNearZero = 1;            // zero_ counts near-zero factors in its low 16 bits (a batch
+                                            // is far below 65536 sequences: KV memory bounds it)
 constexpr int32_t kScaled   = 1 << 16;      // and scalings above them
 
 template <class V>
@@ -52,8 +53,8 @@ template <class F, class I>
 // t = -p exactly (no rounding of 1 - p, so small p keep their relative precision); otherwise the
 // mantissa of 1 - p, in [sqrt(1/2), sqrt(2)), and its exponent. log2(1 + t) = t P(t), P of degree 5
 // fitted on Chebyshev nodes of that interval: absolute error < 4e-6, relative error near t = 0 far
-// smaller (well inside the decode sums' 2^-16 rounding; a prompt's n tokens multiply it by n only
-// where (1 - p)^n is not negligible, i.e. for small p).
+// smaller (a prompt's n tokens multiply the error by n only where (1 - p)^n is not negligible, i.e.
+// for small p, where it is smallest).
 template <class F, class I>
 [[gnu::always_inline]] inline F log2_one_minus(F p)
 {
@@ -86,6 +87,12 @@ template <class F, class I>
                     f * (0.00966637f + f * 0.00133909f))));
   const I scale   = ((std::bit_cast<I>(shifted) - 0x4B400000) + 127) << 23;
   return poly * std::bit_cast<F>(scale);
+}
+
+// The lanes' sum in a fixed order: the same result on every machine.
+[[gnu::always_inline]] inline double lane_sum(Float8 v)
+{
+  return double(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
 }
 
 template <class F>
@@ -139,10 +146,7 @@ __attribute__((target_clones("avx2", "default"))) void change_all(const TokenLaw
       change_cells<kJoin, Float8, Int8>(law, c, product, zero, delta8);
     for (; c < end; ++c)
       change_cells<kJoin, Float1, Int1>(law, c, product, zero, delta1);
-    // A fixed order of the partial sums: the same result on every machine.
-    missing[l] += double(((delta8[0] + delta8[1]) + (delta8[2] + delta8[3])) +
-                         ((delta8[4] + delta8[5]) + (delta8[6] + delta8[7]))) +
-                  double(delta1[0]);
+    missing[l] += lane_sum(delta8) + double(delta1[0]);
   }
 }
 
@@ -176,9 +180,7 @@ __attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std:
       acc += exp2_nonpositive<Float8, Int8>(load<Float8>(&logs[c]));
     for (; c < end; ++c)
       tail += exp2_nonpositive<Float1, Int1>(Float1{logs[c]})[0];
-    const double missing = double(((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))) +
-                           double(tail);
-    per_layer[size_t(l)] = double(experts) - missing;
+    per_layer[size_t(l)] = double(experts) - (lane_sum(acc) + double(tail));
     total += per_layer[size_t(l)];
   }
   return total;
