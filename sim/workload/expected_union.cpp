@@ -16,9 +16,17 @@ namespace eldr {
 namespace {
 
 // GCC vector types: the same IEEE operations in every lane whatever the instruction set (SSE2 runs
-// an 8-lane vector as two halves, AVX2 as one), and a 1-lane vector is the scalar tail.
-using Float8 = float __attribute__((vector_size(32)));
-using Int8   = int32_t __attribute__((vector_size(32)));
+// an 8-lane vector as two halves, AVX2 as one), and a 1-lane vector is the scalar tail. clang
+// rejects 32-byte vector arguments in functions built without AVX, even inlined ones: its builds
+// (the fuzzers) use 4 lanes, which changes the order of the partial sums and so the last bits of
+// their results; every GCC build gives the same bits.
+#if defined(__clang__)
+constexpr int kLanes = 4;
+#else
+constexpr int kLanes = 8;
+#endif
+using Float8 = float __attribute__((vector_size(4 * kLanes)));
+using Int8   = int32_t __attribute__((vector_size(4 * kLanes)));
 using Float1 = float __attribute__((vector_size(4)));
 using Int1   = int32_t __attribute__((vector_size(4)));
 
@@ -92,7 +100,10 @@ template <class F, class I>
 // The lanes' sum in a fixed order: the same result on every machine.
 [[gnu::always_inline]] inline double lane_sum(Float8 v)
 {
-  return double(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
+  if constexpr (kLanes == 8)
+    return double(((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])));
+  else
+    return double((v[0] + v[1]) + (v[2] + v[3]));
 }
 
 template <class F>
@@ -134,20 +145,33 @@ template <bool kJoin, class F, class I>
 }
 
 template <bool kJoin>
-__attribute__((target_clones("avx2", "default"))) void change_all(const TokenLaw& law, int layers, int experts,
-                                                                  float* product, int32_t* zero, double* missing)
+[[gnu::always_inline]] inline void change_all(const TokenLaw& law, int layers, int experts, float* product,
+                                              int32_t* zero, double* missing)
 {
   for (int l = 0; l < layers; ++l) {
     const size_t begin = size_t(l) * size_t(experts), end = begin + size_t(experts);
     Float8 delta8{};
     Float1 delta1{};
     size_t c = begin;
-    for (; c + 8 <= end; c += 8)
+    for (; c + kLanes <= end; c += kLanes)
       change_cells<kJoin, Float8, Int8>(law, c, product, zero, delta8);
     for (; c < end; ++c)
       change_cells<kJoin, Float1, Int1>(law, c, product, zero, delta1);
     missing[l] += lane_sum(delta8) + double(delta1[0]);
   }
+}
+
+// The two instances as plain functions (clang cannot clone templates for target_clones).
+__attribute__((target_clones("avx2", "default"))) void join_all(const TokenLaw& law, int layers, int experts,
+                                                                float* product, int32_t* zero, double* missing)
+{
+  change_all<true>(law, layers, experts, product, zero, missing);
+}
+
+__attribute__((target_clones("avx2", "default"))) void leave_all(const TokenLaw& law, int layers, int experts,
+                                                                 float* product, int32_t* zero, double* missing)
+{
+  change_all<false>(law, layers, experts, product, zero, missing);
 }
 
 // Prefill: L[c] += tokens x log2(1 - p) (first: L[c] = ...), single precision.
@@ -156,7 +180,7 @@ __attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const Tok
 {
   const size_t n = logs.size();
   size_t c       = 0;
-  for (; c + 8 <= n; c += 8) {
+  for (; c + kLanes <= n; c += kLanes) {
     const Float8 x = tokens * log2_one_minus<Float8, Int8>(law_probability<Float8>(law, c));
     store(&logs[c], first ? x : load<Float8>(&logs[c]) + x);
   }
@@ -176,7 +200,7 @@ __attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std:
     Float8 acc{};
     float tail = 0;
     size_t c   = begin;
-    for (; c + 8 <= end; c += 8)
+    for (; c + kLanes <= end; c += kLanes)
       acc += exp2_nonpositive<Float8, Int8>(load<Float8>(&logs[c]));
     for (; c < end; ++c)
       tail += exp2_nonpositive<Float1, Int1>(Float1{logs[c]})[0];
@@ -200,9 +224,9 @@ ExpectedUnion::ExpectedUnion(int layers, int experts)
 void ExpectedUnion::apply(const TokenLaw& law, bool join)
 {
   if (join)
-    change_all<true>(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
+    join_all(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
   else
-    change_all<false>(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
+    leave_all(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
 }
 
 void ExpectedUnion::join(const TokenLaw& law)
