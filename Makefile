@@ -9,7 +9,7 @@ DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nloh
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy slurm-wlm munge clang
 
-.PHONY: all deps build eldrsim run test bench esft mooncake clean paper report regression-baseline sanitize fuzz
+.PHONY: all deps build eldrsim run test bench esft mooncake clean paper report validate regression-baseline sanitize fuzz
 
 all: build
 
@@ -78,6 +78,11 @@ paper: eldrsim
 
 report: eldrsim
 	$(BUILD)/eldrsim report $(RESULTS)
+
+# The simulator against the testbed (docs/calibration.md): 30 round-robin cells, leave-one-rate-out
+# predictions and the published router claims, into results/validate/report.md.
+validate: eldrsim
+	$(BUILD)/eldrsim validate -j $(JOBS)
 
 # Refreshes the committed TPOT baseline that `make test` gates on (tests/regression/): only when a
 # change is meant to move TPOT; commit tests/regression/baseline/ with it.

@@ -1,4 +1,4 @@
-"""Shared helpers of the calibration scripts (fit_cost.py, calibration_table.py).
+"""Shared helpers of the calibration scripts (fit_cost.py, validate.py).
 
 Runs `eldrsim run` as separate processes (one SimGrid engine per process), a few in parallel, and
 reads the measured round-robin calibration curve. Standard library + numpy/pandas only.
@@ -17,8 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_ELDRSIM = os.path.join(REPO, "build", "eldrsim")
 DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.json")
-# The measured curve ships in traces/calibration/ (provenance in traces/README.md).
-DEFAULT_DATA = os.path.join(REPO, "traces", "calibration", "rr_task_tpot.csv")
+# The measured curves ship in traces/calibration/ (provenance in traces/README.md): one file per
+# workload, given as KIND=PATH (a plain PATH runs the config's own workload kind).
+DEFAULT_DATA = [f"{kind}={os.path.join(REPO, 'traces', 'calibration', f'rr_{kind}_tpot.csv')}"
+                for kind in ("task", "language")]
 CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
 # Measured setup of rr_task_tpot.csv (data/README.md, DESIGN.md section 2).
 MEASURED_DURATION_S = 120
@@ -46,27 +48,57 @@ def parse_models(values):
     return out
 
 
-def load_measured(path):
-    """rr_task_tpot.csv -> {model: [row dict sorted by rate]} with numeric fields as floats."""
-    if not os.path.isfile(path):
-        raise Fatal(f"calibration data not found: {path} (use --data)")
+def split_data_spec(spec):
+    """'KIND=PATH' -> (KIND, PATH); a plain 'PATH' -> (None, PATH): the config's own workload."""
+    kind, sep, path = spec.partition("=")
+    if sep and kind in ("task", "language"):
+        return kind, os.path.abspath(path)
+    return None, os.path.abspath(spec)
+
+
+def load_measured(specs):
+    """Measured round-robin curves -> {model: [row dict sorted by (kind, rate)]}, numeric fields as
+    floats and "kind" the workload the file was measured on (None: the config's own). `specs`: a
+    'KIND=PATH' or 'PATH' string, or a list of them (one file per workload kind)."""
+    if isinstance(specs, str):
+        specs = [specs]
     need = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows or any(c not in rows[0] for c in need):
-        raise Fatal(f"{path}: expected columns {', '.join(need)}")
-    by_model = {}
-    for r in rows:
-        if r["policy"] != "round_robin":
-            continue
-        d = dict(r)
-        for k in ("rate_rps", "requests", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
-            if k in d and d[k] != "":
-                d[k] = float(d[k])
-        by_model.setdefault(r["model"], []).append(d)
+    by_model, kinds = {}, set()
+    for spec in specs:
+        kind, path = split_data_spec(spec)
+        if kind in kinds:
+            raise Fatal(f"{path}: a second file for workload '{kind or 'of the config'}' (one file per kind)")
+        kinds.add(kind)
+        if not os.path.isfile(path):
+            raise Fatal(f"calibration data not found: {path} (use --data)")
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        if not rows or any(c not in rows[0] for c in need):
+            raise Fatal(f"{path}: expected columns {', '.join(need)}")
+        for r in rows:
+            if r["policy"] != "round_robin":
+                continue
+            d = dict(r, kind=kind, file=path)
+            for k in ("rate_rps", "requests", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
+                if k in d and d[k] != "":
+                    try:
+                        d[k] = float(d[k])
+                    except ValueError:
+                        raise Fatal(f"{path}: {k}: not a number: '{d[k]}'")
+            by_model.setdefault(r["model"], []).append(d)
     for v in by_model.values():
-        v.sort(key=lambda d: d["rate_rps"])
+        v.sort(key=lambda d: (d["kind"] or "", d["rate_rps"]))
     return by_model
+
+
+def cell_label(row):
+    """'task 60' / '60' (a file without a workload kind)."""
+    return f"{row['kind']} {row['rate_rps']:g}" if row.get("kind") else f"{row['rate_rps']:g}"
+
+
+def kind_sets(row):
+    """The --set that runs a measured row's workload kind (none for the config's own)."""
+    return [f"workload.kind={row['kind']}"] if row.get("kind") else []
 
 
 def model_file(name):

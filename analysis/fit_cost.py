@@ -1,16 +1,23 @@
 #!/usr/bin/python3
-"""Fit the cost model's three free coefficients per model to the measured round-robin curve.
+"""Fit the cost model's free coefficients per model to the measured round-robin curves.
 
-For each model, finds calibration.<hardware> = (decode_bw_efficiency, step_overhead_ms,
-prefill_overhead_ms) of models/<model>.json (see sim/cost/cost_model.cpp and docs/calibration.md)
-that best reproduce traces/calibration/rr_task_tpot.csv: round-robin decode routing, 8P16D
-MI300X, task workload, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s.
+For each model, finds calibration.<hardware> of models/<model>.json (see sim/cost/cost_model.cpp and
+docs/calibration.md): decode_bw_efficiency, step_overhead_ms, prefill_overhead_ms, and the keys of
+the cost-model mechanisms the block already has (or --free names), that best reproduce the measured
+round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
+rr_language_tpot.csv (8P16D MI300X, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s, so 10
+cells per model). --data KIND=PATH names a file and the workload kind it was measured on; a plain
+PATH runs the config's own workload.
 
-Objective (per model): sum over the rates of
+Objective (per model): sum over the cells of
     ((sim TPOT P50 - measured) / measured)^2 + W * ((sim TTFT P50 - measured) / measured)^2
 with W = --ttft-weight (0.25), plus a penalty when a run leaves requests unfinished. Each evaluation
-runs `eldrsim run CONFIG --router round_robin --rate R --set model=<temporary model file>` for the
-five rates, --jobs at a time, with a fixed seed, so a fit is deterministic for a given binary.
+runs `eldrsim run CONFIG --router round_robin --rate R --set model=<temporary model file>` for every
+cell, --jobs at a time, with a fixed seed, so a fit is deterministic for a given binary.
+
+Leave-one-rate-out (--loro): for each rate, the coefficients are refitted to the other four rates
+(least_squares from the all-rate optimum, reusing its evaluations, at most --loro-evals new ones), and
+the held-out rate's cells are then simulated at them: prediction, not interpolation.
 
 Runs are as long as the measurement by default: --duration 120 s of measured traffic after a
 --warmup of 3840 requests (about 1 min per model on 2 cores). Shorter runs (e.g. --duration 60
@@ -46,13 +53,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eldr_common as ec  # noqa: E402
 
 PROG = "fit_cost"
-# Optimiser coordinates are the coefficients divided by these scales, so that one unit is a comparable
-# change of each (and finite-difference steps are meaningful): efficiency, step ms, prefill ms.
-SCALE = np.array([1.0, 10.0, 100.0])
-LOWER = np.array([0.05, 0.0, 0.0])
-UPPER = np.array([1.0, np.inf, np.inf])
-# Candidates are rounded to what --write stores, so the written file reproduces the reported fit exactly.
-DECIMALS = (4, 3, 3)
+# Every coefficient a fit may free: calibration key -> (scale, lower, upper, decimals). Optimiser
+# coordinates are the coefficients divided by their scales, so that one unit is a comparable change of
+# each (and finite-difference steps are meaningful). Candidates are rounded to `decimals`, what --write
+# stores, so the written file reproduces the reported fit exactly. The first three are always free;
+# the others are mechanisms (docs/calibration.md section 3), free when the block has them.
+PARAMS = {
+    "decode_bw_efficiency": (1.0, 0.05, 1.0, 4),
+    "step_overhead_ms": (10.0, 0.0, np.inf, 3),
+    "prefill_overhead_ms": (100.0, 0.0, np.inf, 3),
+}
+BASE_PARAMS = ["decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms"]
 UNFINISHED_PENALTY = 10.0  # residual per fraction of measured requests left unfinished
 
 
@@ -60,8 +71,16 @@ class BudgetExhausted(Exception):
     pass
 
 
-def rounded(x):
-    return tuple(round(float(v), d) for v, d in zip(x, DECIMALS))
+def rounded(x, names):
+    return tuple(round(float(v), PARAMS[n][3]) for v, n in zip(x, names))
+
+
+def bounds_of(names):
+    return (np.array([PARAMS[n][1] for n in names]), np.array([PARAMS[n][2] for n in names]))
+
+
+def scales_of(names):
+    return np.array([PARAMS[n][0] for n in names])
 
 
 class ModelFit:
@@ -70,94 +89,115 @@ class ModelFit:
     def __init__(self, name, args, measured, scratch, fingerprint):
         self.name = name
         self.args = args
-        self.measured = measured  # rows sorted by rate
+        self.measured = measured  # rows sorted by (kind, rate)
         self.scratch = scratch
         self.doc = ec.load_model(name)
         self.doc.setdefault("calibration", {})
         cal = self.doc["calibration"].get(args.hardware)
+        extra = [n for n in PARAMS if n not in BASE_PARAMS and (n in (args.free or []) or (cal or {}).get(n) is not None)]
+        self.names = BASE_PARAMS + extra
         if args.start:
-            self.start = np.array(args.start, float)
+            start = list(args.start) + [cal[n] if cal and n in cal else PARAMS[n][1] for n in extra]
         elif cal is None:
             raise ec.Fatal(f"{ec.model_file(name)}: no calibration.{args.hardware} block to start from (give --start)")
         else:
-            self.start = np.array([cal["decode_bw_efficiency"], cal["step_overhead_ms"], cal["prefill_overhead_ms"]],
-                                  float)
-        self.start = np.clip(self.start, LOWER, UPPER)
+            missing = [n for n in BASE_PARAMS if n not in cal]
+            if missing:
+                raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: no {missing[0]} (give --start)")
+            # A freed mechanism the block lacks starts where it changes nothing (an efficiency at the
+            # decode efficiency).
+            start = [cal.get(n, cal["decode_bw_efficiency"]) for n in self.names]
+        self.scale = scales_of(self.names)
+        self.lower, self.upper = bounds_of(self.names)
+        self.start = np.clip(np.array(start, float), self.lower, self.upper)
         self.cache = {}
         self.evals = 0
+        self.budget = args.max_evals
+        self.prefix = ""  # of the evaluation directories
         self.fingerprint = fingerprint
         self.t0 = time.time()
 
-    # ---- one evaluation ------------------------------------------------------------------------
-    def evaluate(self, x):
-        key = rounded(np.clip(x, LOWER, UPPER))
-        if key in self.cache:
-            return self.cache[key]
-        if self.evals >= self.args.max_evals:
-            raise BudgetExhausted()
-        self.evals += 1
-        n = self.evals
-        eff, step_ms, prefill_ms = key
+    def model_file_for(self, key, tag):
         doc = copy.deepcopy(self.doc)
         block = dict(doc["calibration"].get(self.args.hardware, {}))  # other keys (moe_layer_overhead_us) kept
-        block.update({"decode_bw_efficiency": eff, "step_overhead_ms": step_ms, "prefill_overhead_ms": prefill_ms,
-                      "source": f"fit_cost.py candidate {n}"})
+        block.update(dict(zip(self.names, key)))
+        block["source"] = f"fit_cost.py candidate {tag}"
         doc["calibration"][self.args.hardware] = block
-        edir = os.path.join(self.scratch, self.name, f"eval{n:03d}")
+        model = self.doc.get("name", "model")
+        edir = os.path.join(self.scratch, model, tag)
         os.makedirs(edir, exist_ok=True)
-        mpath = os.path.join(edir, f"{self.name}.json")
+        mpath = os.path.join(edir, f"{model}.json")
         with open(mpath, "w") as f:
             json.dump(doc, f, indent=2)
+        return edir, mpath
+
+    def simulate(self, key, rows, tag):
+        """The cells of `rows` at coefficients `key`: one run each, --jobs at a time."""
         a = self.args
-        rows = sorted(self.measured, key=lambda r: -r["rate_rps"])  # longest runs first packs the pool best
-        tasks = [
-            (lambda r=r: ec.run_eldrsim(a.eldrsim, a.config, os.path.join(edir, f"rate{r['rate_rps']:g}"),
-                                        r["rate_rps"], mpath, a.duration, a.warmup, a.seed))
-            for r in rows]
-        t = time.time()
+        edir, mpath = self.model_file_for(key, tag)
+        order = sorted(rows, key=lambda r: -r["rate_rps"])  # longest runs first packs the pool best
+        dirs = [os.path.join(edir, ec.cell_label(r).replace(" ", "-")) for r in order]
+        tasks = [(lambda r=r, d=d: ec.run_eldrsim(a.eldrsim, a.config, d, r["rate_rps"], mpath, a.duration,
+                                                   a.warmup, a.seed, extra_sets=ec.kind_sets(r)))
+                 for r, d in zip(order, dirs)]
         summaries = ec.run_many(tasks, a.jobs)
-        wall = time.time() - t
-        by_rate = {r["rate_rps"]: s for r, s in zip(rows, summaries)}
-        cells, res_tpot, res_ttft, penalty = [], [], [], []
-        for r in self.measured:
-            s = by_rate[r["rate_rps"]]
-            cell = {
-                "rate": r["rate_rps"],
-                "tpot_meas": r["tpot_p50_ms"], "tpot_sim": s["tpot_ms"]["p50"],
-                "ttft_meas": r["ttft_p50_ms"], "ttft_sim": s["ttft_ms"]["p50"],
-                "tpot_p99_sim": s["tpot_ms"]["p99"],
-                "unfinished": s.get("unfinished", 0), "requests": s.get("requests", 0),
-                "distinct": s.get("distinct_experts_per_layer_mean", float("nan")),
-                "batch": s.get("decode_batch_mean", float("nan")),
-            }
-            cells.append(cell)
-            res_tpot.append((cell["tpot_sim"] - cell["tpot_meas"]) / cell["tpot_meas"])
-            res_ttft.append(math.sqrt(a.ttft_weight) * (cell["ttft_sim"] - cell["ttft_meas"]) / cell["ttft_meas"])
-            if cell["unfinished"]:
-                penalty.append(UNFINISHED_PENALTY * cell["unfinished"] / max(1, cell["requests"]))
-        residuals = np.array(res_tpot + res_ttft + penalty, float)
-        result = {"x": key, "cells": cells, "residuals": residuals,
-                  "objective": float(np.sum(residuals ** 2)), "eval": n}
-        self.cache[key] = result
         if not a.keep_runs:
-            for r in rows:
-                d = os.path.join(edir, f"rate{r['rate_rps']:g}")
+            for d in dirs:
                 for f in ("requests.csv", "steps.csv"):
                     p = os.path.join(d, f)
                     if os.path.exists(p):
                         os.remove(p)
-        self.progress(result, wall)
+        by_cell = {ec.cell_label(r): s for r, s in zip(order, summaries)}
+        cells = []
+        for r in rows:
+            s = by_cell[ec.cell_label(r)]
+            cells.append({
+                "kind": r["kind"], "rate": r["rate_rps"], "label": ec.cell_label(r),
+                "tpot_meas": r["tpot_p50_ms"], "tpot_sim": s["tpot_ms"]["p50"],
+                "ttft_meas": r["ttft_p50_ms"], "ttft_sim": s["ttft_ms"]["p50"],
+                "tpot_p99_meas": r["tpot_p99_ms"], "tpot_p99_sim": s["tpot_ms"]["p99"],
+                "unfinished": s.get("unfinished", 0), "requests": s.get("requests", 0),
+                "distinct": s.get("distinct_experts_per_layer_mean", float("nan")),
+                "batch": s.get("decode_batch_mean", float("nan")),
+            })
+        return cells
+
+    def residuals(self, cells):
+        """Per cell: TPOT P50 relative error, then sqrt(W) x TTFT P50's; then unfinished penalties."""
+        w = math.sqrt(self.args.ttft_weight)
+        res = [(c["tpot_sim"] - c["tpot_meas"]) / c["tpot_meas"] for c in cells]
+        res += [w * (c["ttft_sim"] - c["ttft_meas"]) / c["ttft_meas"] for c in cells]
+        res += [UNFINISHED_PENALTY * c["unfinished"] / max(1, c["requests"]) for c in cells]
+        return np.array(res, float)
+
+    # ---- one evaluation ------------------------------------------------------------------------
+    def evaluate(self, x):
+        key = rounded(np.clip(x, self.lower, self.upper), self.names)
+        if key in self.cache:
+            return self.cache[key]
+        if self.evals >= self.budget:
+            raise BudgetExhausted()
+        self.evals += 1
+        n = self.evals
+        t = time.time()
+        cells = self.simulate(key, self.measured, f"{self.prefix}eval{n:03d}")
+        residuals = self.residuals(cells)
+        result = {"x": key, "cells": cells, "residuals": residuals,
+                  "objective": float(np.sum(residuals ** 2)), "eval": n}
+        self.cache[key] = result
+        self.progress(result, time.time() - t)
         return result
 
+    def describe(self, key):
+        return ", ".join(f"{n} {v:g}" for n, v in zip(self.names, key))
+
     def progress(self, r, wall):
-        eff, step_ms, prefill_ms = r["x"]
         tp = " ".join(f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):+5.1f}" for c in r["cells"])
         tt = " ".join(f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):+5.1f}" for c in r["cells"])
         unf = sum(c["unfinished"] for c in r["cells"])
         best = min(v["objective"] for v in self.cache.values())
-        print(f"[{self.name}] eval {r['eval']:>3}/{self.args.max_evals}  eff {eff:.4f}  step {step_ms:7.3f} ms  "
-              f"prefill {prefill_ms:8.3f} ms  obj {r['objective']:.5f} (best {best:.5f})  "
-              f"TPOT err% [{tp}]  TTFT err% [{tt}]"
+        print(f"[{self.name}] eval {r['eval']:>3}/{self.budget}  {self.describe(r['x'])}  "
+              f"obj {r['objective']:.5f} (best {best:.5f})  TPOT err% [{tp}]  TTFT err% [{tt}]"
               + (f"  UNFINISHED {unf}" if unf else "")
               + f"  {wall:.1f}s", file=sys.stderr, flush=True)
 
@@ -168,40 +208,40 @@ class ModelFit:
     def jacobian(self, z):
         """Forward differences with a fixed step in scaled coordinates (scipy's relative steps would be
         far too small for a near-zero overhead, and a simulated response is only piecewise smooth)."""
-        lo, hi = LOWER / SCALE, UPPER / SCALE
-        f0 = self.evaluate(z * SCALE)["residuals"]
+        hi = self.upper / self.scale
+        f0 = self.evaluate(z * self.scale)["residuals"]
         J = np.empty((f0.size, z.size))
         for i in range(z.size):
             h = self.args.diff_step
             zi = z.copy()
             zi[i] = z[i] + h if z[i] + h <= hi[i] else z[i] - h
             # Take the difference between the rounded points actually simulated.
-            xi, x0 = np.array(rounded(zi * SCALE)), np.array(rounded(z * SCALE))
-            dz = (xi[i] - x0[i]) / SCALE[i]
-            J[:, i] = (self.evaluate(zi * SCALE)["residuals"] - f0) / dz
+            xi = np.array(rounded(zi * self.scale, self.names))
+            x0 = np.array(rounded(z * self.scale, self.names))
+            dz = (xi[i] - x0[i]) / self.scale[i]
+            J[:, i] = (self.evaluate(zi * self.scale)["residuals"] - f0) / dz
         return J
 
     def fit(self):
-        z0 = self.start / SCALE
-        lo, hi = LOWER / SCALE, UPPER / SCALE
+        z0 = self.start / self.scale
+        lo, hi = self.lower / self.scale, self.upper / self.scale
         a = self.args
-        print(f"[{self.name}] start eff {self.start[0]:.4f}, step {self.start[1]:.3f} ms, prefill "
-              f"{self.start[2]:.3f} ms; {a.method}, at most {a.max_evals} evaluations of "
-              f"{len(self.measured)} runs", file=sys.stderr, flush=True)
+        print(f"[{self.name}] start {self.describe(rounded(self.start, self.names))}; {a.method}, at most "
+              f"{a.max_evals} evaluations of {len(self.measured)} runs", file=sys.stderr, flush=True)
         try:
             if a.method == "least_squares":
-                optimize.least_squares(lambda z: self.evaluate(z * SCALE)["residuals"], z0, jac=self.jacobian,
+                optimize.least_squares(lambda z: self.evaluate(z * self.scale)["residuals"], z0, jac=self.jacobian,
                                        bounds=(lo, hi), method="trf", x_scale=1.0, ftol=1e-4, xtol=1e-3,
                                        gtol=1e-6, max_nfev=10 * a.max_evals)
             else:
                 simplex = [z0]
-                for i in range(3):
-                    # Steps of about 20% (efficiency 0.05, step 0.5 ms, prefill 10 ms at least), into the box.
-                    step = max(0.2 * abs(z0[i]), [0.05, 0.05, 0.1][i])
+                for i in range(z0.size):
+                    # Steps of about 20% (at least 0.05 scaled units), into the box.
+                    step = max(0.2 * abs(z0[i]), 0.05)
                     z = z0.copy()
                     z[i] = z0[i] + step if z0[i] + step <= hi[i] else z0[i] - step
                     simplex.append(z)
-                optimize.minimize(lambda z: self.evaluate(z * SCALE)["objective"], z0, method="Nelder-Mead",
+                optimize.minimize(lambda z: self.evaluate(z * self.scale)["objective"], z0, method="Nelder-Mead",
                                   bounds=list(zip(lo, hi)),
                                   options={"maxfev": 10 * a.max_evals, "initial_simplex": np.array(simplex),
                                            "xatol": 1e-3, "fatol": 1e-5})
@@ -210,73 +250,149 @@ class ModelFit:
             stop = "evaluation budget reached"
         b = self.best()
         print(f"[{self.name}] {stop} after {self.evals} evaluations, {time.time() - self.t0:.0f} s: "
-              f"eff {b['x'][0]:.4f}, step {b['x'][1]:.3f} ms, prefill {b['x'][2]:.3f} ms, objective "
-              f"{b['objective']:.5f}", file=sys.stderr, flush=True)
-        return {"model": self.name, "best": b, "start": rounded(self.start), "evals": self.evals, "stop": stop,
-                "seconds": time.time() - self.t0}
+              f"{self.describe(b['x'])}, objective {b['objective']:.5f}", file=sys.stderr, flush=True)
+        out = {"model": self.name, "names": self.names, "best": b, "start": rounded(self.start, self.names),
+               "evals": self.evals, "stop": stop}
+        if a.loro:
+            out["loro"] = self.leave_one_rate_out(b)
+        out["seconds"] = time.time() - self.t0
+        return out
+
+    def leave_one_rate_out(self, best):
+        """Per rate: a refit on the other rates, started at the all-rate optimum (its evaluations, and so
+        its Jacobian, are reused), then that rate's cells simulated at the refit's coefficients."""
+        # The Jacobian's points at the optimum, simulated once for every fold (usually cached already).
+        self.budget = self.evals + len(self.names)
+        self.jacobian(np.array(best["x"], float) / self.scale)
+        folds = []
+        for rate in sorted({c["rate"] for c in best["cells"]}):
+            fold = self.without_rate(rate)
+            fold.start = np.array(best["x"], float)
+            fold.budget = fold.evals + self.args.loro_evals
+            fold.fit_quietly()
+            key = fold.best()["x"]
+            rows = [r for r in self.measured if r["rate_rps"] == rate]
+            cells = self.simulate(key, rows, f"loro-{rate:g}")
+            print(f"[{self.name}] leave out {rate:g} req/s: {self.describe(key)}; predicted TPOT P50 err% "
+                  + " ".join(f"{c['label']} {ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):+.1f}" for c in cells),
+                  file=sys.stderr, flush=True)
+            folds.append({"rate": rate, "x": key, "cells": cells})
+        return folds
+
+    def without_rate(self, rate):
+        """The same fit on the cells of the other rates, with this fit's evaluations already known."""
+        fold = copy.copy(self)
+        fold.name = f"{self.name} without {rate:g}"
+        fold.prefix = f"{self.prefix}without{rate:g}-"
+        keep = [i for i, r in enumerate(self.measured) if r["rate_rps"] != rate]
+        fold.measured = [self.measured[i] for i in keep]
+        fold.cache = {}
+        for key, r in self.cache.items():
+            cells = [r["cells"][i] for i in keep]
+            res = fold.residuals(cells)
+            fold.cache[key] = dict(r, cells=cells, residuals=res, objective=float(np.sum(res ** 2)))
+        fold.evals = 0
+        return fold
+
+    def fit_quietly(self):
+        z0 = self.start / self.scale
+        try:
+            optimize.least_squares(lambda z: self.evaluate(z * self.scale)["residuals"], z0, jac=self.jacobian,
+                                   bounds=(self.lower / self.scale, self.upper / self.scale), method="trf",
+                                   x_scale=1.0, ftol=1e-4, xtol=1e-3, gtol=1e-6, max_nfev=10 * self.budget)
+        except BudgetExhausted:
+            pass
 
 
 # ---- output ----------------------------------------------------------------------------------------
 def objective_text(args):
-    return (f"sum over the rates of (relative error of TPOT P50)^2 + {args.ttft_weight:g} x (relative error of "
+    return (f"sum over the cells of (relative error of TPOT P50)^2 + {args.ttft_weight:g} x (relative error of "
             f"TTFT P50)^2")
 
 
 def optimiser_text(args):
     if args.method == "least_squares":
-        return (f"scipy least_squares (trf, bounds; forward-difference Jacobian with steps "
-                f"{', '.join(f'{args.diff_step * v:g}' for v in SCALE)} in efficiency, step ms, prefill ms), "
-                f"at most {args.max_evals} evaluations")
+        return (f"scipy least_squares (trf, bounds; forward-difference Jacobian with a step of {args.diff_step:g} "
+                f"in scaled coordinates), at most {args.max_evals} evaluations")
     return f"scipy Nelder-Mead with bounds, at most {args.max_evals} evaluations"
+
+
+def data_text(args):
+    shipped = sorted(map(ec.split_data_spec, args.data)) == sorted(map(ec.split_data_spec, ec.DEFAULT_DATA))
+    files = ", ".join(ec.display_path(ec.split_data_spec(d)[1]) for d in args.data)
+    what = "ELDR artifact; round-robin, 8P16D, task and language workloads" if shipped else "round-robin measurements"
+    return f"{files} ({what})"
 
 
 def source_sentence(fit, args):
     b = fit["best"]
-    rates = ", ".join(f"{c['rate']:g}" for c in b["cells"])
-    shipped = os.path.abspath(args.data) == os.path.abspath(ec.DEFAULT_DATA)
-    what = "ELDR artifact; round-robin, 8P16D, task workload" if shipped else "round-robin measurements"
-    return (f"Fitted {datetime.date.today().isoformat()} by analysis/fit_cost.py to "
-            f"{ec.display_path(args.data)} ({what}, {rates} req/s, hardware {args.hardware}): {args.method} minimising "
+    cells = ", ".join(c["label"] for c in b["cells"])
+    return (f"Fitted {datetime.date.today().isoformat()} by analysis/fit_cost.py to {data_text(args)}, cells "
+            f"{cells} req/s, hardware {args.hardware}: {args.method} over {', '.join(fit['names'])} minimising "
             f"{objective_text(args)} = {b['objective']:.5f} here; {fit['evals']} of at most {args.max_evals} "
             f"evaluations ({fit['stop']}); runs of {args.duration:g} s measured traffic after a {args.warmup}-request "
             f"warm-up (the measurement: {ec.MEASURED_DURATION_S} s after {ec.MEASURED_WARMUP_REQUESTS}), seed "
-            f"{args.seed}, {ec.display_path(args.config)}. Full-length check: analysis/calibration_table.py.")
-
-
-def cell_rows(fits):
-    rows = []
-    for fit in fits:
-        for c in fit["best"]["cells"]:
-            rows.append((fit["model"], c))
-    return rows
+            f"{args.seed}, {ec.display_path(args.config)}. Full-length check: eldrsim validate.")
 
 
 def report_tables(fits):
-    header = ["model", "rate (req/s)", "TPOT P50 meas (ms)", "TPOT P50 sim (ms)", "TPOT err %",
+    header = ["model", "cell (req/s)", "TPOT P50 meas (ms)", "TPOT P50 sim (ms)", "TPOT err %",
               "TTFT P50 meas (ms)", "TTFT P50 sim (ms)", "TTFT err %", "distinct experts/layer", "decode batch"]
     rows = []
-    for m, c in cell_rows(fits):
-        rows.append([m, f"{c['rate']:g}", f"{c['tpot_meas']:.2f}", f"{c['tpot_sim']:.2f}",
-                     f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):+.1f}", f"{c['ttft_meas']:.1f}",
-                     f"{c['ttft_sim']:.1f}", f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):+.1f}",
-                     f"{c['distinct']:.1f}", f"{c['batch']:.1f}"])
+    for fit in fits:
+        for c in fit["best"]["cells"]:
+            rows.append([fit["model"], c["label"], f"{c['tpot_meas']:.2f}", f"{c['tpot_sim']:.2f}",
+                         f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):+.1f}", f"{c['ttft_meas']:.1f}",
+                         f"{c['ttft_sim']:.1f}", f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):+.1f}",
+                         f"{c['distinct']:.1f}", f"{c['batch']:.1f}"])
+    return header, rows
+
+
+def error_summary(cells):
+    """Mean and max absolute TPOT P50 error, mean absolute P99 and TTFT P50 error (percent)."""
+    e50 = [abs(ec.rel_err_pct(c["tpot_sim"], c["tpot_meas"])) for c in cells]
+    e99 = [abs(ec.rel_err_pct(c["tpot_p99_sim"], c["tpot_p99_meas"])) for c in cells]
+    ettft = [abs(ec.rel_err_pct(c["ttft_sim"], c["ttft_meas"])) for c in cells]
+    return {"tpot_p50_mean": float(np.mean(e50)), "tpot_p50_max": float(np.max(e50)),
+            "tpot_p99_mean": float(np.mean(e99)), "ttft_p50_mean": float(np.mean(ettft))}
+
+
+def summary_rows(fits):
+    header = ["model", "TPOT P50 mean abs err %", "max %", "P99 mean %", "TTFT P50 mean %", "LORO TPOT P50 mean %",
+              "LORO max %"]
+    rows = []
+    groups = [(f["model"], [f]) for f in fits] + ([("all", fits)] if len(fits) > 1 else [])
+    for name, fs in groups:
+        s = error_summary([c for f in fs for c in f["best"]["cells"]])
+        row = [name, f"{s['tpot_p50_mean']:.2f}", f"{s['tpot_p50_max']:.2f}", f"{s['tpot_p99_mean']:.2f}",
+               f"{s['ttft_p50_mean']:.2f}"]
+        held = [c for f in fs for fold in f.get("loro", []) for c in fold["cells"]]
+        if held:
+            lo = error_summary(held)
+            row += [f"{lo['tpot_p50_mean']:.2f}", f"{lo['tpot_p50_max']:.2f}"]
+        else:
+            row += ["", ""]
+        rows.append(row)
     return header, rows
 
 
 def write_report(fits, args, fingerprint):
     header, rows = report_tables(fits)
-    coef_header = ["model", "decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms", "start",
-                   "objective", "evaluations", "stop", "wall (s)"]
-    coef_rows = [[f["model"], f"{f['best']['x'][0]:.4f}", f"{f['best']['x'][1]:.3f}", f"{f['best']['x'][2]:.3f}",
-                  f"({f['start'][0]:g}, {f['start'][1]:g}, {f['start'][2]:g})", f"{f['best']['objective']:.5f}",
-                  str(f["evals"]), f["stop"], f"{f['seconds']:.0f}"] for f in fits]
+    coef_header = ["model"] + sorted({n for f in fits for n in f["names"]}, key=list(PARAMS).index) + \
+        ["objective", "evaluations", "stop", "wall (s)"]
+    coef_rows = []
+    for f in fits:
+        x = dict(zip(f["names"], f["best"]["x"]))
+        coef_rows.append([f["model"]] + [f"{x[n]:g}" if n in x else "" for n in coef_header[1:-4]] +
+                         [f"{f['best']['objective']:.5f}", str(f["evals"]), f["stop"], f"{f['seconds']:.0f}"])
+    sum_header, sum_rows = summary_rows(fits)
     md = [
         "# Cost-model calibration fit",
         "",
         f"Written by `analysis/fit_cost.py` on {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}"
         f" ({'models/*.json updated' if args.write else 'report only; models/*.json not changed'}).",
         "",
-        f"- data: `{ec.display_path(args.data)}` (round-robin, 8P16D MI300X, task workload; single measurements)",
+        f"- data: {data_text(args)}; single measurements",
         f"- objective per model: {objective_text(args)}; penalty {UNFINISHED_PENALTY:g} x unfinished fraction",
         f"- optimiser: {optimiser_text(args)}",
         f"- runs: {args.duration:g} s measured traffic after {args.warmup} warm-up requests "
@@ -286,26 +402,40 @@ def write_report(fits, args, fingerprint):
         "",
         "## Fitted coefficients",
         "",
-        ec.md_table(coef_header, coef_rows, ["---"] + ["---:"] * 8),
+        ec.md_table(coef_header, coef_rows, ["---"] + ["---:"] * (len(coef_header) - 1)),
+        "",
+        "## Errors (LORO: each rate predicted from a fit to the other four)",
+        "",
+        ec.md_table(sum_header, sum_rows, ["---"] + ["---:"] * (len(sum_header) - 1)),
         "",
         "## Simulated vs measured at the fitted coefficients (fit-length runs)",
         "",
         ec.md_table(header, rows, ["---"] + ["---:"] * (len(header) - 1)),
         "",
     ]
+    if any(f.get("loro") for f in fits):
+        lh = ["model", "held-out cell (req/s)", "coefficients of the other rates' fit", "TPOT P50 meas (ms)",
+              "predicted (ms)", "err %"]
+        lr = []
+        for f in fits:
+            for fold in f.get("loro", []):
+                for c in fold["cells"]:
+                    lr.append([f["model"], c["label"], ", ".join(f"{v:g}" for v in fold["x"]), f"{c['tpot_meas']:.2f}",
+                               f"{c['tpot_sim']:.2f}", f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):+.1f}"])
+        md += ["## Leave-one-rate-out predictions", "", ec.md_table(lh, lr, ["---", "---", "---"] + ["---:"] * 3), ""]
     ec.write_atomic(args.report, "\n".join(md))
     csv_path = os.path.splitext(args.report)[0] + ".csv"
-    lines = ["model,rate_rps,tpot_p50_meas_ms,tpot_p50_sim_ms,tpot_err_pct,ttft_p50_meas_ms,ttft_p50_sim_ms,"
-             "ttft_err_pct,tpot_p99_sim_ms,distinct_experts_per_layer,decode_batch_mean,unfinished,"
-             "decode_bw_efficiency,step_overhead_ms,prefill_overhead_ms"]
+    lines = ["model,kind,rate_rps,tpot_p50_meas_ms,tpot_p50_sim_ms,tpot_err_pct,ttft_p50_meas_ms,ttft_p50_sim_ms,"
+             "ttft_err_pct,tpot_p99_meas_ms,tpot_p99_sim_ms,distinct_experts_per_layer,decode_batch_mean,unfinished,"
+             "coefficients"]
     for fit in fits:
-        x = fit["best"]["x"]
+        coefs = ";".join(f"{n}={v:g}" for n, v in zip(fit["names"], fit["best"]["x"]))
         for c in fit["best"]["cells"]:
             lines.append(",".join(str(v) for v in [
-                fit["model"], f"{c['rate']:g}", c["tpot_meas"], f"{c['tpot_sim']:.4f}",
+                fit["model"], c["kind"] or "", f"{c['rate']:g}", c["tpot_meas"], f"{c['tpot_sim']:.4f}",
                 f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):.2f}", c["ttft_meas"], f"{c['ttft_sim']:.3f}",
-                f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):.2f}", f"{c['tpot_p99_sim']:.4f}",
-                f"{c['distinct']:.2f}", f"{c['batch']:.2f}", c["unfinished"], x[0], x[1], x[2]]))
+                f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):.2f}", c["tpot_p99_meas"], f"{c['tpot_p99_sim']:.4f}",
+                f"{c['distinct']:.2f}", f"{c['batch']:.2f}", c["unfinished"], coefs]))
     ec.write_atomic(csv_path, "\n".join(lines) + "\n")
     return csv_path
 
@@ -329,9 +459,8 @@ def fitted_block(fit, args):
     """The model file's calibration.<hardware> block with the fitted coefficients and this fit's source."""
     doc = ec.load_model(fit["model"])
     cal = dict(doc.get("calibration", {}).get(args.hardware, {}))
-    eff, step_ms, prefill_ms = fit["best"]["x"]
-    cal.update({"decode_bw_efficiency": eff, "step_overhead_ms": step_ms, "prefill_overhead_ms": prefill_ms,
-                "source": source_sentence(fit, args)})
+    cal.update(dict(zip(fit["names"], fit["best"]["x"])))
+    cal["source"] = source_sentence(fit, args)
     return cal
 
 
@@ -371,8 +500,19 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1, help="simulation seed (default 1)")
     ap.add_argument("--config", default=ec.DEFAULT_CONFIG, help="experiment config (default configs/default.json)")
     ap.add_argument("--hardware", default="mi300x", help="calibration block to fit (default mi300x)")
-    ap.add_argument("--data", default=ec.DEFAULT_DATA, help="measured curve (default traces/calibration/"
-                                                            "rr_task_tpot.csv)")
+    ap.add_argument("--data", nargs="+", default=ec.DEFAULT_DATA, metavar="[KIND=]PATH",
+                    help="measured curves, one file per workload kind (task= or language=; a plain PATH runs the "
+                         "config's own workload); default task=traces/calibration/rr_task_tpot.csv "
+                         "language=traces/calibration/rr_language_tpot.csv")
+    ap.add_argument("--free", nargs="+", default=[], choices=[n for n in PARAMS if n not in BASE_PARAMS],
+                    help="mechanism coefficients to fit besides the three base ones, also when the model's block "
+                         "lacks them (a key the block has is always fitted)")
+    ap.add_argument("--loro", action="store_true",
+                    help="also report leave-one-rate-out predictions: per rate, a refit on the other rates from "
+                         "the all-rate optimum, then the held-out cells simulated")
+    ap.add_argument("--loro-evals", type=int, default=4,
+                    help="new evaluations a leave-one-rate-out refit may make (default 4; the all-rate fit's are "
+                         "reused)")
     ap.add_argument("--report", default=os.path.join(ec.REPO, "results", "calibration", "fit_report.md"),
                     help="markdown report; a .csv with the same stem is written beside it "
                          "(default results/calibration/fit_report.md)")
@@ -382,8 +522,9 @@ def main(argv=None):
                          "(model, hardware, calibration: {hardware: block}); models/*.json stay unchanged")
     args = ap.parse_args(argv)
 
-    for p in ("eldrsim", "config", "data", "report"):
+    for p in ("eldrsim", "config", "report"):
         setattr(args, p, os.path.abspath(getattr(args, p)))
+    args.data = [(f"{k}={p}" if k else p) for k, p in map(ec.split_data_spec, args.data)]
     if args.jobs < 1 or args.max_evals < 1 or args.duration <= 0 or args.warmup < 0 or args.ttft_weight < 0:
         ap.error("--jobs and --max-evals must be >= 1, --duration > 0, --warmup and --ttft-weight >= 0")
     models = ec.parse_models(args.models)
@@ -397,7 +538,7 @@ def main(argv=None):
         measured = ec.load_measured(args.data)
         for m in models:
             if m not in measured:
-                raise ec.Fatal(f"model '{m}' has no rows in {args.data} (has: {', '.join(sorted(measured))})")
+                raise ec.Fatal(f"model '{m}' has no rows in {' '.join(args.data)} (has: {', '.join(sorted(measured))})")
             ec.load_model(m)
         ec.wait_for_binary(args.eldrsim, prog=PROG)
         fingerprint = ec.binary_fingerprint(args.eldrsim)
@@ -419,10 +560,11 @@ def main(argv=None):
     print(ec.text_table(header, rows))
     print()
     for f in fits:
-        x = f["best"]["x"]
-        print(f"{f['model']}: decode_bw_efficiency {x[0]:.4f}, step_overhead_ms {x[1]:.3f}, prefill_overhead_ms "
-              f"{x[2]:.3f} (objective {f['best']['objective']:.5f}, {f['evals']} evaluations, {f['stop']}, "
+        x = ", ".join(f"{n} {v:g}" for n, v in zip(f["names"], f["best"]["x"]))
+        print(f"{f['model']}: {x} (objective {f['best']['objective']:.5f}, {f['evals']} evaluations, {f['stop']}, "
               f"{f['seconds']:.0f} s)")
+    print()
+    print(ec.text_table(*summary_rows(fits)))
     csv_path = write_report(fits, args, fingerprint)
     print(f"report: {args.report} and {csv_path}")
     if args.calibration_out:

@@ -134,40 +134,25 @@ int calibrate(const CalibrateOptions& o)
   if (!(o.duration > 0))
     throw InputError("--duration", "", "must be positive");
 
-  const std::string script = (fs::path(root) / "analysis" / "fit_cost.py").string();
-  std::error_code ec;
-  if (!fs::is_regular_file(script, ec))
-    throw InputError(script, "", "not found (set ELDR_HOME to the project directory)");
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (ec)
-    throw InputError("/proc/self/exe", "", "cannot find this binary: " + ec.message());
   std::string report = o.report;
   if (report.empty()) {
     fs::path p = fs::absolute(o.out);
     report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
   }
-  const char* py     = std::getenv("ELDR_PYTHON");
-  std::string python = py && *py ? py : "/usr/bin/python3";
-  auto num           = [](double v) {
+  auto num = [](double v) {
     std::ostringstream s;
     s.precision(17);
     s << v;
     return s.str();
   };
-  std::vector<std::string> args = {python, script, "--models", o.model, "--hardware", o.hardware, "--data",
-                                   o.measured, "--config", config, "--eldrsim", self.string(), "--calibration-out",
+  std::vector<std::string> args = {"--models", o.model, "--hardware", o.hardware, "--data",
+                                   o.measured, "--config", config, "--eldrsim", this_binary(), "--calibration-out",
                                    o.out, "--report", report, "--duration", num(o.duration), "--warmup",
                                    std::to_string(o.warmup), "--max-evals", std::to_string(o.max_evals), "--jobs",
                                    std::to_string(o.jobs), "--seed", std::to_string(o.seed)};
   if (!o.start.empty())
     args.insert(args.end(), {"--start", num(o.start[0]), num(o.start[1]), num(o.start[2])});
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  ::execv(python.c_str(), argv.data());
-  throw InputError(python, "", std::string("cannot run: ") + std::strerror(errno));
+  exec_analysis_script(root, "fit_cost.py", args);
 }
 
 }  // namespace

@@ -1,11 +1,16 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
 
+#include <cerrno>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <regex>
 #include <set>
+#include <unistd.h>
 
 namespace eldr::app {
 
@@ -84,6 +89,35 @@ std::string cli_error_line(const CLI::ParseError& e)
   while (!msg.empty() && msg.back() == ' ')
     msg.pop_back();
   return msg + " (see --help)";
+}
+
+void exec_analysis_script(const std::string& root, const std::string& script, const std::vector<std::string>& args)
+{
+  namespace fs           = std::filesystem;
+  const std::string path = (fs::path(root) / "analysis" / script).string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw InputError(path, "", "not found (set ELDR_HOME to the project directory)");
+  const char* py     = std::getenv("ELDR_PYTHON");
+  std::string python = py && *py ? py : "/usr/bin/python3";
+  std::vector<std::string> all = {python, path};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv(python.c_str(), argv.data());
+  throw InputError(python, "", std::string("cannot run: ") + std::strerror(errno));
+}
+
+std::string this_binary()
+{
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    throw InputError("/proc/self/exe", "", "cannot find this binary: " + ec.message());
+  return self.string();
 }
 
 }  // namespace eldr::app

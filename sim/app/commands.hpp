@@ -22,6 +22,12 @@ std::vector<Override> parse_sets(const std::vector<std::string>& sets);
 void require_finite_numbers(CLI::App& app);
 // A CLI11 parse error as one line, range errors as "must be above 0, got 0".
 std::string cli_error_line(const CLI::ParseError& e);
+// Replaces this process by `analysis/<script>` of the project at `root` under Debian's python3 (or
+// $ELDR_PYTHON) with `args`; returns only by an InputError (script missing, python not runnable).
+[[noreturn]] void exec_analysis_script(const std::string& root, const std::string& script,
+                                       const std::vector<std::string>& args);
+// This binary's own path (/proc/self/exe), for scripts that run it.
+std::string this_binary();
 
 Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);
@@ -31,6 +37,7 @@ Command add_sweep_command(CLI::App& app);
 Command add_compare_command(CLI::App& app);
 Command add_report_command(CLI::App& app);
 Command add_calibrate_command(CLI::App& app);
+Command add_validate_command(CLI::App& app);
 // Children of `eldrsim trace` (the parent is made in main.cpp).
 Command add_trace_import_command(CLI::App& trace);
 Command add_trace_gen_command(CLI::App& trace);

@@ -3,12 +3,8 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
-#include <unistd.h>
 
 namespace eldr::app {
 
@@ -25,20 +21,10 @@ int report(const ReportOptions& o)
   std::error_code ec;
   if (!fs::is_regular_file(fs::path(o.results) / "combined.csv", ec))
     throw InputError(o.results, "combined.csv", "missing: not the results of `eldrsim sweep`");
-  std::string script = (fs::path(project_root(o.results)) / "analysis" / "report.py").string();
-  if (!fs::is_regular_file(script, ec))
-    throw InputError(script, "", "not found (set ELDR_HOME to the project directory)");
-  const char* py     = std::getenv("ELDR_PYTHON");
-  std::string python = py && *py ? py : "/usr/bin/python3";
-  std::vector<std::string> args = {python, script, o.results};
+  std::vector<std::string> args = {o.results};
   if (!o.out.empty())
     args.insert(args.end(), {"--out", o.out});
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execv(python.c_str(), argv.data());
-  throw InputError(python, "", std::string("cannot run: ") + std::strerror(errno));
+  exec_analysis_script(project_root(o.results), "report.py", args);
 }
 
 }  // namespace

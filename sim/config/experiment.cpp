@@ -357,9 +357,9 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
   x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
   x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
-  // Prompt lengths: task prompts from the task datasets; language (chat) prompts from the Azure 2023
-  // conversation trace's context lengths.
-  std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/azure2023_conv.csv"
+  // Prompt lengths: task prompts from the task datasets; language (chat) prompts from WildChat first
+  // user turns, as the testbed's language workload.
+  std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/wildchat_first_turn_cl100k.csv"
                                                                                : "traces/task_lengths_cl100k.csv");
   x.workload.lengths_file       = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
   if (!fs::is_regular_file(x.workload.lengths_file))

@@ -91,27 +91,44 @@ LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<T
 
 LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
 {
-  std::ifstream in = open_csv(csv_path, "TIMESTAMP,ContextTokens,GeneratedTokens",
-                              "expected 'TIMESTAMP,ContextTokens,GeneratedTokens'");
+  // The prompt-length column of either format, found by name in the header line.
+  std::ifstream in(csv_path);
+  if (!in)
+    throw InputError(csv_path, "", "cannot open file");
   std::string line;
+  std::getline(in, line);
+  std::vector<std::string> header;
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');)
+    header.push_back(c);
+  size_t column = header.size();
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == "first_input_tokens" || header[i] == "ContextTokens")
+      column = i;
+  if (column == header.size())
+    throw InputError(csv_path, "header",
+                     "expected 'session,num_turns,first_input_tokens,...' (WildChat first turns) or "
+                     "'TIMESTAMP,ContextTokens,GeneratedTokens' (Azure 2023)");
   std::vector<int> pool;
   long lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty())
       continue;
-    auto a = line.find(','), b = a == std::string::npos ? a : line.find(',', a + 1);
+    std::stringstream ss(line);
+    std::string field;
+    for (size_t i = 0; i <= column && std::getline(ss, field, ','); ++i) {
+    }
     int tokens = -1;
     try {
       size_t used = 0;
-      std::string field = a == std::string::npos ? "" : line.substr(a + 1, b - a - 1);
-      tokens            = std::stoi(field, &used);
+      tokens      = std::stoi(field, &used);
       if (used != field.size())
         tokens = -1;
     } catch (const std::exception&) {
     }
     if (tokens < 0)
-      throw InputError(csv_path, "line " + std::to_string(lineno) + ": ContextTokens", "not a non-negative integer");
+      throw InputError(csv_path, "line " + std::to_string(lineno) + ": " + header[column], "not a non-negative integer");
     pool.push_back(tokens);
   }
   if (pool.empty())
@@ -190,6 +207,16 @@ public:
       , lengths_(spec.kind == "language" ? load_chat_lengths(spec.lengths_file, labels_)
                                          : load_prompt_lengths(spec.lengths_file, labels_))
   {
+    // The testbed kept the prompts of prompt_min..prompt_max tokens and dropped the others; clamping
+    // them instead would pile every long prompt at exactly prompt_max.
+    for (auto& [name, pool] : lengths_) {
+      std::erase_if(pool, [&](int n) { return n < spec.prompt_min_tokens || n > spec.prompt_max_tokens; });
+      if (pool.empty())
+        throw InputError(spec.lengths_file, name,
+                         "no prompt of " + std::to_string(spec.prompt_min_tokens) + " to " +
+                             std::to_string(spec.prompt_max_tokens) + " tokens (workload.prompt_min_tokens, "
+                             "workload.prompt_max_tokens)");
+    }
     for (const auto& l : labels_)
       total_weight_ += l.weight;
   }
@@ -220,8 +247,7 @@ public:
     }
     r.label          = uint16_t(k);
     const auto& pool = lengths_.at(labels_[k].name);
-    int prompt       = pool[content.below(pool.size())];
-    r.prompt_tokens  = std::clamp(prompt, spec_.prompt_min_tokens, spec_.prompt_max_tokens);
+    r.prompt_tokens  = pool[content.below(pool.size())];
     r.output_tokens  = spec_.output_tokens;
     r.prefix_hash    = content();  // every synthetic prompt is distinct
     r.routing_seed   = content();

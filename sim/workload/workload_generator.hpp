@@ -27,8 +27,9 @@ const std::vector<TaskLabel>& language_labels();
 const std::vector<TaskLabel>& labels_of(const std::string& kind);
 
 LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels);
-// Context lengths of a chat trace in the Azure 2023 format (TIMESTAMP,ContextTokens,GeneratedTokens),
-// the same pool for every label.
+// Chat prompt lengths, the same pool for every label: first_input_tokens of WildChat first turns
+// (session,num_turns,first_input_tokens,first_output_tokens; the default, as the testbed's language
+// workload) or ContextTokens of a trace in the Azure 2023 format (TIMESTAMP,ContextTokens,GeneratedTokens).
 LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels);
 
 // Inter-arrival gaps (seconds) of a request log in the Azure 2023 CSV format, in file order.

@@ -101,7 +101,7 @@ head -c 300 /dev/urandom >"$TMP/garbage.json"
 expect_error "config that is binary garbage" "garbage.json" -- run "$TMP/garbage.json" "${SMALL[@]}"
 # Traces: a wrong format version, and a routing file of another version.
 "$ELDRSIM" trace gen "$DEFAULT" --set workload.measured_requests=3 --set workload.warmup_requests=0 \
-  --set workload.calibration_requests=0 --set workload.prompt_max_tokens=8 --set workload.output_tokens=2 \
+  --set workload.calibration_requests=0 --set workload.prompt_max_tokens=64 --set workload.output_tokens=2 \
   --routing --out "$TMP/tr" >/dev/null
 cp -r "$TMP/tr" "$TMP/tr-v9"
 sed -i 's/"version": 1/"version": 9/' "$TMP/tr-v9/trace.json"

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -35,13 +36,13 @@ bool same_content(const Request& a, const Request& b)
 
 // Prompt lengths per label, read independently of the generator: label datasets as documented in
 // workload_generator.cpp (code: HumanEval, MBPP; math: GSM8K; medical: PubMedQA, MedQA-USMLE;
-// legal: every LegalBench/ subset).
-std::map<std::string, std::set<int>> lengths_by_label()
+// legal: every LegalBench/ subset). Every row, so that means can be compared.
+std::map<std::string, std::vector<int>> lengths_by_label()
 {
   std::map<std::string, std::string> label_of = {{"HumanEval", "code"},  {"MBPP", "code"},
                                                  {"GSM8K", "math"},      {"PubMedQA", "medical"},
                                                  {"MedQA-USMLE", "medical"}};
-  std::map<std::string, std::set<int>> out;
+  std::map<std::string, std::vector<int>> out;
   std::ifstream in("traces/task_lengths_cl100k.csv");
   std::string line;
   std::getline(in, line);
@@ -59,9 +60,23 @@ std::map<std::string, std::set<int>> lengths_by_label()
       label = "legal";
     else
       continue;
-    out[label].insert(std::stoi(tokens));
+    out[label].push_back(std::stoi(tokens));
   }
   return out;
+}
+
+// Mean and standard deviation of the values in lo..hi.
+std::pair<double, double> moments_within(const std::vector<int>& v, int lo, int hi)
+{
+  double n = 0, sum = 0, sq = 0;
+  for (int x : v)
+    if (x >= lo && x <= hi) {
+      n += 1;
+      sum += x;
+      sq += double(x) * x;
+    }
+  const double mean = sum / n;
+  return {mean, std::sqrt(sq / n - mean * mean)};
 }
 
 }  // namespace
@@ -100,34 +115,39 @@ TEST_CASE("workload: label shares follow 2779:2744:2545:3600 over 20k requests")
   }
 }
 
-TEST_CASE("workload: prompts are drawn from their label datasets and clipped to min..max")
+TEST_CASE("workload: prompts outside min..max are dropped, not clamped")
 {
-  WorkloadSpec s       = spec(0, 5000, 50);
+  // The testbed kept the prompts of 4-1024 tokens. Dropping keeps the shape of the lengths inside the
+  // bounds; clamping would pile the long LegalBench prompts at exactly the maximum.
+  WorkloadSpec s       = spec(0, 20000, 50);
   s.prompt_min_tokens  = 50;
   s.prompt_max_tokens  = 300;
   s.output_tokens      = 77;
   Workload w           = generate_workload(s, 5);
   auto lengths         = lengths_by_label();
-  long at_min = 0, at_max = 0, inside = 0;
+  std::map<std::string, std::vector<int>> drawn;
   for (const Request& r : w.requests) {
     REQUIRE(r.prompt_tokens >= 50);
     REQUIRE(r.prompt_tokens <= 300);
     CHECK(r.output_tokens == 77);
-    if (r.prompt_tokens == 50)
-      ++at_min;
-    else if (r.prompt_tokens == 300)
-      ++at_max;
-    else {
-      ++inside;
-      // An unclipped length must occur among the label's dataset lengths.
-      CHECK(lengths[w.labels[r.label]].count(r.prompt_tokens) == 1);
-    }
+    const auto& pool = lengths[w.labels[r.label]];
+    CHECK(std::find(pool.begin(), pool.end(), r.prompt_tokens) != pool.end());
+    drawn[w.labels[r.label]].push_back(r.prompt_tokens);
   }
-  // The data has prompts under 50 and over 300 tokens (e.g. GSM8K is short, LegalBench long): both
-  // bounds are hit, and most prompts are inside.
-  CHECK(at_min > 0);
-  CHECK(at_max > 0);
-  CHECK(inside > 2500);
+  // Each label's mean is that of its dataset's lengths within the bounds (4 standard errors).
+  for (const auto& [label, v] : drawn) {
+    auto [mean, sd]  = moments_within(lengths[label], 50, 300);
+    auto [got, _sd]  = moments_within(v, 50, 300);
+    CAPTURE(label);
+    CHECK(std::abs(got - mean) < 4 * sd / std::sqrt(double(v.size())));
+  }
+  // LegalBench has many prompts over 300 tokens; none became 300.
+  long at_max = std::count(drawn["legal"].begin(), drawn["legal"].end(), 300);
+  long data_at_max = std::count(lengths["legal"].begin(), lengths["legal"].end(), 300);
+  long data_inside = 0;
+  for (int x : lengths["legal"])
+    data_inside += x >= 50 && x <= 300;
+  CHECK(double(at_max) / drawn["legal"].size() < 3 * double(data_at_max) / data_inside + 0.005);
 
   // Default bounds 4..1024.
   Workload d = generate_workload(spec(0, 5000, 50), 5);
@@ -135,6 +155,55 @@ TEST_CASE("workload: prompts are drawn from their label datasets and clipped to 
     CHECK(r.prompt_tokens >= 4);
     CHECK(r.prompt_tokens <= 1024);
   }
+  // Bounds no prompt of a label meets are an input error naming the label.
+  s.prompt_min_tokens = 2000;
+  s.prompt_max_tokens = 2100;
+  try {
+    generate_workload(s, 1);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("traces/task_lengths_cl100k.csv: code: no prompt of 2000 to 2100 tokens") == 0);
+  }
+}
+
+TEST_CASE("workload: language prompts are WildChat first turns of 4-1024 tokens (mean ~255), or Azure contexts")
+{
+  // Read the first_input_tokens column independently and keep 4..1024 as the testbed did.
+  std::vector<int> wild;
+  {
+    std::ifstream in("traces/wildchat_first_turn_cl100k.csv");
+    std::string line;
+    std::getline(in, line);
+    REQUIRE(line == "session,num_turns,first_input_tokens,first_output_tokens");
+    while (std::getline(in, line)) {
+      std::stringstream ss(line);
+      std::string a, b, c;
+      std::getline(ss, a, ',');
+      std::getline(ss, b, ',');
+      std::getline(ss, c, ',');
+      wild.push_back(std::stoi(c));
+    }
+  }
+  auto [mean, sd] = moments_within(wild, 4, 1024);
+  CHECK(mean == doctest::Approx(255).epsilon(0.01));  // the data README: median 102, mean 255 when kept
+
+  WorkloadSpec s  = spec(0, 20000, 50);
+  s.kind          = "language";
+  s.lengths_file  = "traces/wildchat_first_turn_cl100k.csv";
+  Workload w      = generate_workload(s, 3);
+  std::vector<int> got;
+  for (const Request& r : w.requests)
+    got.push_back(r.prompt_tokens);
+  auto [m, _] = moments_within(got, 4, 1024);
+  CHECK(std::abs(m - mean) < 4 * sd / std::sqrt(double(got.size())));
+  CHECK(*std::min_element(got.begin(), got.end()) >= 4);
+  CHECK(*std::max_element(got.begin(), got.end()) <= 1024);
+
+  // The Azure 2023 format is still read (ContextTokens), with the same dropping.
+  s.lengths_file = "traces/azure2023_conv.csv";
+  Workload a     = generate_workload(s, 3);
+  for (const Request& r : a.requests)
+    REQUIRE(r.prompt_tokens <= 1024);
 }
 
 TEST_CASE("workload: warm-up requests come first then the measured ones and ids are indices")

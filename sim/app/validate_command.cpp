@@ -1,0 +1,48 @@
+// eldrsim validate: the simulator against the testbed, the 30 measured round-robin cells (with
+// leave-one-rate-out predictions) and the published router claims (DESIGN.md section 9), as
+// results/validate/report.md (analysis/validate.py on Debian's python3 with numpy and scipy).
+#include "sim/app/commands.hpp"
+
+#include <memory>
+
+namespace eldr::app {
+
+namespace {
+
+struct ValidateOptions {
+  std::string out;
+  int jobs         = 0;
+  bool skip_claims = false;
+  bool skip_loro   = false;
+};
+
+int validate(const ValidateOptions& o)
+{
+  std::vector<std::string> args = {"--eldrsim", this_binary()};
+  if (!o.out.empty())
+    args.insert(args.end(), {"--out", o.out});
+  if (o.jobs > 0)
+    args.insert(args.end(), {"--jobs", std::to_string(o.jobs)});
+  if (o.skip_claims)
+    args.push_back("--skip-claims");
+  if (o.skip_loro)
+    args.push_back("--skip-loro");
+  exec_analysis_script(project_root("."), "validate.py", args);
+}
+
+}  // namespace
+
+Command add_validate_command(CLI::App& app)
+{
+  auto o    = std::make_shared<ValidateOptions>();
+  auto* sub = app.add_subcommand(
+      "validate", "Hold the simulator against the testbed: the 30 round-robin cells, leave-one-rate-out predictions "
+                  "and the published router claims; writes results/validate/report.md (about 10 minutes on 2 cores)");
+  sub->add_option("--out", o->out, "Results directory (default results/validate)");
+  sub->add_option("-j,--jobs", o->jobs, "Simulations at once (default 2)")->check(CLI::PositiveNumber);
+  sub->add_flag("--skip-claims", o->skip_claims, "Only the round-robin cells and their leave-one-rate-out predictions");
+  sub->add_flag("--skip-loro", o->skip_loro, "No leave-one-rate-out predictions");
+  return {sub, [o] { return validate(*o); }};
+}
+
+}  // namespace eldr::app
