@@ -1,10 +1,9 @@
 #!/usr/bin/python3
 """Fit the cost model's free coefficients per model to the measured round-robin curves.
 
-For each model, finds calibration.<hardware> of models/<model>.json (see sim/cost/cost_model.cpp and
-docs/calibration.md): decode_bw_efficiency, step_overhead_ms, prefill_overhead_ms, and the keys of
-the cost-model mechanisms the block already has (or --free names), that best reproduce the measured
-round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
+For each model, finds calibration.<hardware> = (decode_bw_efficiency, step_overhead_ms,
+prefill_overhead_ms) of models/<model>.json (see sim/cost/cost_model.cpp and docs/calibration.md)
+that best reproduce the measured round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
 rr_language_tpot.csv (8P16D MI300X, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s, so 10
 cells per model). --data KIND=PATH names a file and the workload kind it was measured on; a plain
 PATH runs the config's own workload.
@@ -53,17 +52,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eldr_common as ec  # noqa: E402
 
 PROG = "fit_cost"
-# Every coefficient a fit may free: calibration key -> (scale, lower, upper, decimals). Optimiser
-# coordinates are the coefficients divided by their scales, so that one unit is a comparable change of
-# each (and finite-difference steps are meaningful). Candidates are rounded to `decimals`, what --write
-# stores, so the written file reproduces the reported fit exactly. The first three are always free;
-# the others are mechanisms (docs/calibration.md section 3), free when the block has them.
+# The fitted coefficients: calibration key -> (scale, lower, upper, decimals). Optimiser coordinates
+# are the coefficients divided by their scales, so that one unit is a comparable change of each (and
+# finite-difference steps are meaningful). Candidates are rounded to `decimals`, what --write stores,
+# so the written file reproduces the reported fit exactly. A cost-model mechanism with a coefficient of
+# its own adds a line here (docs/calibration.md section 4 lists the ones tried).
 PARAMS = {
     "decode_bw_efficiency": (1.0, 0.05, 1.0, 4),
     "step_overhead_ms": (10.0, 0.0, np.inf, 3),
     "prefill_overhead_ms": (100.0, 0.0, np.inf, 3),
 }
-BASE_PARAMS = ["decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms"]
 UNFINISHED_PENALTY = 10.0  # residual per fraction of measured requests left unfinished
 
 
@@ -94,19 +92,16 @@ class ModelFit:
         self.doc = ec.load_model(name)
         self.doc.setdefault("calibration", {})
         cal = self.doc["calibration"].get(args.hardware)
-        extra = [n for n in PARAMS if n not in BASE_PARAMS and (n in (args.free or []) or (cal or {}).get(n) is not None)]
-        self.names = BASE_PARAMS + extra
+        self.names = list(PARAMS)
         if args.start:
-            start = list(args.start) + [cal[n] if cal and n in cal else PARAMS[n][1] for n in extra]
+            start = list(args.start)
         elif cal is None:
             raise ec.Fatal(f"{ec.model_file(name)}: no calibration.{args.hardware} block to start from (give --start)")
         else:
-            missing = [n for n in BASE_PARAMS if n not in cal]
+            missing = [n for n in self.names if n not in cal]
             if missing:
                 raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: no {missing[0]} (give --start)")
-            # A freed mechanism the block lacks starts where it changes nothing (an efficiency at the
-            # decode efficiency).
-            start = [cal.get(n, cal["decode_bw_efficiency"]) for n in self.names]
+            start = [cal[n] for n in self.names]
         self.scale = scales_of(self.names)
         self.lower, self.upper = bounds_of(self.names)
         self.start = np.clip(np.array(start, float), self.lower, self.upper)
@@ -504,9 +499,6 @@ def main(argv=None):
                     help="measured curves, one file per workload kind (task= or language=; a plain PATH runs the "
                          "config's own workload); default task=traces/calibration/rr_task_tpot.csv "
                          "language=traces/calibration/rr_language_tpot.csv")
-    ap.add_argument("--free", nargs="+", default=[], choices=[n for n in PARAMS if n not in BASE_PARAMS],
-                    help="mechanism coefficients to fit besides the three base ones, also when the model's block "
-                         "lacks them (a key the block has is always fitted)")
     ap.add_argument("--loro", action="store_true",
                     help="also report leave-one-rate-out predictions: per rate, a refit on the other rates from "
                          "the all-rate optimum, then the held-out cells simulated")

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# eldrsim validate (analysis/validate.py): the round-robin part end to end on short runs (its report,
+# CSV and the atomic replacement of the results directory), the claim checks on a hand-made sweep
+# result whose gains are computed by hand, and bad input. The full-length validation takes ~15
+# minutes and is not a test: `make validate`.
+# Usage: validate.sh PATH/TO/eldrsim   (run from the project root)
+set -u
+ELDRSIM=${1:?usage: validate.sh PATH/TO/eldrsim}
+[ -f configs/default.json ] || { echo "run from the project root (no configs/default.json here)"; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-validate.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+
+expect_error "--jobs 0" "jobs" -- validate --jobs 0
+expect_error "an unknown option" "--nope" -- validate --nope
+
+# Short runs (10 s after 200 warm-up requests), no claims, no leave-one-rate-out: 30 cells, ~20 s.
+OUT="$TMP/val"
+mkdir -p "$OUT" && echo stale >"$OUT/stale-file"
+if $PY analysis/validate.py --eldrsim "$ELDRSIM" --out "$OUT" --skip-claims --skip-loro --duration 10 \
+  --warmup 200 >"$TMP/stdout" 2>"$TMP/stderr"; then
+  ok "validate --skip-claims --skip-loro on short runs"
+else
+  bad "validate exited $?: $(tail -2 "$TMP/stderr")"
+fi
+check "the old results directory was replaced, not mixed" "[ ! -e '$OUT/stale-file' ] && [ -f '$OUT/report.md' ]"
+check "no staging directory is left beside it" "! ls -a '$TMP' | grep -q '^\.validate-'"
+check "report.md says the runs were shortened" "grep -q 'shortened' '$OUT/report.md'"
+check "report.md has the targets table" "grep -q '| TPOT P50 mean abs error |' '$OUT/report.md'"
+check "rr_cells.csv has the 30 cells" "[ \$(tail -n +2 '$OUT/rr_cells.csv' | wc -l) -eq 30 ]"
+check "every model and kind appears 5 times" \
+  "[ \$(tail -n +2 '$OUT/rr_cells.csv' | cut -d, -f1,2 | sort | uniq -c | awk '\$1 == 5' | wc -l) -eq 6 ]"
+
+# The claim checks on a hand-made combined.csv. Main study, one cell (qwen3 task 60): load balancers
+# at P50 20, 21, 22, 23 ms (best 20), domain 18.6, eldr 18.0 ->
+#   ELDR vs best LB = (20 - 18) / 20 = 10.0% (published 7.0-13.9: holds);
+#   domain vs best LB = (20 - 18.6) / 20 = 7.0% (6.8-9.7: holds);
+#   ELDR vs domain = (18.6 - 18) / 18.6 = 3.23% (1.4-6.9: holds).
+# P99: LBs 25, 24, 26, 27 (best 24), domain 23.0, eldr 20.0 -> ELDR vs best LB 16.7% (3.4-6.0 +- 2: no).
+$PY - "$TMP" <<'PYEOF'
+import csv, os, sys
+sys.path.insert(0, "analysis")
+import validate as v
+tmp = sys.argv[1]
+cols = ["sweep", "point", "config", "model", "workload", "router", "rate_rps", "prefill", "decode", "tau",
+        "kmeans", "variant", "seed", "requests", "unfinished", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms",
+        "tpot_mean_ms", "ttft_p50_ms", "ttft_p99_ms", "throughput_tok_s", "distinct_experts_mean",
+        "decode_batch_mean"]
+rows = []
+def add(router, p50, p99, sweep="main", tau=0.1, decode=16, point=None):
+    r = dict.fromkeys(cols, "0")
+    r.update(sweep=sweep, point=point or f"router={router}", model="qwen3-30b-a3b", workload="task",
+             router=router, rate_rps="60", decode=str(decode), tau=str(tau), tpot_p50_ms=str(p50),
+             tpot_p99_ms=str(p99), ttft_p50_ms="60")
+    rows.append(r)
+for router, p50, p99 in [("random", 20, 25), ("round_robin", 21, 24), ("jsq", 22, 26), ("p2c", 23, 27),
+                         ("domain", 18.6, 23.0), ("eldr", 18.0, 20.0)]:
+    add(router, p50, p99)
+# Locality band at 60 req/s: tau 0 puts ELDR's P99 at 25.92 = 8% above RR's 24 (a regression, 1 of 1).
+add("eldr", 17.5, 25.92, sweep="tau", tau=0, point="tau=0")
+add("eldr", 18.9, 23.5, sweep="tau", tau=0.1, point="tau=0.1")
+path = os.path.join(tmp, "combined.csv")
+with open(path, "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+res = {c["claim"]: c for c in v.Claims(v.load_combined(path)).run()}
+def value(claim):
+    return res[claim]["cells"][0][1]
+fails = []
+def expect(name, got, want, ok):
+    good = abs(got - want) < 1e-9 and res[name]["ok"] == ok
+    print(("ok   " if good else "FAIL ") + f"{name}: {got:.4f} (want {want:.4f}), holds {res[name]['ok']} (want {ok})")
+    if not good:
+        fails.append(name)
+expect("ELDR vs the best load balancer, task, P50", value("ELDR vs the best load balancer, task, P50"), 10.0, True)
+expect("domain oracle vs the best load balancer, task, P50",
+       value("domain oracle vs the best load balancer, task, P50"), 7.0, True)
+expect("ELDR vs the domain oracle, task, P50", value("ELDR vs the domain oracle, task, P50"), 100 * 0.6 / 18.6, True)
+expect("ELDR vs the best load balancer, task, P99", value("ELDR vs the best load balancer, task, P99"),
+       100 * 4 / 24, False)
+expect("tau = 0: worst P99 above RR", value("tau = 0: worst P99 above RR"), 8.0, True)
+expect("tau = 0.1: ELDR vs RR, P50", value("tau = 0.1: ELDR vs RR, P50"), 10.0, True)
+n = res["tau = 0: pairs whose P99 regresses above RR (of 6)"]
+print(("ok   " if n["sim"] == "1 of 1" and not n["ok"] else "FAIL ") + f"tau = 0 regressions: {n['sim']} (want 1 of 1, "
+      "not the published 4 of 6)")
+if n["sim"] != "1 of 1" or n["ok"]:
+    fails.append("tau regressions")
+# No language or scaling points: those claims say so instead of passing.
+lang = res["ELDR vs the best load balancer, language, P50"]
+print(("ok   " if lang["sim"] == "no points" and not lang["ok"] else "FAIL ") + "a claim without points does not hold")
+if lang["sim"] != "no points" or lang["ok"]:
+    fails.append("no points")
+sys.exit(1 if fails else 0)
+PYEOF
+rc=$?
+check "the claim checks compute the gains by hand" "[ $rc -eq 0 ]"
+finish
