@@ -55,32 +55,35 @@ struct WordRun {
   uint32_t first, n;
 };
 
+// Each adds `times` (at most 255, and the byte counters must have room) to the counters of the set bits.
 __attribute__((target("avx512f,avx512bw"))) void add_mask_bytes_avx512(const uint64_t* masks,
-                                                                       std::span<const WordRun> runs, uint8_t* acc)
+                                                                       std::span<const WordRun> runs, uint8_t* acc,
+                                                                       uint8_t times)
 {
+  const __m512i m = _mm512_set1_epi8(char(times));
   for (const WordRun& run : runs)
     for (size_t w = run.first; w < run.first + run.n; ++w) {
       const __m512i a = _mm512_loadu_si512(acc + 64 * w);
-      const __m512i v = _mm512_movm_epi8(_cvtu64_mask64(masks[w]));
-      _mm512_storeu_si512(acc + 64 * w, _mm512_sub_epi8(a, v));
+      _mm512_storeu_si512(acc + 64 * w, _mm512_mask_add_epi8(a, _cvtu64_mask64(masks[w]), a, m));
     }
 }
 
 __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, std::span<const WordRun> runs,
-                                                         uint8_t* acc)
+                                                         uint8_t* acc, uint8_t times)
 {
   // Byte i of a 32-bit half takes byte i / 8 of it (each 128-bit lane holds the broadcast dword), then
   // keeps bit i % 8: equal to the selector iff the bit is set.
   const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                           3, 3, 3, 3, 3, 3, 3);
   const __m256i select = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
+  const __m256i m      = _mm256_set1_epi8(char(times));
   for (const WordRun& run : runs)
     for (size_t w = run.first; w < run.first + run.n; ++w)
       for (int h = 0; h < 2; ++h) {
         __m256i v = _mm256_set1_epi32(int(uint32_t(masks[w] >> (32 * h))));
         v         = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(v, spread), select), select);
         auto* at  = reinterpret_cast<__m256i*>(acc + 64 * w + 32 * size_t(h));
-        _mm256_storeu_si256(at, _mm256_sub_epi8(_mm256_loadu_si256(at), v));
+        _mm256_storeu_si256(at, _mm256_add_epi8(_mm256_loadu_si256(at), _mm256_and_si256(v, m)));
       }
 }
 
@@ -141,7 +144,8 @@ public:
       }
     }
   }
-  void add(const uint64_t* masks)
+  // Adds `times` tokens of these masks (the caller has checked that the counts have room).
+  void add(const uint64_t* masks, uint32_t times = 1)
   {
     if (kernel_ == 0) {
       const int W = s_.words_per_layer;
@@ -149,16 +153,34 @@ public:
         uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
         for (int w = 0; w < W; ++w)
           for (uint64_t bits = masks[size_t(l * W + w)]; bits; bits &= bits - 1)
-            ++c[w * 64 + std::countr_zero(bits)];
+            c[w * 64 + std::countr_zero(bits)] = uint16_t(c[w * 64 + std::countr_zero(bits)] + times);
       }
       return;
     }
-    if (kernel_ == 2)
-      add_mask_bytes_avx512(masks, runs_, acc_.data());
-    else
-      add_mask_bytes_avx2(masks, runs_, acc_.data());
-    if (++pending_ == 255)
-      flush();
+    while (times > 0) {  // the byte counters take at most 255 tokens between flushes
+      const uint32_t n = std::min<uint32_t>(times, uint32_t(255 - pending_));
+      if (kernel_ == 2)
+        add_mask_bytes_avx512(masks, runs_, acc_.data(), uint8_t(n));
+      else
+        add_mask_bytes_avx2(masks, runs_, acc_.data(), uint8_t(n));
+      times -= n;
+      pending_ += int(n);
+      if (pending_ == 255)
+        flush();
+    }
+  }
+  // Distinct masks with their multiplicities, prefetching a few ahead: the records are spread over a
+  // pool larger than L2, so a record read is mostly a wait on L3.
+  void add_counted(std::span<const MaskCount> masks)
+  {
+    constexpr size_t kAhead = 4;
+    for (size_t i = 0; i < masks.size(); ++i) {
+      if (i + kAhead < masks.size())
+        for (const WordRun& run : runs_)
+          for (uint32_t w = run.first; w < run.first + run.n; w += 8)  // a cache line of 8 words
+            __builtin_prefetch(masks[i + kAhead].masks + w);
+      add(masks[i].masks, masks[i].count);
+    }
   }
   void flush()
   {
@@ -177,6 +199,14 @@ public:
   // add() of tokens [begin, end) of r, with the counters in registers when they fit.
   void add_range(const ExpertRoutingSource& routing, const Request& r, int begin, int end)
   {
+    // Pooled sources: each distinct record once, with its multiplicity (a 256-token prompt reads ~160
+    // records instead of 256). The counts are integers, so this equals counting token by token.
+    thread_local std::vector<MaskCount> distinct;
+    distinct.clear();
+    if (routing.distinct_masks(r, begin, end, distinct)) {
+      add_counted(distinct);
+      return;
+    }
     size_t nw = 0;
     for (const WordRun& run : runs_)
       nw += run.n;

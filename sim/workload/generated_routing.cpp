@@ -418,6 +418,25 @@ void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::
     std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
 }
 
+bool GeneratedRouting::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+{
+  const size_t words = size_t(shape_.words());
+  hits_.resize(pool_.size() / words);
+  hit_order_.clear();
+  const RequestKey& k = key(r);
+  for (int t = begin; t < end; ++t) {
+    const size_t rec = record_of(k, t);
+    if (hits_[rec]++ == 0)
+      hit_order_.push_back(uint32_t(rec));
+  }
+  // In order of first hit: deterministic, and the counts are integers, so any order sums alike.
+  for (uint32_t rec : hit_order_) {
+    out.push_back({&pool_[size_t(rec) * words], hits_[rec]});
+    hits_[rec] = 0;
+  }
+  return true;
+}
+
 TokenLaw GeneratedRouting::token_law(const Request& r, int phase) const
 {
   const RequestKey& k = key(r);
