@@ -13,34 +13,17 @@ namespace eldr {
 namespace {
 
 // Generated routing: a token's gate probabilities are its palette's softmax per layer, its raw scores
-// the palette's logits. Both tables are built once (palettes x layers x experts floats each).
+// the palette's logits. The probability table (palettes x layers x experts floats) is built on first
+// use: every run makes a gate source, and only the gate variants read it.
 class GeneratedGates : public GateSource {
 public:
-  explicit GeneratedGates(const GeneratedRouting& g) : routing_(g)
-  {
-    const RoutingShape& s = g.shape();
-    const size_t E        = size_t(s.experts);
-    prob_.resize(size_t(g.palettes()) * size_t(s.layers) * E);
-    for (int p = 0; p < g.palettes(); ++p) {
-      std::span<const float> z = g.palette_logits(p);
-      for (int l = 0; l < s.layers; ++l) {
-        const float* zl = &z[size_t(l) * E];
-        float* out      = &prob_[(size_t(p) * size_t(s.layers) + size_t(l)) * E];
-        const double zmax = *std::max_element(zl, zl + E);
-        double total      = 0;
-        for (size_t e = 0; e < E; ++e)
-          total += std::exp(double(zl[e]) - zmax);
-        for (size_t e = 0; e < E; ++e)
-          out[e] = float(std::exp(double(zl[e]) - zmax) / total);
-      }
-    }
-  }
+  explicit GeneratedGates(const GeneratedRouting& g) : routing_(g) {}
   bool has_scores() const override { return true; }
   int token_table(const Request& r, int token) const override { return routing_.palette_of(r, token); }
   std::span<const float> table_prob(int table) const override
   {
     const size_t cells = size_t(routing_.shape().layers) * size_t(routing_.shape().experts);
-    return {&prob_[size_t(table) * cells], cells};
+    return {&probabilities()[size_t(table) * cells], cells};
   }
   std::span<const float> table_score(int table) const override { return routing_.palette_logits(table); }
   void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const override
@@ -48,7 +31,7 @@ public:
     const RoutingShape& s = routing_.shape();
     const size_t E = size_t(s.experts), K = size_t(s.top_k);
     const int pal  = routing_.palette_of(r, token);
-    const float* p = &prob_[size_t(pal) * size_t(s.layers) * E];
+    const float* p = &probabilities()[size_t(pal) * size_t(s.layers) * E];
     const float* z = routing_.palette_logits(pal).data();
     std::span<const uint64_t> masks = routing_.token_experts(r, token);
     for (int l = 0; l < s.layers; ++l) {
@@ -65,8 +48,31 @@ public:
   }
 
 private:
+  const std::vector<float>& probabilities() const
+  {
+    if (!prob_.empty())
+      return prob_;
+    const GeneratedRouting& g = routing_;
+    const RoutingShape& s     = g.shape();
+    const size_t E            = size_t(s.experts);
+    prob_.resize(size_t(g.palettes()) * size_t(s.layers) * E);
+    for (int p = 0; p < g.palettes(); ++p) {
+      std::span<const float> z = g.palette_logits(p);
+      for (int l = 0; l < s.layers; ++l) {
+        const float* zl = &z[size_t(l) * E];
+        float* out      = &prob_[(size_t(p) * size_t(s.layers) + size_t(l)) * E];
+        const double zmax = *std::max_element(zl, zl + E);
+        double total      = 0;
+        for (size_t e = 0; e < E; ++e)
+          total += std::exp(double(zl[e]) - zmax);
+        for (size_t e = 0; e < E; ++e)
+          out[e] = float(std::exp(double(zl[e]) - zmax) / total);
+      }
+    }
+    return prob_;
+  }
   const GeneratedRouting& routing_;
-  std::vector<float> prob_;
+  mutable std::vector<float> prob_;
 };
 
 // Replayed routing with gate values: the recorded values, already in ascending expert order.

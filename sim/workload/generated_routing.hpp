@@ -68,8 +68,8 @@ private:
   size_t record_of(const RequestKey& k, int token) const;
   void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                     uint64_t seed, const std::string& profile_file);
+  // Samples the palettes' records and counts their frequencies.
   void sample_palettes(uint64_t seed);
-  void count_record_frequencies();
 
   RoutingShape shape_;
   int labels_    = 0;
