@@ -210,6 +210,29 @@ __attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std:
   return total;
 }
 
+// A batch of one owner, tokens x log2(1 - p) and its E[D_l] in one pass: the same operations as
+// add_prompt_logs (first) then distinct_from_logs, without storing the logs.
+__attribute__((target_clones("avx2", "default"))) double single_owner_distinct(const TokenLaw& law, float tokens,
+                                                                               int layers, int experts,
+                                                                               std::span<double> per_layer)
+{
+  double total = 0;
+  for (int l = 0; l < layers; ++l) {
+    const size_t begin = size_t(l) * size_t(experts), end = begin + size_t(experts);
+    Float8 acc{};
+    float tail = 0;
+    size_t c   = begin;
+    for (; c + kLanes <= end; c += kLanes)
+      acc += exp2_nonpositive<Float8, Int8>(tokens * log2_one_minus<Float8, Int8>(law_probability<Float8>(law, c)));
+    for (; c < end; ++c)
+      tail += exp2_nonpositive<Float1, Int1>(
+          Float1{tokens * log2_one_minus<Float1, Int1>(law_probability<Float1>(law, c))[0]})[0];
+    per_layer[size_t(l)] = double(experts) - (lane_sum(acc) + double(tail));
+    total += per_layer[size_t(l)];
+  }
+  return total;
+}
+
 }  // namespace
 
 ExpectedUnion::ExpectedUnion(int layers, int experts)
@@ -306,7 +329,11 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
     it->spans.emplace_back(r.from, r.to);
   }
   const RoutingShape& shape = source.shape();
-  logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);
+  // The first owner writes every cell (a batch without tokens adds nothing: all zeros).
+  if (owners.empty())
+    logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);
+  else
+    logs.resize(size_t(shape.layers) * size_t(shape.experts));
   for (size_t i = 0; i < owners.size(); ++i) {
     Owner& o = owners[i];
     // The owner's distinct positions: the union of its spans.
@@ -318,6 +345,8 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
         tokens += to - from;
       covered = std::max(covered, to);
     }
+    if (owners.size() == 1)  // most batches at moderate load
+      return single_owner_distinct(o.law, float(tokens), shape.layers, shape.experts, per_layer);
     add_prompt_logs(o.law, float(tokens), i == 0, logs);
   }
   return distinct_from_logs(logs, shape.layers, shape.experts, per_layer);
