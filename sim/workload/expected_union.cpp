@@ -190,9 +190,24 @@ __attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const Tok
   }
 }
 
+// Where a prefill batch's logs L[c] = sum tokens x log2(1 - p) come from: stored (several owners) or
+// computed on the fly from one owner's law.
+struct StoredLogs {
+  const float* logs;
+  template <class F, class I> [[gnu::always_inline]] F at(size_t c) const { return load<F>(logs + c); }
+};
+struct OwnerLogs {
+  const TokenLaw& law;
+  float tokens;
+  template <class F, class I> [[gnu::always_inline]] F at(size_t c) const
+  {
+    return tokens * log2_one_minus<F, I>(law_probability<F>(law, c));
+  }
+};
+
 // E[D_l] per layer from prefill logs: experts - sum_e 2^L.
-__attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std::span<const float> logs, int layers,
-                                                                            int experts, std::span<double> per_layer)
+template <class Logs>
+[[gnu::always_inline]] inline double distinct_of(const Logs& logs, int layers, int experts, std::span<double> per_layer)
 {
   double total = 0;
   for (int l = 0; l < layers; ++l) {
@@ -201,36 +216,28 @@ __attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std:
     float tail = 0;
     size_t c   = begin;
     for (; c + kLanes <= end; c += kLanes)
-      acc += exp2_nonpositive<Float8, Int8>(load<Float8>(&logs[c]));
+      acc += exp2_nonpositive<Float8, Int8>(logs.template at<Float8, Int8>(c));
     for (; c < end; ++c)
-      tail += exp2_nonpositive<Float1, Int1>(Float1{logs[c]})[0];
+      tail += exp2_nonpositive<Float1, Int1>(logs.template at<Float1, Int1>(c))[0];
     per_layer[size_t(l)] = double(experts) - (lane_sum(acc) + double(tail));
     total += per_layer[size_t(l)];
   }
   return total;
 }
 
-// A batch of one owner, tokens x log2(1 - p) and its E[D_l] in one pass: the same operations as
-// add_prompt_logs (first) then distinct_from_logs, without storing the logs.
+__attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std::span<const float> logs, int layers,
+                                                                            int experts, std::span<double> per_layer)
+{
+  return distinct_of(StoredLogs{logs.data()}, layers, experts, per_layer);
+}
+
+// A batch of one owner in one pass: the same operations as add_prompt_logs then distinct_from_logs,
+// without storing the logs.
 __attribute__((target_clones("avx2", "default"))) double single_owner_distinct(const TokenLaw& law, float tokens,
                                                                                int layers, int experts,
                                                                                std::span<double> per_layer)
 {
-  double total = 0;
-  for (int l = 0; l < layers; ++l) {
-    const size_t begin = size_t(l) * size_t(experts), end = begin + size_t(experts);
-    Float8 acc{};
-    float tail = 0;
-    size_t c   = begin;
-    for (; c + kLanes <= end; c += kLanes)
-      acc += exp2_nonpositive<Float8, Int8>(tokens * log2_one_minus<Float8, Int8>(law_probability<Float8>(law, c)));
-    for (; c < end; ++c)
-      tail += exp2_nonpositive<Float1, Int1>(
-          Float1{tokens * log2_one_minus<Float1, Int1>(law_probability<Float1>(law, c))[0]})[0];
-    per_layer[size_t(l)] = double(experts) - (lane_sum(acc) + double(tail));
-    total += per_layer[size_t(l)];
-  }
-  return total;
+  return distinct_of(OwnerLogs{law, tokens}, layers, experts, per_layer);
 }
 
 }  // namespace
