@@ -337,9 +337,37 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
   std::vector<double> sum(size_t(k) * size_t(d), 0.0);
   std::vector<int> members(size_t(k), 0);  // non-zero points per cluster
   std::vector<char> touched(static_cast<size_t>(k));
+  // Centroids the last centroid step rewrote: only their columns of `sim` need new dots (a dot does not
+  // depend on the blocking or on the other centroids, so the others' are what a full pass would give).
+  std::vector<char> moved(static_cast<size_t>(k), 1);
+  std::vector<int> moved_ids;
+  DenseMatrix moved_rows;
+  std::vector<float> moved_sim;
+  auto update_sim = [&] {
+    moved_ids.clear();
+    for (int q = 0; q < k; ++q)
+      if (moved[size_t(q)])
+        moved_ids.push_back(q);
+    std::fill(moved.begin(), moved.end(), 0);
+    if (int(moved_ids.size()) == k) {
+      dots(pts, centroids, sim.data(), avx);
+      return;
+    }
+    if (moved_ids.empty())
+      return;
+    const int m = int(moved_ids.size());
+    moved_rows  = DenseMatrix(m, d);
+    for (int a = 0; a < m; ++a)
+      std::copy_n(centroids.row(moved_ids[size_t(a)]).data(), d, moved_rows.row(a).data());
+    moved_sim.resize(size_t(n) * size_t(m));
+    dots(pts, moved_rows, moved_sim.data(), avx);
+    for (int i = 0; i < n; ++i)
+      for (int a = 0; a < m; ++a)
+        sim[size_t(i) * size_t(k) + size_t(moved_ids[size_t(a)])] = moved_sim[size_t(i) * size_t(m) + size_t(a)];
+  };
 
   for (int it = 1; it <= o.max_iterations; ++it) {
-    dots(pts, centroids, sim.data(), avx);
+    update_sim();
     if (o.variant == KMeansVariant::balanced) {
       for (size_t e = 0; e < cost.size(); ++e)
         cost[e] = 1.0 - double(sim[e]);
@@ -393,13 +421,14 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
       float* c         = centroids.row(q).data();
       for (int j = 0; j < d; ++j)
         c[j] = float(s[j] * inv);
+      moved[size_t(q)] = 1;
     }
   }
 
   // The objective of what is returned: when converged the centroids already match the assignment
   // and `sim` holds their dots; otherwise the last centroid step moved them.
   if (!r.converged)
-    dots(pts, centroids, sim.data(), avx);
+    update_sim();
   r.objective = 0;
   for (int i = 0; i < n; ++i)
     r.objective += 1.0 - double(sim[size_t(i) * size_t(k) + size_t(r.assignment[size_t(i)])]);

@@ -190,9 +190,24 @@ __attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const Tok
   }
 }
 
+// Where a prefill batch's logs L[c] = sum tokens x log2(1 - p) come from: stored (several owners) or
+// computed on the fly from one owner's law.
+struct StoredLogs {
+  const float* logs;
+  template <class F, class I> [[gnu::always_inline]] F at(size_t c) const { return load<F>(logs + c); }
+};
+struct OwnerLogs {
+  const TokenLaw& law;
+  float tokens;
+  template <class F, class I> [[gnu::always_inline]] F at(size_t c) const
+  {
+    return tokens * log2_one_minus<F, I>(law_probability<F>(law, c));
+  }
+};
+
 // E[D_l] per layer from prefill logs: experts - sum_e 2^L.
-__attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std::span<const float> logs, int layers,
-                                                                            int experts, std::span<double> per_layer)
+template <class Logs>
+[[gnu::always_inline]] inline double distinct_of(const Logs& logs, int layers, int experts, std::span<double> per_layer)
 {
   double total = 0;
   for (int l = 0; l < layers; ++l) {
@@ -201,13 +216,28 @@ __attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std:
     float tail = 0;
     size_t c   = begin;
     for (; c + kLanes <= end; c += kLanes)
-      acc += exp2_nonpositive<Float8, Int8>(load<Float8>(&logs[c]));
+      acc += exp2_nonpositive<Float8, Int8>(logs.template at<Float8, Int8>(c));
     for (; c < end; ++c)
-      tail += exp2_nonpositive<Float1, Int1>(Float1{logs[c]})[0];
+      tail += exp2_nonpositive<Float1, Int1>(logs.template at<Float1, Int1>(c))[0];
     per_layer[size_t(l)] = double(experts) - (lane_sum(acc) + double(tail));
     total += per_layer[size_t(l)];
   }
   return total;
+}
+
+__attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std::span<const float> logs, int layers,
+                                                                            int experts, std::span<double> per_layer)
+{
+  return distinct_of(StoredLogs{logs.data()}, layers, experts, per_layer);
+}
+
+// A batch of one owner in one pass: the same operations as add_prompt_logs then distinct_from_logs,
+// without storing the logs.
+__attribute__((target_clones("avx2", "default"))) double single_owner_distinct(const TokenLaw& law, float tokens,
+                                                                               int layers, int experts,
+                                                                               std::span<double> per_layer)
+{
+  return distinct_of(OwnerLogs{law, tokens}, layers, experts, per_layer);
 }
 
 }  // namespace
@@ -306,7 +336,11 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
     it->spans.emplace_back(r.from, r.to);
   }
   const RoutingShape& shape = source.shape();
-  logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);
+  // The first owner writes every cell (a batch without tokens adds nothing: all zeros).
+  if (owners.empty())
+    logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);
+  else
+    logs.resize(size_t(shape.layers) * size_t(shape.experts));
   for (size_t i = 0; i < owners.size(); ++i) {
     Owner& o = owners[i];
     // The owner's distinct positions: the union of its spans.
@@ -318,6 +352,8 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
         tokens += to - from;
       covered = std::max(covered, to);
     }
+    if (owners.size() == 1)  // most batches at moderate load
+      return single_owner_distinct(o.law, float(tokens), shape.layers, shape.experts, per_layer);
     add_prompt_logs(o.law, float(tokens), i == 0, logs);
   }
   return distinct_from_logs(logs, shape.layers, shape.experts, per_layer);

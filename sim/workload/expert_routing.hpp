@@ -51,6 +51,12 @@ struct PromptRun {
   int to;
 };
 
+// One mask that `count` tokens share: a pooled source's record that several tokens drew.
+struct MaskCount {
+  const uint64_t* masks;
+  uint32_t count;
+};
+
 // Adds `token`'s choices into a per-layer union (an AVX2 clone where the CPU has it).
 void accumulate(std::span<uint64_t> union_masks, std::span<const uint64_t> token);
 
@@ -82,6 +88,13 @@ public:
     for (const TokenRef& t : tokens)
       accumulate(union_masks, token_experts(*t.request, t.position));
   }
+
+  // Optional, for counting (ELDR's profiles): tokens [begin, end) of r as their distinct masks with
+  // multiplicities, appended to `out` (the counts sum to end - begin). Pooled sources draw a record
+  // per token, and a prompt repeats records, so counting each once with its multiplicity reads fewer
+  // records. The masks stay valid as long as the source. False, nothing appended, where the source
+  // has no stable records (the caller then goes token by token).
+  virtual bool distinct_masks(const Request&, int, int, std::vector<MaskCount>&) const { return false; }
 
   // Expected unions (workload.union = expected) need tokens independent given their request, with a
   // known law. Sources that replay real per-token experts have none.

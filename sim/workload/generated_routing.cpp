@@ -58,12 +58,14 @@ public:
     for (size_t i = 0; i < n; ++i)
       threshold_[i] = uint64_t(std::ceil(std::max(prob[i], 0.0) * 0x1.0p32));
   }
-  // One 64-bit draw: the high half picks the column (multiply-shift), the low half the coin.
+  // One 64-bit draw: the high half picks the column (multiply-shift), the low half the coin. The coin
+  // selects without a branch (it is unpredictable: a mispredict every few draws otherwise).
   uint32_t draw(Rng& rng) const
   {
-    const uint64_t x = rng();
-    const size_t i   = size_t(((x >> 32) * uint64_t(alias_.size())) >> 32);
-    return (x & 0xffffffffULL) < threshold_[i] ? uint32_t(i) : alias_[i];
+    const uint64_t x    = rng();
+    const size_t i      = size_t(((x >> 32) * uint64_t(alias_.size())) >> 32);
+    const uint32_t keep = uint32_t(0) - uint32_t((x & 0xffffffffULL) < threshold_[i]);
+    return (uint32_t(i) & keep) | (alias_[i] & ~keep);
   }
 
 private:
@@ -141,30 +143,6 @@ GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile&
   mix_max_               = subtopics_ > 1 ? profile.request_mix_max : 0.0;
   build_logits(profile, kind, labels, seed, profile_file);
   sample_palettes(seed);
-  count_record_frequencies();
-}
-
-void GeneratedRouting::count_record_frequencies()
-{
-  const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
-  const size_t words = size_t(shape_.words());
-  const int P        = palettes();
-  frequency_.assign(size_t(P) * L * E, 0.f);
-  std::vector<uint32_t> count(size_t(L) * E);
-  for (int pal = 0; pal < P; ++pal) {
-    std::fill(count.begin(), count.end(), 0);
-    for (int rec = 0; rec < records_; ++rec) {
-      const uint64_t* m = &pool_[(size_t(pal) * records_ + rec) * words];
-      for (int l = 0; l < L; ++l)
-        for (int w = 0; w < W; ++w)
-          for (uint64_t bits = m[l * W + w]; bits != 0; bits &= bits - 1)
-            ++count[size_t(l) * E + size_t(64 * w + std::countr_zero(bits))];
-    }
-    // count / records is exact in float: records is a power of two below 2^24.
-    float* f = &frequency_[size_t(pal) * L * E];
-    for (size_t c = 0; c < count.size(); ++c)
-      f[c] = float(count[c]) / float(records_);
-  }
 }
 
 void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& kind,
@@ -262,6 +240,64 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
     }
 }
 
+namespace {
+
+// Plackett-Luce top-k records of one layer: draws from the softmax, rejecting experts already picked,
+// until k distinct; each record's layer mask goes to out (records `words` apart), each pick into `count`
+// (the record frequencies). Template W = the words a layer (0: any, given at run time): for W <= 2
+// the layer's mask lives in registers (a store-to-load round trip per draw otherwise), and the
+// rejection is branch-free (a repeat sets no new bit and does not count; an unpredictable branch per
+// draw otherwise). Every variant draws the same numbers in the same order.
+template <int W>
+void sample_layer_records(const AliasTable& table, Rng& rng, int records, int top_k, int words_per_layer,
+                          size_t words, uint64_t* out, uint32_t* count)
+{
+  for (int rec = 0; rec < records; ++rec, out += words) {
+    if constexpr (W == 1) {
+      uint64_t m = 0;
+      for (int picked = 0; picked < top_k;) {
+        const uint32_t e   = table.draw(rng);
+        const uint64_t bit = uint64_t(1) << e;
+        const uint32_t now = (m & bit) == 0;
+        m |= bit;
+        count[e] += now;
+        picked += int(now);
+      }
+      out[0] = m;
+    } else if constexpr (W == 2) {
+      uint64_t m0 = 0, m1 = 0;
+      for (int picked = 0; picked < top_k;) {
+        const uint32_t e    = table.draw(rng);
+        const uint64_t bit  = uint64_t(1) << (e % 64);
+        const uint64_t high = uint64_t(0) - uint64_t(e / 64);  // all ones for the second word
+        const uint64_t b0 = bit & ~high, b1 = bit & high;
+        const uint32_t now = ((m0 & b0) | (m1 & b1)) == 0;
+        m0 |= b0;
+        m1 |= b1;
+        count[e] += now;
+        picked += int(now);
+      }
+      out[0] = m0;
+      out[1] = m1;
+    } else {
+      uint64_t local[kMaxWordsPerLayer] = {};
+      for (int picked = 0; picked < top_k;) {
+        const uint32_t e   = table.draw(rng);
+        const uint64_t bit = uint64_t(1) << (e % 64);
+        const uint64_t was = local[e / 64];
+        local[e / 64]      = was | bit;
+        const uint32_t now = (was & bit) == 0;
+        count[e] += now;
+        picked += int(now);
+      }
+      for (int w = 0; w < words_per_layer; ++w)
+        out[w] = local[w];
+    }
+  }
+}
+
+}  // namespace
+
 void GeneratedRouting::sample_palettes(uint64_t seed)
 {
   const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
@@ -271,8 +307,10 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
   const size_t words = size_t(shape_.words());
   const int P        = palettes();
   pool_ = HugePageBuffer(size_t(P) * records_ * words);
+  frequency_.assign(size_t(P) * L * E, 0.f);
   Rng rng(seed, "routing.generated.palettes");
   std::vector<double> prob(static_cast<size_t>(E));
+  std::vector<uint32_t> count(static_cast<size_t>(E));
   for (int pal = 0; pal < P; ++pal)
     for (int l = 0; l < L; ++l) {
       const float* z = &logits_[(size_t(pal) * L + l) * E];
@@ -283,23 +321,18 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
       for (double& x : prob)
         x /= total;
       AliasTable table(prob);
-      // Plackett-Luce top-k: draw from the softmax, rejecting experts already picked, until k distinct.
-      // The layer's mask is built in a local copy (no store-to-load round trip per draw), then stored.
-      for (int rec = 0; rec < records_; ++rec) {
-        uint64_t local[kMaxWordsPerLayer] = {};
-        // Branch-free rejection: a repeat sets no new bit and does not count (an unpredictable branch
-        // per draw otherwise).
-        for (int picked = 0; picked < shape_.top_k;) {
-          const uint32_t e   = table.draw(rng);
-          const uint64_t bit = uint64_t(1) << (e % 64);
-          const uint64_t was = local[e / 64];
-          local[e / 64]      = was | bit;
-          picked += (was & bit) == 0;
-        }
-        uint64_t* out = &pool_[(size_t(pal) * records_ + rec) * words + size_t(l) * W];
-        for (int w = 0; w < W; ++w)
-          out[w] = local[w];
-      }
+      std::fill(count.begin(), count.end(), 0);
+      uint64_t* out = &pool_[size_t(pal) * records_ * words + size_t(l) * W];
+      if (W == 1)
+        sample_layer_records<1>(table, rng, records_, shape_.top_k, W, words, out, count.data());
+      else if (W == 2)
+        sample_layer_records<2>(table, rng, records_, shape_.top_k, W, words, out, count.data());
+      else
+        sample_layer_records<0>(table, rng, records_, shape_.top_k, W, words, out, count.data());
+      // count / records is exact in float: records is a power of two below 2^24.
+      float* f = &frequency_[(size_t(pal) * L + l) * E];
+      for (int e = 0; e < E; ++e)
+        f[e] = float(count[size_t(e)]) / float(records_);
     }
 }
 
@@ -416,6 +449,25 @@ void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::
   or_records(pool_.data(), offsets_, words, union_masks);
   if (prompt)
     std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
+}
+
+bool GeneratedRouting::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+{
+  const size_t words = size_t(shape_.words());
+  hits_.resize(pool_.size() / words);
+  hit_order_.clear();
+  const RequestKey& k = key(r);
+  for (int t = begin; t < end; ++t) {
+    const size_t rec = record_of(k, t);
+    if (hits_[rec]++ == 0)
+      hit_order_.push_back(uint32_t(rec));
+  }
+  // In order of first hit: deterministic, and the counts are integers, so any order sums alike.
+  for (uint32_t rec : hit_order_) {
+    out.push_back({&pool_[size_t(rec) * words], hits_[rec]});
+    hits_[rec] = 0;
+  }
+  return true;
 }
 
 TokenLaw GeneratedRouting::token_law(const Request& r, int phase) const

@@ -32,6 +32,7 @@ public:
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+  bool distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const override;
   bool has_token_laws() const override { return true; }
   // The palettes' record frequencies mixed by the request's secondary share: the law of the records
   // the sampled mode draws.
@@ -67,8 +68,8 @@ private:
   size_t record_of(const RequestKey& k, int token) const;
   void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                     uint64_t seed, const std::string& profile_file);
+  // Samples the palettes' records and counts their frequencies.
   void sample_palettes(uint64_t seed);
-  void count_record_frequencies();
 
   RoutingShape shape_;
   int labels_    = 0;
@@ -89,6 +90,9 @@ private:
   mutable std::vector<size_t> offsets_;
   mutable std::vector<uint64_t> seen_;
   mutable std::vector<uint64_t> seen_union_;
+  // distinct_masks' scratch: tokens per record (all zero between calls), the records hit in order.
+  mutable std::vector<uint32_t> hits_;
+  mutable std::vector<uint32_t> hit_order_;
 };
 
 // Per-layer label discriminativeness at depth x = l / (layers - 1).

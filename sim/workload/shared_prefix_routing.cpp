@@ -75,6 +75,26 @@ void SharedPrefixRouting::prompt_runs(const Request& r, int from, int to, std::v
     out.push_back({inner_->token_law(r, 0), &r, from, to});
 }
 
+bool SharedPrefixRouting::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+{
+  const size_t before = out.size();
+  const Span& s       = span_of(r);
+  for (uint32_t i = s.begin; i < s.begin + s.count && begin < end; ++i) {
+    const Segment& seg = segments_[i];
+    const int stop     = std::min(seg.end, end);
+    if (stop > begin && !inner_->distinct_masks(*seg.owner, begin, stop, out)) {
+      out.resize(before);
+      return false;
+    }
+    begin = std::max(begin, stop);
+  }
+  if (begin < end && !inner_->distinct_masks(r, begin, end, out)) {
+    out.resize(before);
+    return false;
+  }
+  return true;
+}
+
 std::span<const uint64_t> SharedPrefixRouting::token_experts(const Request& r, int token) const
 {
   return inner_->token_experts(owner(r, token), token);

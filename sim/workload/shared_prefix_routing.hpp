@@ -23,6 +23,8 @@ public:
   const RoutingShape& shape() const override { return inner_->shape(); }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
+  // Segment by segment, each as its owner's tokens (a record two segments share is listed twice).
+  bool distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const override;
   bool has_token_laws() const override { return inner_->has_token_laws(); }
   TokenLaw token_law(const Request& r, int phase) const override { return inner_->token_law(r, phase); }
   // A shared segment's tokens follow its owner's prompt law.

@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -401,6 +402,76 @@ TEST_CASE("signature: the scalar, AVX2 and AVX-512 counting kernels agree")
   CHECK(ran >= 2);  // scalar and the automatic choice at least
   std::vector<uint16_t> full(want.size(), 65535);
   CHECK_THROWS_AS(detail::count_masks_with(0, tokens, s, full), std::overflow_error);
+}
+
+namespace {
+
+// Two masks, token t takes mask t % 5 == 0 ? 1 : 0: as distinct masks, (mask 0, 4/5 of the tokens)
+// and (mask 1, 1/5), or token by token when `pooled` is off.
+class TwoMaskSource : public ExpertRoutingSource {
+public:
+  explicit TwoMaskSource(bool pooled) : pooled_(pooled)
+  {
+    masks_[0] = {0b1011, 0, 0b110, 0};
+    masks_[1] = {0b1, 0b1, 0, 0b11};
+  }
+  const RoutingShape& shape() const override { return shape_; }
+  std::span<const uint64_t> token_experts(const Request&, int token) const override { return masks_[token % 5 == 0]; }
+  bool distinct_masks(const Request&, int begin, int end, std::vector<MaskCount>& out) const override
+  {
+    if (!pooled_)
+      return false;
+    uint32_t ones = 0;
+    for (int t = begin; t < end; ++t)
+      ones += t % 5 == 0;
+    out.push_back({masks_[0].data(), uint32_t(end - begin) - ones});
+    out.push_back({masks_[1].data(), ones});
+    return true;
+  }
+
+private:
+  RoutingShape shape_{2, 128, 3, 2};
+  std::array<std::vector<uint64_t>, 2> masks_;
+  bool pooled_;
+};
+
+}  // namespace
+
+TEST_CASE("signature: counting distinct masks with multiplicities equals counting token by token")
+{
+  // 3001 tokens: multiplicities far above the byte counters' 255, split across flushes.
+  Request r;
+  r.prompt_tokens = 3001;
+  for (std::vector<int> only : {std::vector<int>{}, std::vector<int>{1}}) {
+    const PromptProfile pooled = count_prompt(TwoMaskSource(true), r, {}, nullptr, only);
+    const PromptProfile tokens = count_prompt(TwoMaskSource(false), r, {}, nullptr, only);
+    CHECK(pooled.counts == tokens.counts);
+    CHECK(tokens.counts[128 + 1] == 3001 - 601);  // layer 1, expert 1: mask 0 only
+    CHECK(tokens.counts[128 + 64] == 601);        // layer 1, expert 64: mask 1 only
+    CHECK(tokens.counts[0] == (only.empty() ? 3001 : 0));  // layer 0, expert 0: both masks
+  }
+  // A short range: the scalar kernel.
+  r.prompt_tokens = 5;
+  CHECK(count_prompt(TwoMaskSource(true), r).counts == count_prompt(TwoMaskSource(false), r).counts);
+}
+
+TEST_CASE("generated routing: distinct masks are the tokens' records with their multiplicities")
+{
+  Generated g;
+  const ExpertRoutingSource& src = *g.routing;
+  Request r                      = g.w.calibration[1];
+  std::vector<MaskCount> got;
+  REQUIRE(src.distinct_masks(r, 0, r.prompt_tokens + r.output_tokens, got));
+  long total = 0;
+  for (const MaskCount& m : got) {
+    total += m.count;
+    long same = 0;  // tokens whose record is this one
+    for (int t = 0; t < r.prompt_tokens + r.output_tokens; ++t)
+      same += src.token_experts(r, t).data() == m.masks;
+    CHECK(same == long(m.count));
+  }
+  CHECK(total == r.prompt_tokens + r.output_tokens);
+  CHECK(got.size() < size_t(r.prompt_tokens + r.output_tokens));  // records repeat
 }
 
 TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")

@@ -1,0 +1,26 @@
+#include "sim/routing/signature_variant.hpp"
+
+namespace eldr {
+
+std::string_view to_string(SignatureVariant v)
+{
+  switch (v) {
+  case SignatureVariant::counts: return "counts";
+  case SignatureVariant::counts_idf: return "counts_idf";
+  case SignatureVariant::sqrt_counts: return "sqrt_counts";
+  case SignatureVariant::binary: return "binary";
+  case SignatureVariant::gate_prob: return "gate_prob";
+  case SignatureVariant::gate_score: return "gate_score";
+  }
+  return "?";
+}
+
+std::optional<SignatureVariant> parse_signature_variant(std::string_view name)
+{
+  for (SignatureVariant v : kAllSignatureVariants)
+    if (to_string(v) == name)
+      return v;
+  return std::nullopt;
+}
+
+}  // namespace eldr
