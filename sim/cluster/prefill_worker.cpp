@@ -198,7 +198,10 @@ void PrefillWorker::operator()()
     const double now = sg4::Engine::get_clock();
     for (const Prompt& p : batch_)
       s_.recorder.request(p.request->id).prefill_start_s = now;
-    sg4::this_actor::sleep_for(run_batch());
+    // The router's per-request work (ELDR: gathering the prompt's routed experts into its signature,
+    // the decision) runs on the batch's requests together after their prefill, before the first
+    // tokens leave and the KV transfers start: it adds to TTFT and occupies the prefill worker.
+    sg4::this_actor::sleep_for(run_batch() + s_.decode_router.routing_overhead_s());
     for (const Prompt& p : batch_)
       hand_off(p);
   }

@@ -441,6 +441,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.eldr.mask_min_gain     = e.number("mask_min_gain", 0.001, 0, 1);
   x.eldr.kmeans_iterations = int(e.integer("kmeans_iterations", 50, 1, 10000));
   x.eldr.signature_cache   = e.boolean("signature_cache", true);
+  x.eldr.routing_overhead_s = e.number("routing_overhead_ms", 0.86, 0, 1e4) * 1e-3;
   e.finish();
 
   auto out      = r.object("output");

@@ -34,6 +34,8 @@ public:
   virtual void observe_prompt(const Request& /*r*/, const PromptProfile& /*profile*/) {}
   // Bytes the router's per-request state adds to the KV transfer (ELDR's signature travels with it).
   virtual double handoff_bytes(const Request& /*r*/) const { return 0; }
+  // Seconds the router's work costs after a prefill batch, before its first tokens (in TTFT).
+  virtual double routing_overhead_s() const { return 0; }
   // Where this router would send a calibration request (whose prompt profile, counted as
   // prompt_fields()/prompt_layers() ask, is given): the decode workers whose expected expert load it
   // belongs to, for per-cluster expert placement (cluster_placement.hpp). Empty: any worker.

@@ -44,6 +44,7 @@ public:
   std::span<const int> prompt_layers() const override { return model_.mask; }
   void observe_prompt(const Request& r, const PromptProfile& profile) override;
   double handoff_bytes(const Request& r) const override;
+  double routing_overhead_s() const override { return spec_.routing_overhead_s; }
   // The nearest centroid (largest dot product of unit vectors: cosine) of the fitted model; none for a
   // prompt with nothing on the mask's layers.
   std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const override;
