@@ -7,17 +7,13 @@
 #include "sim/common/input_error.hpp"
 #include "sim/config/model_spec.hpp"
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <sstream>
-#include <unistd.h>
 
 namespace eldr::app {
 
