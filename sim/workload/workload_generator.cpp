@@ -117,8 +117,11 @@ LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<Tas
       continue;
     std::stringstream ss(line);
     std::string field;
-    for (size_t i = 0; i <= column && std::getline(ss, field, ','); ++i) {
-    }
+    size_t read = 0;
+    while (read <= column && std::getline(ss, field, ','))
+      ++read;
+    if (read <= column)
+      field.clear();  // a short row: no such column
     int tokens = -1;
     try {
       size_t used = 0;

@@ -199,6 +199,18 @@ TEST_CASE("workload: language prompts are WildChat first turns of 4-1024 tokens 
   CHECK(*std::min_element(got.begin(), got.end()) >= 4);
   CHECK(*std::max_element(got.begin(), got.end()) <= 1024);
 
+  // A row without the length column is an error naming the line and the column.
+  auto short_row = (std::filesystem::temp_directory_path() / ("eldr-wild-" + std::to_string(::getpid()) + ".csv")).string();
+  std::ofstream(short_row) << "session,num_turns,first_input_tokens,first_output_tokens\n0,1,20,44\n1,3\n";
+  s.lengths_file = short_row;
+  try {
+    generate_workload(s, 1);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find(short_row + ": line 3: first_input_tokens: not a non-negative integer") == 0);
+  }
+  std::filesystem::remove(short_row);
+
   // The Azure 2023 format is still read (ContextTokens), with the same dropping.
   s.lengths_file = "traces/azure2023_conv.csv";
   Workload a     = generate_workload(s, 3);
