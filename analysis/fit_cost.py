@@ -225,9 +225,7 @@ class ModelFit:
               f"{a.max_evals} evaluations of {len(self.measured)} runs", file=sys.stderr, flush=True)
         try:
             if a.method == "least_squares":
-                optimize.least_squares(lambda z: self.evaluate(z * self.scale)["residuals"], z0, jac=self.jacobian,
-                                       bounds=(lo, hi), method="trf", x_scale=1.0, ftol=1e-4, xtol=1e-3,
-                                       gtol=1e-6, max_nfev=10 * a.max_evals)
+                self.least_squares()
             else:
                 simplex = [z0]
                 for i in range(z0.size):
@@ -264,7 +262,10 @@ class ModelFit:
             fold = self.without_rate(rate)
             fold.start = np.array(best["x"], float)
             fold.budget = fold.evals + self.args.loro_evals
-            fold.fit_quietly()
+            try:
+                fold.least_squares()
+            except BudgetExhausted:
+                pass
             key = fold.best()["x"]
             rows = [r for r in self.measured if r["rate_rps"] == rate]
             cells = self.simulate(key, rows, f"loro-{rate:g}")
@@ -289,14 +290,11 @@ class ModelFit:
         fold.evals = 0
         return fold
 
-    def fit_quietly(self):
-        z0 = self.start / self.scale
-        try:
-            optimize.least_squares(lambda z: self.evaluate(z * self.scale)["residuals"], z0, jac=self.jacobian,
-                                   bounds=(self.lower / self.scale, self.upper / self.scale), method="trf",
-                                   x_scale=1.0, ftol=1e-4, xtol=1e-3, gtol=1e-6, max_nfev=10 * self.budget)
-        except BudgetExhausted:
-            pass
+    def least_squares(self):
+        """scipy's bounded least squares from self.start; raises BudgetExhausted past self.budget."""
+        optimize.least_squares(lambda z: self.evaluate(z * self.scale)["residuals"], self.start / self.scale,
+                               jac=self.jacobian, bounds=(self.lower / self.scale, self.upper / self.scale),
+                               method="trf", x_scale=1.0, ftol=1e-4, xtol=1e-3, gtol=1e-6, max_nfev=10 * self.budget)
 
 
 # ---- output ----------------------------------------------------------------------------------------
