@@ -1,5 +1,4 @@
 #include "sim/config/experiment.hpp"
-#include "sim/workload/workload_generator.hpp"  // the label names a mix schedule may use
 
 #include <algorithm>
 #include <filesystem>
@@ -174,7 +173,8 @@ static std::vector<double> read_mix_share(JsonReader& e, const std::vector<TaskL
 // workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
 // {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
 // Resolved to weights by label index.
-static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string& kind)
+static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string& kind,
+                                               const std::vector<TaskLabel>& labels)
 {
   std::vector<MixPhase> schedule;
   if (!w.has("mix_schedule")) {
@@ -186,7 +186,6 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
     w.fail("mix_schedule", "must be a non-empty list of {\"at_s\": seconds, \"weights\": {label: weight} or \"base\"}");
   if (kind == "trace")
     w.fail("mix_schedule", "drifts the label mix of generated workloads; a trace brings its own labels");
-  const std::vector<TaskLabel>& labels = labels_of(kind);
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string path = w.key_path("mix_schedule") + "[" + std::to_string(i) + "]";
     if (!list[i].is_object())
@@ -311,6 +310,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
 
   auto w                 = r.object("workload");
   x.workload.kind        = w.choice("kind", "task", {"task", "language", "trace"});
+  if (x.workload.kind != "trace")
+    x.workload.labels = load_workload_labels((fs::path(root) / "traces/workload_labels.json").string(), x.workload.kind);
   x.workload.distinct_prompts   = w.integer("distinct_prompts", 0, 0, 100000000);
   x.workload.system_prompts     = int(w.integer("system_prompts", 0, 0, 1000000));
   x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens", 0, 0, 1 << 20));
@@ -388,7 +389,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     if (x.workload.expert_union == "expected" && ep)
       w.fail("union", "'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
   }
-  x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind);
+  x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind, x.workload.labels);
   if (!x.workload.mix_schedule.empty() && x.workload.distinct_prompts > 0)
     w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");
   if (w.has("new_subtopics_after_s")) {

@@ -5,6 +5,7 @@
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/config/routing_profile.hpp"
+#include "sim/config/workload_labels.hpp"
 
 #include <cstdint>
 #include <string>
@@ -43,6 +44,7 @@ struct MixPhase {
 
 struct WorkloadSpec {
   std::string kind        = "task";  // task | language | trace
+  std::vector<TaskLabel> labels;     // task and language: the kind's labels (traces/workload_labels.json)
   std::string trace_dir;             // kind trace: resolved trace directory
   std::string arrivals    = "poisson";  // poisson at rate_rps; "trace": a trace's own times; "file": the
                                         // gaps of arrivals_file (Azure 2023 CSV) rescaled to rate_rps

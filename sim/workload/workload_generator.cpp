@@ -4,34 +4,11 @@
 #include "sim/workload/trace_importers.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <fstream>
 #include <sstream>
 
 namespace eldr {
-
-const std::vector<TaskLabel>& task_labels()
-{
-  static const std::vector<TaskLabel> labels = {
-      {"code", 2779, {"HumanEval", "MBPP"}},
-      {"math", 2744, {"GSM8K"}},
-      {"medical", 2545, {"PubMedQA", "MedQA-USMLE"}},
-      {"legal", 3600, {"LegalBench"}},
-  };
-  return labels;
-}
-
-const std::vector<TaskLabel>& language_labels()
-{
-  static const std::vector<TaskLabel> labels = {
-      {"en", 46.8, {}}, {"zh", 30.0, {}}, {"ru", 9.5, {}}, {"fr", 2.2, {}}, {"rest", 11.5, {}},
-  };
-  return labels;
-}
-
-const std::vector<TaskLabel>& labels_of(const std::string& kind)
-{
-  return kind == "language" ? language_labels() : task_labels();
-}
 
 static bool dataset_matches(const std::string& dataset, const std::string& wanted)
 {
@@ -206,10 +183,12 @@ class RequestDrawer {
 public:
   RequestDrawer(const WorkloadSpec& spec)
       : spec_(spec)
-      , labels_(labels_of(spec.kind))
+      , labels_(spec.labels)
       , lengths_(spec.kind == "language" ? load_chat_lengths(spec.lengths_file, labels_)
                                          : load_prompt_lengths(spec.lengths_file, labels_))
   {
+    if (labels_.empty())
+      throw std::invalid_argument("generate_workload: WorkloadSpec::labels is empty (load_workload_labels fills it)");
     // The testbed kept the prompts of prompt_min..prompt_max tokens and dropped the others; clamping
     // them instead would pile every long prompt at exactly prompt_max.
     for (auto& [name, pool] : lengths_) {

@@ -13,19 +13,6 @@ namespace eldr {
 // Prompt lengths of each label, read from a CSV with columns domain,dataset,item_id,prompt_tokens,...
 using LengthTable = std::map<std::string, std::vector<int>>;
 
-struct TaskLabel {
-  std::string name;
-  double weight;
-  std::vector<std::string> datasets;
-};
-
-// code / math / medical / legal in the proportions of the ELDR task workload (2779 : 2744 : 2545 : 3600).
-const std::vector<TaskLabel>& task_labels();
-// en / zh / ru / fr / rest as in a published 9,930-conversation WildChat sample (46.8 / 30.0 / 9.5 /
-// 2.2 %, the rest 11.5 %): en + zh about 77 % of traffic.
-const std::vector<TaskLabel>& language_labels();
-const std::vector<TaskLabel>& labels_of(const std::string& kind);
-
 LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels);
 // Chat prompt lengths, the same pool for every label: first_input_tokens of WildChat first turns
 // (session,num_turns,first_input_tokens,first_output_tokens; the default, as the testbed's language

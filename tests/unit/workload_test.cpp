@@ -21,6 +21,7 @@ WorkloadSpec spec(long warmup, long measured, double rate)
 {
   WorkloadSpec s;
   s.lengths_file      = "traces/task_lengths_cl100k.csv";
+  s.labels            = load_workload_labels("traces/workload_labels.json", "task");
   s.warmup_requests   = warmup;
   s.measured_requests = measured;
   s.rate_rps          = rate;
@@ -189,6 +190,7 @@ TEST_CASE("workload: language prompts are WildChat first turns of 4-1024 tokens 
 
   WorkloadSpec s  = spec(0, 20000, 50);
   s.kind          = "language";
+  s.labels        = load_workload_labels("traces/workload_labels.json", "language");
   s.lengths_file  = "traces/wildchat_first_turn_cl100k.csv";
   Workload w      = generate_workload(s, 3);
   std::vector<int> got;
@@ -329,6 +331,50 @@ TEST_CASE("workload: bad length files are input errors")
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find(no_legal + ": legal: no rows") == 0);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("workload labels: the shipped file holds the documented mixes; bad label files are input errors")
+{
+  auto task = load_workload_labels("traces/workload_labels.json", "task");
+  REQUIRE(task.size() == 4);
+  CHECK(task[0].name == "code");
+  CHECK(task[0].weight == 2779);
+  CHECK(task[0].datasets == std::vector<std::string>{"HumanEval", "MBPP"});
+  CHECK(task[3].name == "legal");
+  CHECK(task[3].weight == 3600);
+  auto lang = load_workload_labels("traces/workload_labels.json", "language");
+  REQUIRE(lang.size() == 5);
+  double total = 0;
+  for (const auto& l : lang) {
+    total += l.weight;
+    CHECK(l.datasets.empty());
+  }
+  CHECK(total == doctest::Approx(100.0));
+  CHECK((lang[0].name == "en" && lang[1].name == "zh"));
+
+  auto dir = std::filesystem::temp_directory_path() / ("eldr-unit-labels-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto error_of = [&](const std::string& text, const std::string& kind) {
+    auto f = (dir / "labels.json").string();
+    std::ofstream(f) << text;
+    try {
+      load_workload_labels(f, kind);
+    } catch (const InputError& e) {
+      std::string m = e.what();
+      return m.substr(m.find(": ") + 2);  // past the file name
+    }
+    return std::string("no error");
+  };
+  CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 1}]}})", "language").find("language: no labels") == 0);
+  CHECK(error_of(R"({"task": {"labels": []}})", "task").find("task.labels: must be a non-empty list") == 0);
+  CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 1}, {"name": "a", "weight": 2}]}})", "task")
+            .find("task.labels[1].name: 'a' is already a label") == 0);
+  CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 0}]}})", "task").find("task.labels[0].weight") == 0);
+  CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 1, "datasets": "GSM8K"}]}})", "task")
+            .find("task.labels[0].datasets: must be a list") == 0);
+  CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 1, "colour": 3}]}})", "task")
+            .find("task.labels[0].colour") == 0);
   std::filesystem::remove_all(dir);
 }
 
