@@ -45,6 +45,7 @@ RoutingProfile load_routing_profile(const std::string& path, const std::string& 
     LabelLocality l;
     l.label_strength    = o.require_number("label_strength", 0, 10);
     l.subtopic_strength = o.require_number("subtopic_strength", 0, 10);
+    l.popularity_sigma  = o.number("popularity_sigma", p.popularity_sigma, 0, 10);
     o.finish();
     p.kinds[k] = l;
   }

@@ -11,6 +11,7 @@ class JsonReader;
 struct LabelLocality {
   double label_strength    = 1.0;  // scale of the label's own expert preferences
   double subtopic_strength = 0.8;  // scale of a sub-topic's preferences within its label
+  double popularity_sigma  = 1.0;  // the profile's popularity_sigma unless the kind sets its own
 };
 
 // What the generated routing should reproduce (DESIGN.md section 5), printed by `eldrsim trace stats`

@@ -231,7 +231,7 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
           const double w = layer_weight(p, l, L);
           for (int e = 0; e < E; ++e) {
             size_t i = size_t(l) * E + e;
-            double z = p.popularity_sigma * shared[i] + w * loc.label_strength * label[size_t(c)][i] +
+            double z = loc.popularity_sigma * shared[i] + w * loc.label_strength * label[size_t(c)][i] +
                        w * loc.subtopic_strength * sub[i] + (phase == 1 ? p.phase_drift * drift[i] : 0.0);
             out[i] = float(z);
           }

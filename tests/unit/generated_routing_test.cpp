@@ -27,6 +27,18 @@ Experiment generated(const std::string& model, const std::string& kind)
                                                   {"workload.calibration_requests", "300"}});
 }
 
+// Same-label vs mixed distinct experts at one batch size (a quick measure of a source's locality).
+RoutingStats stats_at_batch(const Experiment& x, int requests, int batches, int batch)
+{
+  Workload w = make_workload(x);
+  auto src   = make_routing_source(x, w);
+  RoutingStatsOptions opt;
+  opt.requests    = requests;
+  opt.batches     = batches;
+  opt.batch_sizes = {batch};
+  return measure_routing(w.requests, w.calibration, *src, opt);
+}
+
 RoutingStats stats_of(const std::string& model, const std::string& kind, int requests = 300)
 {
   Experiment x = generated(model, kind);
@@ -252,13 +264,7 @@ TEST_CASE("calibration: uniform routing has no locality and no skew")
                                                           {"workload.warmup_requests", "0"},
                                                           {"workload.measured_requests", "2000"},
                                                           {"workload.calibration_requests", "200"}});
-  Workload w = make_workload(x);
-  auto src   = make_routing_source(x, w);
-  RoutingStatsOptions opt;
-  opt.requests    = 150;
-  opt.batches     = 100;
-  opt.batch_sizes = {32};
-  RoutingStats s = measure_routing(w.requests, w.calibration, *src, opt);
+  RoutingStats s = stats_at_batch(x, 150, 100, 32);
   CHECK(std::abs(s.locality[0].reduction()) < 0.01);
   CHECK(s.top_share_mean < 2.5 * s.top_share_uniform);
 }
@@ -279,4 +285,24 @@ TEST_CASE("calibration: labels diverge most in the middle layers, where the prof
   CHECK(s.label_js_mean > 0.01);
   CHECK(s.label_js_max_at > 10);
   CHECK(s.label_js_max_at < 40);
+}
+
+TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile's; other kinds inherit it")
+{
+  // models/routing/gpt-oss-120b.json: 1.0 for the profile, 1.3 for the language kind only.
+  Experiment x = generated("gpt-oss-120b", "language");
+  CHECK(x.routing_profile.popularity_sigma == 1.0);
+  CHECK(x.routing_profile.kinds.at("task").popularity_sigma == 1.0);
+  CHECK(x.routing_profile.kinds.at("language").popularity_sigma == 1.3);
+
+  // A larger skew concentrates the picks: more of a layer's tokens on its top expert, fewer distinct
+  // experts in a mixed batch.
+  auto measure = [&](double sigma) {
+    Experiment y = x;
+    y.routing_profile.kinds["language"].popularity_sigma = sigma;
+    return stats_at_batch(y, 150, 60, 32);
+  };
+  RoutingStats flat = measure(0.5), skewed = measure(2.0);
+  CHECK(skewed.top_share_mean > 1.5 * flat.top_share_mean);
+  CHECK(skewed.locality[0].distinct_mixed < 0.9 * flat.locality[0].distinct_mixed);
 }
