@@ -2,7 +2,8 @@
 """Fit the cost model's free coefficients per model to the measured round-robin curves.
 
 For each model, finds calibration.<hardware> = (decode_bw_efficiency, step_overhead_ms,
-prefill_overhead_ms) of models/<model>.json (see sim/cost/cost_model.cpp and docs/calibration.md)
+prefill_overhead_ms, and step_jump_ms where the block sets step_jump_batch; the first three are
+what --start gives) of models/<model>.json (see sim/cost/cost_model.cpp and docs/calibration.md)
 that best reproduce the measured round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
 rr_language_tpot.csv (8P16D MI300X, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s, so 10
 cells per model). --data KIND=PATH names a file and the workload kind it was measured on; a plain
@@ -61,7 +62,12 @@ PARAMS = {
     "decode_bw_efficiency": (1.0, 0.05, 1.0, 4),
     "step_overhead_ms": (10.0, 0.0, np.inf, 3),
     "prefill_overhead_ms": (100.0, 0.0, np.inf, 3),
+    "step_jump_ms": (10.0, 0.0, np.inf, 3),
 }
+CORE = ["decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms"]  # what --start gives
+# A coefficient that only acts with another key of the block is fitted where that key is set, from
+# the block's value (else the default here).
+OPTIONAL = {"step_jump_ms": ("step_jump_batch", 0.0)}
 UNFINISHED_PENALTY = 10.0  # residual per fraction of measured requests left unfinished
 
 
@@ -92,16 +98,18 @@ class ModelFit:
         self.doc = ec.load_model(name)
         self.doc.setdefault("calibration", {})
         cal = self.doc["calibration"].get(args.hardware)
-        self.names = list(PARAMS)
+        optional = [n for n, (needs, _) in OPTIONAL.items() if cal and needs in cal]
+        self.names = CORE + optional
         if args.start:
             start = list(args.start)
         elif cal is None:
             raise ec.Fatal(f"{ec.model_file(name)}: no calibration.{args.hardware} block to start from (give --start)")
         else:
-            missing = [n for n in self.names if n not in cal]
+            missing = [n for n in CORE if n not in cal]
             if missing:
                 raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: no {missing[0]} (give --start)")
-            start = [cal[n] for n in self.names]
+            start = [cal[n] for n in CORE]
+        start += [cal.get(n, OPTIONAL[n][1]) for n in optional]
         self.scale = scales_of(self.names)
         self.lower, self.upper = bounds_of(self.names)
         self.start = np.clip(np.array(start, float), self.lower, self.upper)

@@ -105,6 +105,12 @@ ModelSpec read_model(JsonReader& r)
     k.prefill_overhead_s   = c.require_number("prefill_overhead_ms", 0, 1e5) * 1e-3;
     if (c.has("moe_layer_overhead_us"))
       k.moe_layer_overhead_s = c.require_number("moe_layer_overhead_us", 0, 1e6) * 1e-6;
+    k.step_jump_batch = int(c.integer("step_jump_batch", 0, 1, 1 << 20));
+    k.step_jump_s     = c.number("step_jump_ms", 0, 0, 1e4) * 1e-3;
+    if (c.has("step_jump_ms") != c.has("step_jump_batch"))
+      c.fail(c.has("step_jump_ms") ? "step_jump_ms" : "step_jump_batch",
+             "a step-cost jump needs both the batch size above which it applies (step_jump_batch) and its size "
+             "(step_jump_ms)");
     c.ignore("source");
     c.finish();
     m.calibration[hw] = k;

@@ -17,6 +17,11 @@ struct Calibration {
   // whose experts are far larger or fewer than the measured one give it in seconds instead, since that
   // fixed cost does not grow with the expert's size (docs/calibration.md section 2.5).
   double moe_layer_overhead_s = -1;
+  // Decode steps of more than step_jump_batch sequences cost step_jump_s more: engine behaviour that
+  // changes with the batch size outside the MoE layers, such as a batch above the largest captured
+  // HIP/CUDA graph running eagerly (docs/calibration.md section 4). 0: no jump.
+  int step_jump_batch = 0;
+  double step_jump_s  = 0;
   // Set when this block is another hardware's, reused through the hardware file's calibration_from.
   std::string transferred_from;
 };

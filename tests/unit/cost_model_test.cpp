@@ -120,6 +120,29 @@ TEST_CASE("cost: decode step time of a toy model computed by hand")
   CHECK(c.decode_step_s(5000, none, distinct) == doctest::Approx(35.2e-3).epsilon(1e-12));
 }
 
+TEST_CASE("cost: a decode step of more than step_jump_batch sequences costs step_jump more (toy model by hand)")
+{
+  Calibration cal     = toy_calibration();
+  cal.step_jump_batch = 4;
+  cal.step_jump_s     = 7e-3;
+  CostModel plain(toy_model(), toy_hardware(), toy_calibration());
+  CostModel jump(toy_model(), toy_hardware(), cal);
+  const std::vector<uint16_t> distinct = {3, 5};
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 1000;
+  // Batch 4: the 29.2 ms of the hand-computed step above. Batch 5: 29.2 + 7 ms
+  // (its dense compute, 5 x 5e8 / 5e14 = 5 us a layer, stays under the 1 ms read).
+  CHECK(jump.decode_step_s(4, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  CHECK(jump.decode_step_s(5, a, distinct) == doctest::Approx(36.2e-3).epsilon(1e-12));
+  CHECK(plain.decode_step_s(5, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  // Prefill batches do not see it (their fixed cost is prefill_overhead).
+  std::vector<PrefillPrompt> prompts(8);
+  for (auto& p : prompts)
+    p.tokens = 100;
+  CHECK(jump.prefill_s(InstanceLayout{}, prompts, distinct) == plain.prefill_s(InstanceLayout{}, prompts, distinct));
+}
+
 TEST_CASE("cost: sliding-window layers read at most the window")
 {
   ModelSpec m           = toy_model();
