@@ -18,22 +18,43 @@
 
 namespace eldr {
 
-// A queue with a sleeping consumer.
+// A queue with a sleeping consumer. Each mutex and condition-variable call is a SimGrid simcall (a
+// trip through the kernel), so the consumer records when it sleeps, producers notify only then, and
+// a consumer with work skips the lock.
 struct WorkQueue {
   std::deque<const Request*> items;
   simgrid::s4u::MutexPtr mutex             = simgrid::s4u::Mutex::create();
   simgrid::s4u::ConditionVariablePtr ready = simgrid::s4u::ConditionVariable::create();
+  bool sleeping = false;  // the consumer waits on `ready`
 
   void push(const Request* r)
   {
     items.push_back(r);
+    wake();
+  }
+  // The driver's push: notifies even when nobody waits. A simcall lets the other actors of the instant
+  // run, and a burst of arrivals at one instant (trace timestamps) interleaves with the prefill
+  // workers through these: skipping them would change which of the burst a batch takes.
+  void push_and_yield(const Request* r)
+  {
+    items.push_back(r);
     ready->notify_one();
+  }
+  // What notify_one() would do: nothing unless the consumer waits.
+  void wake()
+  {
+    if (sleeping)
+      ready->notify_one();
   }
   // Blocks while empty.
   void wait_nonempty()
   {
+    if (!items.empty())
+      return;
     std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+    sleeping = true;
     ready->wait(lock, [this] { return !items.empty(); });
+    sleeping = false;
   }
 };
 

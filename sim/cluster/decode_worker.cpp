@@ -267,7 +267,10 @@ int DecodeWorker::sleep_through(double start, int steps)
   }
   WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
   std::unique_lock<sg4::Mutex> lock(*arrivals.mutex);
-  if (arrivals.ready->wait_until(lock, end_of(m - 1)) == std::cv_status::timeout)
+  arrivals.sleeping = true;
+  const std::cv_status woken = arrivals.ready->wait_until(lock, end_of(m - 1));
+  arrivals.sleeping = false;
+  if (woken == std::cv_status::timeout)
     return m;
   // A KV transfer arrived during step k: it is admitted when that step ends.
   const double now = sg4::Engine::get_clock();
@@ -328,7 +331,7 @@ void DecodeWorker::finish(const Sequence& seq, double now)
     ++s_.finished_warmup;
   // Wake the driver only when what it waits for (every warm-up request, then every request, done)
   // may hold, and now and then for its progress line: a wake per finish costs a context switch each.
-  if (s_.finished_warmup == warmup_requests_ || s_.finished == long(s_.workload.requests.size()) ||
+  if ((!r.measured && s_.finished_warmup == warmup_requests_) || s_.finished == long(s_.workload.requests.size()) ||
       s_.finished % 1024 == 0)
     s_.done_cv->notify_all();
 }
