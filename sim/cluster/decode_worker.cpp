@@ -265,19 +265,14 @@ int DecodeWorker::sleep_through(double start, int steps)
     sg4::this_actor::sleep_for(planned_[slot(0)].duration_s);
     return 1;
   }
-  WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
-  std::unique_lock<sg4::Mutex> lock(*arrivals.mutex);
-  arrivals.sleeping = true;
-  const std::cv_status woken = arrivals.ready->wait_until(lock, end_of(m - 1));
-  arrivals.sleeping = false;
-  if (woken == std::cv_status::timeout)
+  // Woken by an arrival or at start + (E - start), E the last step's end.
+  if (!s_.decode_arrivals[size_t(index_)].sleep(end_of(m - 1) - sg4::Engine::get_clock()))
     return m;
   // A KV transfer arrived during step k: it is admitted when that step ends.
   const double now = sg4::Engine::get_clock();
   int k            = 0;
   while (end_of(k) < now)
     ++k;
-  lock.unlock();
   if (end_of(k) > now)
     sg4::this_actor::sleep_until(end_of(k));
   return k + 1;
@@ -338,7 +333,7 @@ void DecodeWorker::finish(const Sequence& seq, double now)
 
 void DecodeWorker::operator()()
 {
-  WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
+  ArrivalQueue& arrivals = s_.decode_arrivals[size_t(index_)];
   while (true) {
     admit();
     if (batch_.empty()) {

@@ -19,7 +19,7 @@ void dispatch_to_prefill(ClusterState& s, const Request& r)
   int w              = s.prefill_router.choose(r.prefix_hash, s.prefill_in_flight);
   rec.prefill_worker = w;
   ++s.prefill_in_flight[size_t(w)];
-  s.prefill_queues[size_t(w)].push_and_yield(&r);
+  s.prefill_queues[size_t(w)].push(&r);
 }
 
 void release_prefill_blocks(ClusterState& s, const Request& r)
