@@ -18,22 +18,75 @@
 
 namespace eldr {
 
-// A queue with a sleeping consumer.
+// A prefill worker's queue. Each mutex and condition-variable call is a SimGrid simcall (a trip
+// through the kernel), so the worker records when it sleeps, KV-memory releases wake it only then, and
+// a worker with work skips the lock.
 struct WorkQueue {
   std::deque<const Request*> items;
   simgrid::s4u::MutexPtr mutex             = simgrid::s4u::Mutex::create();
   simgrid::s4u::ConditionVariablePtr ready = simgrid::s4u::ConditionVariable::create();
+  bool sleeping = false;  // the consumer waits on `ready`
 
+  // The driver's push notifies even when nobody waits: a simcall lets the other actors of the instant
+  // run, and a burst of arrivals at one instant (trace timestamps) interleaves with the prefill workers
+  // through these, so skipping them would change which of the burst a batch takes.
   void push(const Request* r)
   {
     items.push_back(r);
     ready->notify_one();
   }
+  // What notify_one() would do: nothing unless the consumer waits.
+  void wake()
+  {
+    if (sleeping)
+      ready->notify_one();
+  }
   // Blocks while empty.
   void wait_nonempty()
   {
+    if (!items.empty())
+      return;
     std::unique_lock<simgrid::s4u::Mutex> lock(*mutex);
+    sleeping = true;
     ready->wait(lock, [this] { return !items.empty(); });
+    sleeping = false;
+  }
+};
+
+// A decode worker's arrivals (KV received, waiting for admission) and its wake-up: a semaphore it
+// sleeps on, released only while it sleeps, at most once a sleep. One simcall a sleep and one a wake;
+// a condition variable adds a mutex lock and unlock around each wait.
+struct ArrivalQueue {
+  std::deque<const Request*> items;
+  simgrid::s4u::SemaphorePtr bell = simgrid::s4u::Semaphore::create(0);
+  bool sleeping = false;  // the worker sleeps on `bell` and no push has released it yet
+
+  void push(const Request* r)
+  {
+    items.push_back(r);
+    if (sleeping) {
+      sleeping = false;
+      bell->release();
+    }
+  }
+  // Sleeps until a push, or at most `timeout` seconds (negative: no limit); true when a push woke it.
+  bool sleep(double timeout)
+  {
+    sleeping = true;
+    bool timed_out = false;
+    if (timeout < 0)
+      bell->acquire();
+    else
+      timed_out = bell->acquire_timeout(timeout);
+    if (timed_out && !sleeping)
+      bell->acquire();  // a push at the instant of the timeout released it: take that back
+    sleeping = false;
+    return !timed_out;
+  }
+  void wait_nonempty()
+  {
+    while (items.empty())
+      sleep(-1);
   }
 };
 
@@ -98,7 +151,7 @@ struct ClusterState {
   std::vector<std::vector<simgrid::s4u::Host*>> prefill_gpu_hosts, decode_gpu_hosts;  // all of each instance's GPUs
   std::vector<simgrid::s4u::Mailbox*> kv_doorbells;    // a decode instance learns of an incoming KV transfer here
   std::vector<WorkQueue> prefill_queues;
-  std::vector<WorkQueue> decode_arrivals;  // KV received, waiting for admission
+  std::vector<ArrivalQueue> decode_arrivals;
   std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
   std::vector<int> decode_in_flight;       // routed and not yet finished
   // By request id, while its KV cache is in flight: one flow per GPU of the decode instance (prefill

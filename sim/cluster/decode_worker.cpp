@@ -265,16 +265,14 @@ int DecodeWorker::sleep_through(double start, int steps)
     sg4::this_actor::sleep_for(planned_[slot(0)].duration_s);
     return 1;
   }
-  WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
-  std::unique_lock<sg4::Mutex> lock(*arrivals.mutex);
-  if (arrivals.ready->wait_until(lock, end_of(m - 1)) == std::cv_status::timeout)
+  // Woken by an arrival or at start + (E - start), E the last step's end.
+  if (!s_.decode_arrivals[size_t(index_)].sleep(end_of(m - 1) - sg4::Engine::get_clock()))
     return m;
   // A KV transfer arrived during step k: it is admitted when that step ends.
   const double now = sg4::Engine::get_clock();
   int k            = 0;
   while (end_of(k) < now)
     ++k;
-  lock.unlock();
   if (end_of(k) > now)
     sg4::this_actor::sleep_until(end_of(k));
   return k + 1;
@@ -328,14 +326,14 @@ void DecodeWorker::finish(const Sequence& seq, double now)
     ++s_.finished_warmup;
   // Wake the driver only when what it waits for (every warm-up request, then every request, done)
   // may hold, and now and then for its progress line: a wake per finish costs a context switch each.
-  if (s_.finished_warmup == warmup_requests_ || s_.finished == long(s_.workload.requests.size()) ||
+  if ((!r.measured && s_.finished_warmup == warmup_requests_) || s_.finished == long(s_.workload.requests.size()) ||
       s_.finished % 1024 == 0)
     s_.done_cv->notify_all();
 }
 
 void DecodeWorker::operator()()
 {
-  WorkQueue& arrivals = s_.decode_arrivals[size_t(index_)];
+  ArrivalQueue& arrivals = s_.decode_arrivals[size_t(index_)];
   while (true) {
     admit();
     if (batch_.empty()) {

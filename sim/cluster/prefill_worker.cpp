@@ -30,7 +30,7 @@ void release_prefill_blocks(ClusterState& s, const Request& r)
   const auto& keys = s.block_keys[r.id];
   s.prefill_caches[size_t(w)].release(keys, total_blocks(r.prompt_tokens, s.kv_block_tokens) - long(keys.size()));
   ++s.prefill_releases[size_t(w)];
-  s.prefill_queues[size_t(w)].ready->notify_one();  // a prompt waiting for KV memory may fit now
+  s.prefill_queues[size_t(w)].wake();  // a prompt waiting for KV memory may fit now
 }
 
 bool PrefillWorker::reserve_blocks(const Request& r, int& cached_tokens)
@@ -192,7 +192,9 @@ void PrefillWorker::operator()()
     take_batch();
     if (batch_.empty()) {  // the head waits for KV blocks that in-flight transfers still hold
       std::unique_lock<sg4::Mutex> lock(*queue.mutex);
+      queue.sleeping = true;
       queue.ready->wait(lock, [&] { return s_.prefill_releases[size_t(index_)] != releases; });
+      queue.sleeping = false;
       continue;
     }
     const double now = sg4::Engine::get_clock();

@@ -3,6 +3,7 @@
 // Filled by the engine, read by the result writer and the tests. Plain data; no SimGrid.
 #include "sim/routing/decision_trace.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -85,16 +86,24 @@ public:
   const std::vector<RequestRecord>& requests() const { return requests_; }
   WorkerCounters& decode_worker(int w) { return decode_[size_t(w)]; }
   const std::vector<WorkerCounters>& decode_workers() const { return decode_; }
-  // Steps are kept in start order. A decode worker records the steps it slept through when it wakes,
-  // after other workers' later steps: those go in at their place, found from the back.
+  // Steps in start order, those of one start in the order recorded. A decode worker records the steps
+  // it slept through when it wakes, after other workers' later steps: they are appended, and put in
+  // order (a stable sort) when first read, instead of an insertion into the middle per step.
   void add_step(const StepRecord& s)
   {
-    auto at = steps_.end();
-    while (at != steps_.begin() && (at - 1)->start_s > s.start_s)
-      --at;
-    steps_.insert(at, s);
+    if (!steps_.empty() && steps_.back().start_s > s.start_s)
+      steps_sorted_ = false;
+    steps_.push_back(s);
   }
-  const std::vector<StepRecord>& steps() const { return steps_; }
+  const std::vector<StepRecord>& steps() const
+  {
+    if (!steps_sorted_) {
+      std::stable_sort(steps_.begin(), steps_.end(),
+                       [](const StepRecord& a, const StepRecord& b) { return a.start_s < b.start_s; });
+      steps_sorted_ = true;
+    }
+    return steps_;
+  }
 
   std::vector<std::pair<std::string, double>> router_stats;  // the decode router's counters at the end
   // Expert-parallel decode instances: the layout, and with cluster_balanced placement the calibration
@@ -138,7 +147,8 @@ public:
 private:
   std::vector<RequestRecord> requests_;
   std::vector<WorkerCounters> decode_;
-  std::vector<StepRecord> steps_;
+  mutable std::vector<StepRecord> steps_;  // sorted lazily by steps()
+  mutable bool steps_sorted_ = true;
 };
 
 }  // namespace eldr

@@ -427,11 +427,13 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
 
   // The objective of what is returned: when converged the centroids already match the assignment
   // and `sim` holds their dots; otherwise the last centroid step moved them.
-  if (!r.converged)
-    update_sim();
   r.objective = 0;
-  for (int i = 0; i < n; ++i)
-    r.objective += 1.0 - double(sim[size_t(i) * size_t(k) + size_t(r.assignment[size_t(i)])]);
+  if (o.objective) {
+    if (!r.converged)
+      update_sim();
+    for (int i = 0; i < n; ++i)
+      r.objective += 1.0 - double(sim[size_t(i) * size_t(k) + size_t(r.assignment[size_t(i)])]);
+  }
   r.centroids = std::move(centroids);
   return r;
 }

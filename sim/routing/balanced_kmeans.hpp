@@ -59,6 +59,9 @@ struct KMeansOptions {
   KMeansVariant variant = KMeansVariant::balanced;
   int max_iterations    = 50;
   uint64_t seed         = 1;  // k-means++ draws from Rng(seed, "kmeans.init")
+  // false: KMeansResult::objective is left 0. A fit stopped by max_iterations would otherwise compute
+  // the dots of its last centroids just for it (the online refit only takes the centroids).
+  bool objective = true;
 };
 
 struct KMeansResult {
@@ -67,6 +70,7 @@ struct KMeansResult {
   int iterations = 0;           // assignment steps run (the last one found nothing to change when converged)
   bool converged = false;       // the assignment stopped changing within max_iterations
   double objective = 0;         // sum_i (1 - x_i . centroid[assignment[i]]) for the returned centroids
+                                // (0 when options.objective is false)
 };
 
 // K clusters from k-means++ seeds on cosine distance. N < K is allowed: clusters left without a

@@ -262,6 +262,7 @@ void EldrRouter::refit(double now)
   KMeansOptions o;
   o.variant        = model_.kmeans;
   o.max_iterations = spec_.refit_iterations;
+  o.objective      = false;
   KMeansResult fit = fit_spherical_kmeans_warm(points, model_.centroids, o);
   // Keep each worker's profile where it was: new centroid j goes to the old slot it is closest to.
   std::vector<int> slot = match_centroids(model_.centroids, fit.centroids);

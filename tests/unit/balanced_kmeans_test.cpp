@@ -243,6 +243,16 @@ TEST_CASE("kmeans: warm start keeps the slots of the given centroids")
   CHECK(again.assignment == r.assignment);
   CHECK(again.objective == doctest::Approx(r.objective).epsilon(1e-6));
 
+  // Without the objective (the online refit), stopped by max_iterations: the same fit, objective 0.
+  KMeansOptions capped;
+  capped.max_iterations = 1;
+  const auto with    = fit_spherical_kmeans_warm(data.points, init, capped);
+  capped.objective   = false;
+  const auto without = fit_spherical_kmeans_warm(data.points, init, capped);
+  CHECK(without.objective == 0);
+  CHECK(without.assignment == with.assignment);
+  CHECK(without.centroids.values == with.centroids.values);
+
   // Initial centroids are normalised, but must be non-zero and of the points' dimension.
   DenseMatrix bad(8, 48);
   CHECK_THROWS_AS(fit_spherical_kmeans_warm(data.points, bad), std::invalid_argument);
