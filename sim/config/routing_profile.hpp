@@ -29,6 +29,7 @@ struct RoutingProfile {
   int subtopics_per_label   = 8;
   int palette_records       = 512;   // pre-sampled tokens per (label, sub-topic, phase)
   double popularity_sigma   = 1.0;   // scale of the shared (generalist) expert preferences: popularity skew
+                                     // (a kind may set its own, LabelLocality::popularity_sigma)
   double phase_drift        = 0.3;   // decode preferences drift from prefill by this much
   double request_mix_max    = 0.5;   // a request draws up to this share of tokens from a second sub-topic
   // Label discriminativeness by depth x = l/(L-1): floor + (1-floor) exp(-((x-peak)/width)^2).
