@@ -140,7 +140,7 @@ GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile&
   labels_                = int(labels.size());
   subtopics_             = profile.subtopics_per_label;
   records_               = profile.palette_records;
-  mix_max_               = subtopics_ > 1 ? profile.request_mix_max : 0.0;
+  mix_max_               = subtopics_ > 1 ? profile.locality(kind, profile_file).request_mix_max : 0.0;
   build_logits(profile, kind, labels, seed, profile_file);
   sample_palettes(seed);
 }
@@ -232,7 +232,7 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
           for (int e = 0; e < E; ++e) {
             size_t i = size_t(l) * E + e;
             double z = loc.popularity_sigma * shared[i] + w * loc.label_strength * label[size_t(c)][i] +
-                       w * loc.subtopic_strength * sub[i] + (phase == 1 ? p.phase_drift * drift[i] : 0.0);
+                       w * loc.subtopic_strength * sub[i] + (phase == 1 ? loc.phase_drift * drift[i] : 0.0);
             out[i] = float(z);
           }
         }

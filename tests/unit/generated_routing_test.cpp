@@ -306,3 +306,27 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
   CHECK(skewed.top_share_mean > 1.5 * flat.top_share_mean);
   CHECK(skewed.locality[0].distinct_mixed < 0.9 * flat.locality[0].distinct_mixed);
 }
+
+TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max override the profile's")
+{
+  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.3 for the task kind.
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  CHECK(x.routing_profile.phase_drift == 0.45);
+  CHECK(x.routing_profile.request_mix_max == 1.0);
+  CHECK(x.routing_profile.kinds.at("task").phase_drift == 0.75);
+  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.3);
+  CHECK(x.routing_profile.kinds.at("language").phase_drift == 0.45);
+  CHECK(x.routing_profile.kinds.at("language").request_mix_max == 1.0);
+
+  // The generator reads the kind's values: more drift decorrelates a request's prefill and decode
+  // experts; no sub-topic mixing makes requests of one sub-topic alike, so signatures rank pairs better.
+  auto measure = [&](double drift, double mix) {
+    Experiment y = x;
+    y.routing_profile.kinds["task"].phase_drift     = drift;
+    y.routing_profile.kinds["task"].request_mix_max = mix;
+    return stats_at_batch(y, 300, 20, 32);
+  };
+  RoutingStats base = measure(0.75, 0.3), drifted = measure(2.0, 0.3), mixed = measure(0.75, 1.0);
+  CHECK(drifted.pearson_prefill_decode < base.pearson_prefill_decode - 0.1);
+  CHECK(mixed.spearman_counts_idf < base.spearman_counts_idf - 0.02);
+}
