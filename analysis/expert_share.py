@@ -25,8 +25,12 @@ ROOT = Path(__file__).resolve().parent.parent
 def main():
     combined = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results/validate/combined.csv"
     if not combined.is_file():
-        sys.exit(f"eldrsim: error: {combined}: file not found (run `build/eldrsim validate` first)")
+        print(f"eldrsim: error: {combined}: file not found (run `build/eldrsim validate` first)", file=sys.stderr)
+        sys.exit(2)
     sim = pd.read_csv(combined)
+    if not {"sweep", "model", "workload", "router", "rate_rps", "decode_batch_mean", "distinct_experts_mean"} <= set(sim.columns):
+        print(f"eldrsim: error: {combined}: not a validate combined.csv (columns missing)", file=sys.stderr)
+        sys.exit(2)
     sim = sim[sim.sweep == "main"]
     meas = pd.concat(
         [pd.read_csv(ROOT / f"traces/calibration/rr_{kind}_tpot.csv").assign(workload=kind) for kind in ("task", "language")]
