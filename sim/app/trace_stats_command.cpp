@@ -3,6 +3,7 @@
 #include "sim/common/json_reader.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/routing/gate_source.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -39,6 +40,9 @@ int stats(const StatsOptions& o)
   RoutingStatsOptions opt;
   opt.requests   = o.requests;
   opt.seed       = uint64_t(o.seed);
+  std::unique_ptr<GateSource> gates = make_gate_source(*source);
+  if (gates)
+    opt.token_gates = [&gates](const Request& r, int token, std::span<float> prob) { gates->token_gates(r, token, prob, {}); };
   RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
   const bool has_targets     = x.workload.routing == "generated";
@@ -66,6 +70,9 @@ int stats(const StatsOptions& o)
               target(tg.spearman_binary).c_str());
   std::printf("%-58s %9.3f %9s\n", "                                      raw counts", s.spearman_counts, "-");
   std::printf("%-58s %9.3f %9s\n", "                                      sqrt counts", s.spearman_sqrt, "-");
+  if (s.has_gate_prob)
+    std::printf("%-58s %9.3f %9s\n", "                                      gate probabilities", s.spearman_gate_prob,
+                target(tg.spearman_gate_prob).c_str());
   std::printf("%-58s %9.3f %9s\n", "top expert's share of a layer's picks, mean over layers", s.top_share_mean,
               has_targets ? range(tg.top_expert_share).c_str() : "-");
   std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.top_share_min,
@@ -90,6 +97,8 @@ int stats(const StatsOptions& o)
     j["pearson_prefill_decode"] = s.pearson_prefill_decode;
     j["spearman"] = {{"counts", s.spearman_counts}, {"counts_idf", s.spearman_counts_idf}, {"sqrt_counts", s.spearman_sqrt},
                      {"binary", s.spearman_binary}};
+    if (s.has_gate_prob)
+      j["spearman"]["gate_prob"] = s.spearman_gate_prob;
     j["top_expert_share"] = {{"mean", s.top_share_mean}, {"min", s.top_share_min}, {"max", s.top_share_max},
                              {"uniform", s.top_share_uniform}};
     j["label_divergence_js"] = {{"mean", s.label_js_mean}, {"min_layer", s.label_js_min_layer},

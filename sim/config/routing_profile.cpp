@@ -66,6 +66,7 @@ RoutingProfile load_routing_profile(const std::string& path, const std::string& 
   p.targets.pearson_prefill_decode = t.number("pearson_prefill_decode", 0, -1, 1);
   p.targets.spearman_counts_idf    = t.number("spearman_counts_idf", 0, -1, 1);
   p.targets.spearman_binary        = t.number("spearman_binary", 0, -1, 1);
+  p.targets.spearman_gate_prob     = t.number("spearman_gate_prob", 0, -1, 1);
   if (t.has("top_expert_share"))
     p.targets.top_expert_share = read_range(t, "top_expert_share");
   t.ignore("source");

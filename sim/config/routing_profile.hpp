@@ -24,6 +24,7 @@ struct RoutingTargets {
   double pearson_prefill_decode = 0;
   double spearman_counts_idf    = 0;
   double spearman_binary        = 0;
+  double spearman_gate_prob     = 0;  // 0: no target
   std::pair<double, double> top_expert_share{0, 1};
 };
 

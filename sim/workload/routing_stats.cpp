@@ -2,6 +2,7 @@
 #include "sim/common/rng.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -83,6 +84,18 @@ void add_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std:
     }
 }
 
+// Adds a token's gate values (one per pick, in the order of the set bits) to per-(layer, expert) sums.
+void add_gates(std::span<const uint64_t> masks, const RoutingShape& shape, std::span<const float> prob,
+               std::vector<float>& sums)
+{
+  for (int l = 0; l < shape.layers; ++l) {
+    size_t j = size_t(l) * size_t(shape.top_k), end = j + size_t(shape.top_k);
+    for (int w = 0; w < shape.words_per_layer; ++w)
+      for (uint64_t bits = masks[size_t(l * shape.words_per_layer + w)]; bits && j < end; bits &= bits - 1)
+        sums[size_t(l) * shape.experts + size_t(w * 64 + std::countr_zero(bits))] += prob[j++];
+  }
+}
+
 double cosine(const std::vector<double>& a, const std::vector<double>& b)
 {
   double ab = 0, aa = 0, bb = 0;
@@ -115,12 +128,19 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   // Per-request prefill and decode counts.
   std::vector<std::vector<float>> pre(sample.size(), std::vector<float>(cells, 0.f));
   std::vector<std::vector<float>> dec(sample.size(), std::vector<float>(cells, 0.f));
+  std::vector<std::vector<float>> gate(opt.token_gates ? sample.size() : 0, std::vector<float>(cells, 0.f));
+  std::vector<float> prob(size_t(shape.layers) * size_t(shape.top_k));
   std::vector<double> layer_totals(cells, 0.0);
   for (size_t i = 0; i < sample.size(); ++i) {
     const Request& r = *sample[i];
     // Positions that run through the model: the prompt, and every output token but the last.
     for (int t = 0; t < r.prompt_tokens + r.output_tokens - 1; ++t)
       add_counts(source.token_experts(r, t), shape, t < r.prompt_tokens ? pre[i] : dec[i]);
+    if (opt.token_gates)
+      for (int t = 0; t < r.prompt_tokens; ++t) {
+        opt.token_gates(r, t, prob);
+        add_gates(source.token_experts(r, t), shape, prob, gate[i]);
+      }
     for (size_t c = 0; c < cells; ++c)
       layer_totals[c] += pre[i][c] + dec[i][c];
   }
@@ -196,27 +216,34 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     }
     return v;
   };
-  std::vector<std::vector<std::vector<double>>> sig(4);
+  const int variants = opt.token_gates ? 5 : 4;  // the fifth: summed gate probabilities
+  std::vector<std::vector<std::vector<double>>> sig{size_t(variants)};
   for (int v = 0; v < 4; ++v)
     for (size_t i = 0; i < sample.size(); ++i)
       sig[size_t(v)].push_back(signature(i, v));
+  for (size_t i = 0; i < gate.size(); ++i)
+    sig[4].emplace_back(gate[i].begin(), gate[i].end());
   std::vector<std::vector<double>> prof;
   for (size_t i = 0; i < sample.size(); ++i)
     prof.emplace_back(dec[i].begin(), dec[i].end());
   std::vector<double> target;
-  std::vector<std::vector<double>> sims(4);
+  std::vector<std::vector<double>> sims{size_t(variants)};
   for (int p = 0; p < opt.pairs; ++p) {
     size_t a = rng.below(sample.size()), b = rng.below(sample.size() - 1);
     if (b >= a)
       ++b;
     target.push_back(cosine(prof[a], prof[b]));
-    for (int v = 0; v < 4; ++v)
+    for (int v = 0; v < variants; ++v)
       sims[size_t(v)].push_back(cosine(sig[size_t(v)][a], sig[size_t(v)][b]));
   }
   st.spearman_counts     = spearman(sims[0], target);
   st.spearman_counts_idf = spearman(sims[1], target);
   st.spearman_sqrt       = spearman(sims[2], target);
   st.spearman_binary     = spearman(sims[3], target);
+  if (opt.token_gates) {
+    st.spearman_gate_prob = spearman(sims[4], target);
+    st.has_gate_prob      = true;
+  }
 
   // Batch locality: one random output token per sequence, batches of one label vs of the whole mix.
   std::map<int, std::vector<const Request*>> by_label;

@@ -7,6 +7,7 @@
 #include "sim/workload/request.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct RoutingStatsOptions {
   std::vector<int> batch_sizes = {8, 16, 32, 64, 80};
   int pairs                    = 4000;  // request pairs for the signature correlations
   uint64_t seed                = 1;
+  // The gate probabilities of a token's picks (layer-major, each layer's in ascending expert order,
+  // as GateSource::token_gates gives them); when set, the gate-probability signature's Spearman is
+  // measured too. A function rather than a gate source: the gates live in sim/routing.
+  std::function<void(const Request&, int token, std::span<float> prob)> token_gates;
 };
 
 struct BatchLocality {
@@ -36,6 +41,8 @@ struct RoutingStats {
   // Over random request pairs, Spearman correlation between prompt-signature cosine similarity and
   // decode-profile cosine similarity, per signature variant.
   double spearman_counts = 0, spearman_counts_idf = 0, spearman_sqrt = 0, spearman_binary = 0;
+  double spearman_gate_prob = 0;  // summed gate probabilities of the prompt's picks (0 without token_gates)
+  bool has_gate_prob        = false;
   // Share of a layer's picks taken by its most popular expert (mean, min, max over layers), and uniform.
   double top_share_mean = 0, top_share_min = 0, top_share_max = 0, top_share_uniform = 0;
   // Divergence between labels: Jensen-Shannon divergence (bits, 0..1) of two labels' per-layer expert

@@ -2,6 +2,7 @@
 // (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
 // DESIGN.md section 5 as measured by the same code `eldrsim trace stats` uses.
 #include "sim/config/experiment.hpp"
+#include "sim/routing/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
@@ -9,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <vector>
@@ -329,4 +331,33 @@ TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max overrid
   RoutingStats base = measure(0.75, 0.3), drifted = measure(2.0, 0.3), mixed = measure(0.75, 1.0);
   CHECK(drifted.pearson_prefill_decode < base.pearson_prefill_decode - 0.1);
   CHECK(mixed.spearman_counts_idf < base.spearman_counts_idf - 0.02);
+}
+
+TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of 1 it is the raw counts'")
+{
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  auto src     = make_routing_source(x, w);
+  RoutingStatsOptions opt;
+  opt.requests    = 120;
+  opt.batches     = 10;
+  opt.batch_sizes = {16};
+  opt.pairs       = 1500;
+  RoutingStats plain = measure_routing(w.requests, w.calibration, *src, opt);
+  CHECK_FALSE(plain.has_gate_prob);
+
+  // A gate value of 1 per pick sums to the counts: the same signature, so the same correlation.
+  opt.token_gates  = [](const Request&, int, std::span<float> prob) { std::fill(prob.begin(), prob.end(), 1.f); };
+  RoutingStats ones = measure_routing(w.requests, w.calibration, *src, opt);
+  REQUIRE(ones.has_gate_prob);
+  CHECK(ones.spearman_gate_prob == doctest::Approx(ones.spearman_counts).epsilon(1e-9));
+  CHECK(ones.spearman_counts == plain.spearman_counts);  // the gate pass draws nothing from the stream
+
+  // The generator's gates (its palettes' softmax): a real correlation, below counts x IDF here.
+  std::unique_ptr<GateSource> gates = make_gate_source(*src);
+  REQUIRE(gates);
+  opt.token_gates = [&](const Request& r, int t, std::span<float> prob) { gates->token_gates(r, t, prob, {}); };
+  RoutingStats real = measure_routing(w.requests, w.calibration, *src, opt);
+  CHECK(real.spearman_gate_prob > 0.3);
+  CHECK(real.spearman_gate_prob < real.spearman_counts_idf);
 }
