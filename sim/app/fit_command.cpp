@@ -16,6 +16,7 @@ struct FitOptions {
   std::string config;
   std::string out;
   std::vector<std::string> sets;
+  std::string routing_cache;
 };
 
 int fit(const FitOptions& o)
@@ -23,7 +24,7 @@ int fit(const FitOptions& o)
   check_output_file(o.out);  // before the fit, not after it
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w);
+  auto routing = make_routing_source(x, w, o.routing_cache);
   EldrModel m  = fit_eldr_for(x, w, *routing);
   write_file_atomically(o.out, eldr_model_json(m));
   std::string mask;
@@ -48,6 +49,8 @@ Command add_fit_command(CLI::App& app)
       ->required();
   sub->add_option("--out", o->out, "Router model file to write (JSON)")->required();
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");
+  sub->add_option("--routing-cache", o->routing_cache,
+                  "Directory where generated routing sources are kept for other runs with the same inputs (as `run`)");
   return {sub, [o] { return fit(*o); }};
 }
 

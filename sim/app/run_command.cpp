@@ -27,6 +27,7 @@ struct RunOptions {
   bool quiet = false;
   bool steps = false;
   bool decisions = false;
+  std::string routing_cache;
 };
 
 std::vector<Override> collect_overrides(const RunOptions& o)
@@ -58,7 +59,7 @@ int run(const RunOptions& o)
   // The output is checked (and its staging directory made) before simulating; results appear whole.
   StagedDirectory staged(out);
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w);
+  auto routing = make_routing_source(x, w, o.routing_cache);
   long measured = 0;
   for (const Request& r : w.requests)
     measured += r.measured;
@@ -109,6 +110,9 @@ Command add_run_command(CLI::App& app)
                 "Also write decisions.csv (one row per decode routing decision: loads seen, choice; "
                 "ELDR: similarities, band, candidates)");
   sub->add_flag("--quiet,-q", o->quiet, "No progress or summary line");
+  sub->add_option("--routing-cache", o->routing_cache,
+                  "Directory where generated routing sources are kept for other runs with the same inputs (sweep "
+                  "passes one to its points); results are the same with or without it");
   return {sub, [o] { return run(*o); }};
 }
 

@@ -75,7 +75,7 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
 {
   const std::string mine = owner_suffix();
   const std::string host = mine.substr(0, mine.rfind('@') + 1);  // "@<host>@"
-  std::set<std::string> dirs;
+  std::set<std::string> dirs{out};  // out: routing caches of killed sweeps
   for (const auto& p : plan.points)
     dirs.insert((fs::path(out) / p.sweep).string());
   std::error_code ec;
@@ -84,7 +84,7 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
       continue;
     for (const auto& e : fs::directory_iterator(d, ec)) {
       std::string n = e.path().filename().string();
-      if (!n.starts_with(".tmp.") && !n.starts_with(".old."))
+      if (!n.starts_with(".tmp.") && !n.starts_with(".old.") && !n.starts_with(".routing-cache@"))
         continue;
       auto at = n.find('@');
       if (at == std::string::npos || n.compare(at, host.size(), host) != 0)
@@ -97,8 +97,29 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
   }
 }
 
+// The generated routing sources the points build, shared through files for the length of one sweep
+// (GeneratedRouting: a source is loaded only for exactly the same inputs, so results do not change):
+// most points of a grid have the same model, workload and seed, and building the palettes is a fixed
+// ~6% of a point. Removed when the sweep ends; a killed sweep's by the next (remove_stale_temporaries).
+struct RoutingCache {
+  std::string dir;
+  explicit RoutingCache(const std::string& out) : dir((fs::path(out) / (".routing-cache" + owner_suffix())).string())
+  {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec)
+      dir.clear();  // no sharing, every point builds its own
+  }
+  ~RoutingCache()
+  {
+    std::error_code ec;
+    if (!dir.empty())
+      fs::remove_all(dir, ec);
+  }
+};
+
 std::vector<std::string> run_argv(const std::string& self, const SweepPoint& p, const std::string& tmp,
-                                  const std::string& model_file)
+                                  const std::string& model_file, const std::string& routing_cache)
 {
   std::vector<std::string> a = {self, "run", p.config};
   for (const auto& [k, v] : p.overrides) {
@@ -110,16 +131,21 @@ std::vector<std::string> run_argv(const std::string& self, const SweepPoint& p, 
     a.push_back("eldr.model_file=" + model_file);
   }
   a.insert(a.end(), {"--out", tmp, "-q"});
+  if (!routing_cache.empty())
+    a.insert(a.end(), {"--routing-cache", routing_cache});
   return a;
 }
 
-std::vector<std::string> fit_argv(const std::string& self, const SweepPoint& p, const std::string& file)
+std::vector<std::string> fit_argv(const std::string& self, const SweepPoint& p, const std::string& file,
+                                  const std::string& routing_cache)
 {
   std::vector<std::string> a = {self, "fit", p.config, "--out", file};
   for (const auto& [k, v] : p.overrides) {
     a.push_back("--set");
     a.push_back(k + "=" + v);
   }
+  if (!routing_cache.empty())
+    a.insert(a.end(), {"--routing-cache", routing_cache});
   return a;
 }
 
@@ -202,6 +228,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   Progress progress(which.size(), which.size() - todo.size(), quiet);
   if (todo.empty())
     return 0;
+  const RoutingCache cache(out);
 
   // ELDR's offline fit once per distinct fit input, shared by the points (and the sweeps) that use it.
   std::map<std::string, size_t> fits;  // fit key -> first point needing it
@@ -215,7 +242,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     for (const auto& [key, i] : fits) {
       std::string file = fit_file(out, plan.points[i]).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({nullptr, fit_argv(self, plan.points[i], file), log, [&, key, log](int code, double, double) {
+      tasks.push_back({nullptr, fit_argv(self, plan.points[i], file, cache.dir), log, [&, key, log](int code, double, double) {
                          if (code != 0 && !interrupted(code)) {
                            failed_fits.insert(key);
                            progress.note("sweep: ELDR fit failed (exit " + std::to_string(code) + "), see " + log);
@@ -252,7 +279,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       if (!fs::create_directories(tmp, ec) && ec)
         throw InputError(out, "", "cannot create a point's directory: " + ec.message());
     };
-    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
+    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model, cache.dir), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
                        const SweepPoint& q = plan.points[i];
                        std::error_code ec;
                        if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure

@@ -1,10 +1,14 @@
 #include "sim/workload/generated_routing.hpp"
+#include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/common/rng.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -130,7 +134,8 @@ double layer_weight(const RoutingProfile& p, int layer, int layers)
 
 GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
                                    const std::vector<std::string>& labels, uint64_t seed,
-                                   const std::string& profile_file, double novel_after_s)
+                                   const std::string& profile_file, double novel_after_s,
+                                   const std::string& cache_dir)
 {
   novel_after_s_         = novel_after_s;
   shape_.layers          = model.layers;
@@ -141,8 +146,121 @@ GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile&
   subtopics_             = profile.subtopics_per_label;
   records_               = profile.palette_records;
   mix_max_               = subtopics_ > 1 ? profile.locality(kind, profile_file).request_mix_max : 0.0;
+  std::string key, file;
+  if (!cache_dir.empty()) {
+    key  = build_key(profile, kind, labels, seed, profile_file);
+    file = (std::filesystem::path(cache_dir) / ("generated-" + fnv1a64_hex(key) + ".bin")).string();
+    if (load_built(file, key))
+      return;
+  }
   build_logits(profile, kind, labels, seed, profile_file);
   sample_palettes(seed);
+  if (!cache_dir.empty())
+    save_built(file, key);
+}
+
+std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::string& kind,
+                                        const std::vector<std::string>& labels, uint64_t seed,
+                                        const std::string& profile_file) const
+{
+  // Bump the version when build_logits or sample_palettes change what they make. (The cache lives for
+  // one sweep, run by one binary, so a stale file of another build is not expected; this is cheap.)
+  std::string k = "eldr-sim generated routing, build 1\n";
+  auto add      = [&](const std::string& name, const std::string& v) {
+    k += name + " " + std::to_string(v.size()) + " " + v + "\n";  // length-prefixed: no ambiguity
+  };
+  auto num = [](double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%a", v);  // exact
+    return std::string(b);
+  };
+  const LabelLocality& loc = p.locality(kind, profile_file);
+  add("layers", std::to_string(shape_.layers));
+  add("experts", std::to_string(shape_.experts));
+  add("top_k", std::to_string(shape_.top_k));
+  add("subtopics", std::to_string(subtopics_));
+  add("records", std::to_string(records_));
+  add("kind", kind);
+  add("labels", std::to_string(labels.size()));
+  for (const auto& l : labels)
+    add("label", l);
+  add("seed", std::to_string(seed));
+  add("novel", novel_after_s_ != std::numeric_limits<double>::infinity() ? "1" : "0");
+  add("popularity_sigma", num(loc.popularity_sigma));
+  add("label_strength", num(loc.label_strength));
+  add("subtopic_strength", num(loc.subtopic_strength));
+  add("phase_drift", num(loc.phase_drift));
+  add("layer_floor", num(p.layer_floor));
+  add("layer_peak", num(p.layer_peak));
+  add("layer_width", num(p.layer_width));
+  if (kind == "language" && !p.language_counts_file.empty()) {
+    std::ifstream in(p.language_counts_file, std::ios::binary);
+    std::ostringstream content;
+    content << in.rdbuf();
+    add("language_counts", content.str());
+  }
+  return k;
+}
+
+namespace {
+
+constexpr char kBuiltMagic[8] = {'E', 'L', 'D', 'R', 'P', 'A', 'L', '1'};
+
+template <class T>
+void append_array(std::string& out, const T* data, size_t n)
+{
+  const uint64_t count = n;
+  out.append(reinterpret_cast<const char*>(&count), sizeof count);
+  out.append(reinterpret_cast<const char*>(data), n * sizeof(T));
+}
+
+template <class T>
+bool read_array(std::istream& in, T* data, size_t n)
+{
+  uint64_t count = 0;
+  return in.read(reinterpret_cast<char*>(&count), sizeof count) && count == n &&
+         in.read(reinterpret_cast<char*>(data), std::streamsize(n * sizeof(T)));
+}
+
+}  // namespace
+
+bool GeneratedRouting::load_built(const std::string& file, const std::string& key)
+{
+  std::ifstream in(file, std::ios::binary);
+  char magic[sizeof kBuiltMagic];
+  uint64_t key_size = 0;
+  if (!in.read(magic, sizeof magic) || !std::equal(magic, magic + sizeof magic, kBuiltMagic) ||
+      !in.read(reinterpret_cast<char*>(&key_size), sizeof key_size) || key_size != key.size())
+    return false;
+  std::string stored(key.size(), '\0');
+  if (!in.read(stored.data(), std::streamsize(stored.size())) || stored != key)
+    return false;
+  // The sizes build_logits and sample_palettes make.
+  const bool novel     = novel_after_s_ != std::numeric_limits<double>::infinity();
+  const size_t cells   = size_t(shape_.layers) * size_t(shape_.experts);
+  const size_t P       = size_t(labels_) * size_t(subtopics_) * 2 * (novel ? 2 : 1);
+  std::vector<float> logits(P * cells), frequency(P * cells);
+  HugePageBuffer pool(P * size_t(records_) * size_t(shape_.words()));
+  if (!read_array(in, logits.data(), logits.size()) || !read_array(in, frequency.data(), frequency.size()) ||
+      !read_array(in, pool.data(), pool.size()) || in.peek() != std::char_traits<char>::eof())
+    return false;
+  novel_offset_ = novel ? labels_ * subtopics_ * 2 : 0;
+  logits_       = std::move(logits);
+  frequency_    = std::move(frequency);
+  pool_         = std::move(pool);
+  return true;
+}
+
+void GeneratedRouting::save_built(const std::string& file, const std::string& key) const
+{
+  std::string out(kBuiltMagic, sizeof kBuiltMagic);
+  const uint64_t key_size = key.size();
+  out.append(reinterpret_cast<const char*>(&key_size), sizeof key_size);
+  out += key;
+  append_array(out, logits_.data(), logits_.size());
+  append_array(out, frequency_.data(), frequency_.size());
+  append_array(out, pool_.data(), pool_.size());
+  write_file_atomically(file, out);
 }
 
 void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& kind,

@@ -25,9 +25,11 @@ class GeneratedRouting : public ExpertRoutingSource {
 public:
   // novel_after_s: measured requests arriving at or after it draw their sub-topics from a second set
   // per label that no calibration or warm-up request uses (workload.new_subtopics_after_s; drift).
+  // cache_dir: where built sources are kept for other processes with the same inputs (a sweep's
+  // points; see build_key); empty: always built here.
   GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
                    const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "",
-                   double novel_after_s = std::numeric_limits<double>::infinity());
+                   double novel_after_s = std::numeric_limits<double>::infinity(), const std::string& cache_dir = "");
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
@@ -70,6 +72,13 @@ private:
                     uint64_t seed, const std::string& profile_file);
   // Samples the palettes' records and counts their frequencies.
   void sample_palettes(uint64_t seed);
+  // Everything the logits and palettes are built from, as text (numbers exact, files by content).
+  std::string build_key(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
+                        uint64_t seed, const std::string& profile_file) const;
+  // The built arrays from/to a cache file of that key; load_built is false (nothing changed) unless
+  // the file holds exactly this key and arrays of the sizes this build makes.
+  bool load_built(const std::string& file, const std::string& key);
+  void save_built(const std::string& file, const std::string& key) const;
 
   RoutingShape shape_;
   int labels_    = 0;

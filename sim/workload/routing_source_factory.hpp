@@ -8,6 +8,9 @@
 namespace eldr {
 
 // The expert routing source an experiment asks for (workload.routing), for workload `w` (its labels).
-std::unique_ptr<ExpertRoutingSource> make_routing_source(const Experiment& x, const Workload& w);
+// cache_dir: a directory where generated sources are shared with other processes that build the same
+// one (GeneratedRouting), or empty.
+std::unique_ptr<ExpertRoutingSource> make_routing_source(const Experiment& x, const Workload& w,
+                                                         const std::string& cache_dir = "");
 
 }  // namespace eldr

@@ -13,6 +13,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
 #include <vector>
 
 using namespace eldr;
@@ -132,6 +137,83 @@ TEST_CASE("generated routing: a request's cached key follows the request, not it
       CHECK(std::equal(a.begin(), a.end(), b.begin()));
     }
   }
+}
+
+TEST_CASE("generated routing: a source from the cache directory equals one built in place")
+{
+  namespace fs = std::filesystem;
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  const fs::path dir = fs::temp_directory_path() / ("eldr-routing-cache-test-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto files = [&] {
+    std::vector<fs::path> v;
+    for (const auto& e : fs::directory_iterator(dir))
+      v.push_back(e.path());
+    return v;
+  };
+  auto same = [&](const GeneratedRouting& a, const GeneratedRouting& b) {
+    bool equal = a.palettes() == b.palettes();
+    for (int pal = 0; equal && pal < a.palettes(); ++pal) {
+      auto la = a.palette_logits(pal), lb = b.palette_logits(pal);
+      equal = std::equal(la.begin(), la.end(), lb.begin());
+    }
+    const size_t cells = size_t(a.shape().layers * a.shape().experts);
+    for (int i = 0; equal && i < 300; ++i) {
+      const Request& r = w.requests[size_t(i)];
+      for (int phase = 0; phase < 2; ++phase) {
+        const TokenLaw pa = a.token_law(r, phase), pb = b.token_law(r, phase);
+        for (size_t c = 0; c < cells; ++c)
+          equal = equal && pa.probability(c) == pb.probability(c);
+      }
+      for (int t = 0; t < r.prompt_tokens + r.output_tokens; t += 7) {
+        auto ma = a.token_experts(r, t);
+        auto mb = b.token_experts(r, t);
+        equal   = equal && std::equal(ma.begin(), ma.end(), mb.begin());
+      }
+    }
+    return equal;
+  };
+  const GeneratedRouting built(x.model, x.routing_profile, "task", w.labels, x.seed);
+  const GeneratedRouting first(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  REQUIRE(files().size() == 1);  // built, then written
+  const fs::path file = files()[0];
+  const GeneratedRouting second(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  CHECK(same(built, first));
+  CHECK(same(built, second));
+
+  // Other inputs get their own file, not this one's arrays.
+  const GeneratedRouting other(x.model, x.routing_profile, "task", w.labels, x.seed + 1, "", INFINITY, dir.string());
+  CHECK(files().size() == 2);
+  CHECK(!same(built, other));
+  const GeneratedRouting novel(x.model, x.routing_profile, "task", w.labels, x.seed, "", 10.0, dir.string());
+  CHECK(novel.palettes() == 2 * built.palettes());
+  CHECK(files().size() == 3);
+  RoutingProfile drifted = x.routing_profile;  // a kind's own parameters are inputs too
+  drifted.kinds["task"].phase_drift += 0.25;
+  const GeneratedRouting redrifted(x.model, drifted, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  CHECK(files().size() == 4);
+  CHECK(!same(built, redrifted));
+
+  // The file is what is read: a changed payload byte shows (its key still matches) ...
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  uint64_t key_size = 0;
+  std::memcpy(&key_size, bytes.data() + 8, sizeof key_size);  // after the 8-byte magic
+  std::string changed = bytes;
+  changed[8 + 8 + key_size + 8 + 3] ^= 0x40;  // the first logit's sign/exponent byte
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << changed;
+  const GeneratedRouting altered(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  CHECK(altered.palette_logits(0)[0] != built.palette_logits(0)[0]);
+  CHECK(altered.palette_logits(0)[1] == built.palette_logits(0)[1]);
+  // ... and a truncated file is rebuilt, not read.
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
+  const GeneratedRouting rebuilt(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  CHECK(same(built, rebuilt));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("generated routing: accumulate_tokens equals the OR of token_experts, chunked or not")
