@@ -217,7 +217,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     return v;
   };
   const int variants = opt.token_gates ? 5 : 4;  // the fifth: summed gate probabilities
-  std::vector<std::vector<std::vector<double>>> sig{size_t(variants)};
+  std::vector<std::vector<std::vector<double>>> sig(static_cast<size_t>(variants));
   for (int v = 0; v < 4; ++v)
     for (size_t i = 0; i < sample.size(); ++i)
       sig[size_t(v)].push_back(signature(i, v));
@@ -227,7 +227,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   for (size_t i = 0; i < sample.size(); ++i)
     prof.emplace_back(dec[i].begin(), dec[i].end());
   std::vector<double> target;
-  std::vector<std::vector<double>> sims{size_t(variants)};
+  std::vector<std::vector<double>> sims(static_cast<size_t>(variants));
   for (int p = 0; p < opt.pairs; ++p) {
     size_t a = rng.below(sample.size()), b = rng.below(sample.size() - 1);
     if (b >= a)
