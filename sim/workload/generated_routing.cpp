@@ -1,5 +1,6 @@
 #include "sim/workload/generated_routing.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/common/rng.hpp"
@@ -163,8 +164,9 @@ std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::stri
                                         const std::vector<std::string>& labels, uint64_t seed,
                                         const std::string& profile_file) const
 {
-  // Bump the version when build_logits or sample_palettes change what they make. (The cache lives for
-  // one sweep, run by one binary, so a stale file of another build is not expected; this is cheap.)
+  // The executable's build ID keeps a file made by another build (a cache dir reused across
+  // rebuilds) from being read; bump the version for builds linked without one when build_logits or
+  // sample_palettes change what they make.
   std::string k = "eldr-sim generated routing, build 1\n";
   auto add      = [&](const std::string& name, const std::string& v) {
     k += name + " " + std::to_string(v.size()) + " " + v + "\n";  // length-prefixed: no ambiguity
@@ -175,6 +177,7 @@ std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::stri
     return std::string(b);
   };
   const LabelLocality& loc = p.locality(kind, profile_file);
+  add("binary", executable_build_id());
   add("layers", std::to_string(shape_.layers));
   add("experts", std::to_string(shape_.experts));
   add("top_k", std::to_string(shape_.top_k));

@@ -1,6 +1,7 @@
 // GeneratedRouting (sim/workload/generated_routing.hpp) and the routing statistics
 // (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
 // DESIGN.md section 5 as measured by the same code `eldrsim trace stats` uses.
+#include "sim/common/build_id.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/routing/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
@@ -209,10 +210,20 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   const GeneratedRouting altered(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(altered.palette_logits(0)[0] != built.palette_logits(0)[0]);
   CHECK(altered.palette_logits(0)[1] == built.palette_logits(0)[1]);
-  // ... and a truncated file is rebuilt, not read.
+  // ... a truncated file is rebuilt, not read ...
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
   const GeneratedRouting rebuilt(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(same(built, rebuilt));
+  // ... and so is a file another build wrote (its key names that build's ID), however good its arrays.
+  const std::string id = executable_build_id();
+  REQUIRE(!id.empty());  // GCC and Clang on Debian link with --build-id
+  const size_t at = changed.find("binary " + std::to_string(id.size()) + " " + id + "\n");
+  REQUIRE(at != std::string::npos);
+  std::string foreign = changed;
+  foreign[at + 7 + std::to_string(id.size()).size() + 1] ^= 0x01;  // one hex digit of the ID
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << foreign;
+  const GeneratedRouting other_build(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  CHECK(same(built, other_build));
   fs::remove_all(dir);
 }
 
