@@ -373,7 +373,7 @@ TEST_CASE("config: Qwen3-235B-A22B needs multi-GPU instances; on 4 GPUs its weig
   CHECK(x.topology.decode.instances == 8);
   CHECK(x.topology.decode.gpus_per_instance == 4);
   CHECK(x.topology.prefill.gpus_per_instance == 4);
-  CHECK(x.calibration.moe_layer_overhead_s == doctest::Approx(49.887e-6));
+  CHECK(x.calibration.moe_layer_overhead_s == doctest::Approx(32.880e-6));
 }
 
 TEST_CASE("config: unknown keys or wrong types or out-of-range values name file and dotted key")
