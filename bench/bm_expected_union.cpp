@@ -12,9 +12,20 @@
 namespace eldr::bench {
 namespace {
 
+// Selects the kernels of argument `kernel` (0 baseline/AVX2, 1 AVX-512); false: the CPU lacks them.
+bool use_kernel(benchmark::State& state, int64_t kernel)
+{
+  if (detail::use_expected_union_kernel(int(kernel)))
+    return true;
+  state.SkipWithError("this CPU lacks the kernel");
+  return false;
+}
+
 // One iteration = the oldest of `batch` sequences leaves and a new one joins, then D is read.
 void BM_ExpectedBatchChange(benchmark::State& state)
 {
+  if (!use_kernel(state, state.range(1)))
+    return;
   const Scenario& s         = default_scenario();
   const int batch           = int(state.range(0));
   const RoutingShape& shape = s.routing->shape();
@@ -32,12 +43,15 @@ void BM_ExpectedBatchChange(benchmark::State& state)
   }
   state.SetItemsProcessed(state.iterations());
   state.counters["distinct_per_layer"] = sum / double(state.iterations()) / shape.layers;
+  detail::use_expected_union_kernel(-1);
 }
-BENCHMARK(BM_ExpectedBatchChange)->ArgName("batch")->Arg(32)->Arg(80);
+BENCHMARK(BM_ExpectedBatchChange)->ArgNames({"batch", "kernel"})->ArgsProduct({{32, 80}, {0, 1}});
 
 // One iteration = one prefill batch of one S1 prompt (its whole prompt computed); items = prompt tokens.
 void BM_ExpectedPromptDistinct(benchmark::State& state)
 {
+  if (!use_kernel(state, state.range(0)))
+    return;
   const Scenario& s = default_scenario();
   std::vector<double> distinct(size_t(s.routing->shape().layers));
   size_t i    = 0;
@@ -49,8 +63,9 @@ void BM_ExpectedPromptDistinct(benchmark::State& state)
     tokens += r.prompt_tokens;
   }
   state.SetItemsProcessed(tokens);
+  detail::use_expected_union_kernel(-1);
 }
-BENCHMARK(BM_ExpectedPromptDistinct);
+BENCHMARK(BM_ExpectedPromptDistinct)->ArgName("kernel")->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace eldr::bench

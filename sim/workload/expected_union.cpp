@@ -27,6 +27,10 @@ constexpr int kLanes = 8;
 #endif
 using Float8 = float __attribute__((vector_size(4 * kLanes)));
 using Int8   = int32_t __attribute__((vector_size(4 * kLanes)));
+// Two vectors' worth, for the AVX-512 instances: their cells are computed 16 at a time and their
+// partial sums still added 8 lanes at a time (low half, then high), so every instance sums alike.
+using Wide    = float __attribute__((vector_size(8 * kLanes)));
+using WideInt = int32_t __attribute__((vector_size(8 * kLanes)));
 using Float1 = float __attribute__((vector_size(4)));
 using Int1   = int32_t __attribute__((vector_size(4)));
 
@@ -97,6 +101,15 @@ template <class F, class I>
   return poly * std::bit_cast<F>(scale);
 }
 
+[[gnu::always_inline]] inline void add_halves(Float8& acc, const Wide& v)
+{
+  Float8 low, high;
+  std::memcpy(&low, &v, sizeof low);
+  std::memcpy(&high, reinterpret_cast<const char*>(&v) + sizeof low, sizeof high);
+  acc += low;
+  acc += high;
+}
+
 // The lanes' sum in a fixed order: the same result on every machine.
 [[gnu::always_inline]] inline double lane_sum(Float8 v)
 {
@@ -113,11 +126,11 @@ template <class F>
 }
 
 // One batch change on the cells [c, c + lanes of F): the law's factors 1 - p multiplied in (kJoin) or
-// divided out, near-zero factors counted, products rescaled; adds the change of the cells' miss
-// probabilities to `delta`, lane by lane.
+// divided out, near-zero factors counted, products rescaled; returns the change of the cells' miss
+// probabilities, lane by lane.
 template <bool kJoin, class F, class I>
-[[gnu::always_inline]] inline void change_cells(const TokenLaw& law, size_t c, float* __restrict product,
-                                                int32_t* __restrict zero, F& delta)
+[[gnu::always_inline]] inline F change_cells(const TokenLaw& law, size_t c, float* __restrict product,
+                                             int32_t* __restrict zero)
 {
   const F q      = 1.0f - law_probability<F>(law, c);
   const I sure   = q < kCertain;
@@ -134,17 +147,19 @@ template <bool kJoin, class F, class I>
   } else {
     m               = select(sure, m0, m0 / q);
     z               = z0 - (sure & kNearZero);
-    const I unscale = (z >= kScaled) & (m >= 1.0f);
+    // (z >= kScaled) & (m >= 1) as one compare: GCC 12 scalarizes the & of two compares in 16 lanes.
+    const I unscale = select(z >= kScaled, m, F{} + 0.5f) >= 1.0f;
     m               = select(unscale, m * (1.0f / kRescale), m);
     z               = z - (unscale & kScaled);
   }
   store(product + c, m);
   store(zero + c, z);
   const F zero_f{};
-  delta += select(z == 0, m, zero_f) - select(z0 == 0, m0, zero_f);
+  return select(z == 0, m, zero_f) - select(z0 == 0, m0, zero_f);
 }
 
-template <bool kJoin>
+// kWide: the AVX-512 instance, 16 cells a step.
+template <bool kJoin, bool kWide>
 [[gnu::always_inline]] inline void change_all(const TokenLaw& law, int layers, int experts, float* product,
                                               int32_t* zero, double* missing)
 {
@@ -153,33 +168,54 @@ template <bool kJoin>
     Float8 delta8{};
     Float1 delta1{};
     size_t c = begin;
+    if constexpr (kWide)
+      for (; c + 2 * kLanes <= end; c += 2 * kLanes)
+        add_halves(delta8, change_cells<kJoin, Wide, WideInt>(law, c, product, zero));
     for (; c + kLanes <= end; c += kLanes)
-      change_cells<kJoin, Float8, Int8>(law, c, product, zero, delta8);
+      delta8 += change_cells<kJoin, Float8, Int8>(law, c, product, zero);
     for (; c < end; ++c)
-      change_cells<kJoin, Float1, Int1>(law, c, product, zero, delta1);
+      delta1 += change_cells<kJoin, Float1, Int1>(law, c, product, zero);
     missing[l] += lane_sum(delta8) + double(delta1[0]);
   }
 }
 
-// The two instances as plain functions (clang cannot clone templates for target_clones).
+// The instances as plain functions (clang cannot clone templates for target_clones): baseline x86-64
+// or AVX2 by target_clones, AVX-512 by kernel() (the same bits).
 __attribute__((target_clones("avx2", "default"))) void join_all(const TokenLaw& law, int layers, int experts,
                                                                 float* product, int32_t* zero, double* missing)
 {
-  change_all<true>(law, layers, experts, product, zero, missing);
+  change_all<true, false>(law, layers, experts, product, zero, missing);
 }
 
 __attribute__((target_clones("avx2", "default"))) void leave_all(const TokenLaw& law, int layers, int experts,
                                                                  float* product, int32_t* zero, double* missing)
 {
-  change_all<false>(law, layers, experts, product, zero, missing);
+  change_all<false, false>(law, layers, experts, product, zero, missing);
+}
+
+__attribute__((target("avx512f"))) void join_all_avx512(const TokenLaw& law, int layers, int experts, float* product,
+                                                        int32_t* zero, double* missing)
+{
+  change_all<true, true>(law, layers, experts, product, zero, missing);
+}
+
+__attribute__((target("avx512f"))) void leave_all_avx512(const TokenLaw& law, int layers, int experts, float* product,
+                                                         int32_t* zero, double* missing)
+{
+  change_all<false, true>(law, layers, experts, product, zero, missing);
 }
 
 // Prefill: L[c] += tokens x log2(1 - p) (first: L[c] = ...), single precision.
-__attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const TokenLaw& law, float tokens, bool first,
-                                                                       std::span<float> logs)
+template <bool kWide>
+[[gnu::always_inline]] inline void prompt_logs(const TokenLaw& law, float tokens, bool first, std::span<float> logs)
 {
   const size_t n = logs.size();
   size_t c       = 0;
+  if constexpr (kWide)
+    for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
+      const Wide x = tokens * log2_one_minus<Wide, WideInt>(law_probability<Wide>(law, c));
+      store(&logs[c], first ? x : load<Wide>(&logs[c]) + x);
+    }
   for (; c + kLanes <= n; c += kLanes) {
     const Float8 x = tokens * log2_one_minus<Float8, Int8>(law_probability<Float8>(law, c));
     store(&logs[c], first ? x : load<Float8>(&logs[c]) + x);
@@ -188,6 +224,18 @@ __attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const Tok
     const float x = tokens * log2_one_minus<Float1, Int1>(law_probability<Float1>(law, c))[0];
     logs[c]       = first ? x : logs[c] + x;
   }
+}
+
+__attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const TokenLaw& law, float tokens, bool first,
+                                                                       std::span<float> logs)
+{
+  prompt_logs<false>(law, tokens, first, logs);
+}
+
+__attribute__((target("avx512f"))) void add_prompt_logs_avx512(const TokenLaw& law, float tokens, bool first,
+                                                               std::span<float> logs)
+{
+  prompt_logs<true>(law, tokens, first, logs);
 }
 
 // Where a prefill batch's logs L[c] = sum tokens x log2(1 - p) come from: stored (several owners) or
@@ -206,7 +254,7 @@ struct OwnerLogs {
 };
 
 // E[D_l] per layer from prefill logs: experts - sum_e 2^L.
-template <class Logs>
+template <bool kWide, class Logs>
 [[gnu::always_inline]] inline double distinct_of(const Logs& logs, int layers, int experts, std::span<double> per_layer)
 {
   double total = 0;
@@ -215,6 +263,9 @@ template <class Logs>
     Float8 acc{};
     float tail = 0;
     size_t c   = begin;
+    if constexpr (kWide)
+      for (; c + 2 * kLanes <= end; c += 2 * kLanes)
+        add_halves(acc, exp2_nonpositive<Wide, WideInt>(logs.template at<Wide, WideInt>(c)));
     for (; c + kLanes <= end; c += kLanes)
       acc += exp2_nonpositive<Float8, Int8>(logs.template at<Float8, Int8>(c));
     for (; c < end; ++c)
@@ -228,7 +279,13 @@ template <class Logs>
 __attribute__((target_clones("avx2", "default"))) double distinct_from_logs(std::span<const float> logs, int layers,
                                                                             int experts, std::span<double> per_layer)
 {
-  return distinct_of(StoredLogs{logs.data()}, layers, experts, per_layer);
+  return distinct_of<false>(StoredLogs{logs.data()}, layers, experts, per_layer);
+}
+
+__attribute__((target("avx512f"))) double distinct_from_logs_avx512(std::span<const float> logs, int layers,
+                                                                    int experts, std::span<double> per_layer)
+{
+  return distinct_of<true>(StoredLogs{logs.data()}, layers, experts, per_layer);
 }
 
 // A batch of one owner in one pass: the same operations as add_prompt_logs then distinct_from_logs,
@@ -237,8 +294,24 @@ __attribute__((target_clones("avx2", "default"))) double single_owner_distinct(c
                                                                                int layers, int experts,
                                                                                std::span<double> per_layer)
 {
-  return distinct_of(OwnerLogs{law, tokens}, layers, experts, per_layer);
+  return distinct_of<false>(OwnerLogs{law, tokens}, layers, experts, per_layer);
 }
+
+__attribute__((target("avx512f"))) double single_owner_distinct_avx512(const TokenLaw& law, float tokens, int layers,
+                                                                       int experts, std::span<double> per_layer)
+{
+  return distinct_of<true>(OwnerLogs{law, tokens}, layers, experts, per_layer);
+}
+
+// 1 = the AVX-512 instances, 0 = the others (baseline or AVX2, by target_clones).
+int best_kernel()
+{
+  __builtin_cpu_init();  // this runs as a static initializer, maybe before libgcc's
+  return __builtin_cpu_supports("avx512f") ? 1 : 0;
+}
+
+// The kernels in use (tests change them: detail::use_expected_union_kernel).
+int kernel_in_use = best_kernel();
 
 }  // namespace
 
@@ -251,12 +324,24 @@ ExpectedUnion::ExpectedUnion(int layers, int experts)
 {
 }
 
+namespace detail {
+
+bool use_expected_union_kernel(int kernel)
+{
+  if (kernel < 0)
+    kernel = best_kernel();
+  if (kernel > best_kernel())
+    return false;
+  kernel_in_use = kernel;
+  return true;
+}
+
+}  // namespace detail
+
 void ExpectedUnion::apply(const TokenLaw& law, bool join)
 {
-  if (join)
-    join_all(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
-  else
-    leave_all(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
+  auto* change = kernel_in_use == 1 ? (join ? join_all_avx512 : leave_all_avx512) : (join ? join_all : leave_all);
+  change(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
 }
 
 void ExpectedUnion::join(const TokenLaw& law)
@@ -353,10 +438,12 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
       covered = std::max(covered, to);
     }
     if (owners.size() == 1)  // most batches at moderate load
-      return single_owner_distinct(o.law, float(tokens), shape.layers, shape.experts, per_layer);
-    add_prompt_logs(o.law, float(tokens), i == 0, logs);
+      return (kernel_in_use == 1 ? single_owner_distinct_avx512 : single_owner_distinct)(
+          o.law, float(tokens), shape.layers, shape.experts, per_layer);
+    (kernel_in_use == 1 ? add_prompt_logs_avx512 : add_prompt_logs)(o.law, float(tokens), i == 0, logs);
   }
-  return distinct_from_logs(logs, shape.layers, shape.experts, per_layer);
+  return (kernel_in_use == 1 ? distinct_from_logs_avx512 : distinct_from_logs)(logs, shape.layers, shape.experts,
+                                                                               per_layer);
 }
 
 }  // namespace eldr

@@ -18,8 +18,8 @@
 // count of 2^-60 scalings, so it never underflows; and after kRebuildEvery leaves (or 4x the
 // members, if more) everything is rebuilt from the members, so rounding cannot drift (relative
 // error of a product ~1e-7 per change since the last rebuild). IEEE arithmetic without fused
-// multiply-adds, partial sums in a fixed order: the same bits on every x86-64 path (baseline or the
-// AVX2 clone).
+// multiply-adds, partial sums in a fixed order: the same bits on every x86-64 path (baseline, the
+// AVX2 clone or the AVX-512 instances).
 #include "sim/workload/expert_routing.hpp"
 
 #include <cstdint>
@@ -74,5 +74,12 @@ struct PromptTokens {
 // of experts.
 double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<const PromptTokens> prompts,
                                 std::span<double> per_layer);
+
+namespace detail {
+// For tests and benchmarks: the kernels every expected union and prefill batch uses from now on,
+// 0 = baseline x86-64 or AVX2 (as the CPU has it), 1 = AVX-512, -1 = the best the CPU has (the
+// default). They give the same bits. False (nothing changed) when the CPU lacks the kernel.
+bool use_expected_union_kernel(int kernel);
+}  // namespace detail
 
 }  // namespace eldr

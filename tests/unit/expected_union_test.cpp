@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -219,4 +220,66 @@ TEST_CASE("workload.union: expected by default for generated routing, sampled fo
   CHECK(load_experiment("configs/default.json", {}).workload.expert_union == "expected");
   CHECK(load_experiment("configs/default.json", {{"workload.union", "sampled"}}).workload.expert_union == "sampled");
   CHECK_THROWS_AS(load_experiment("configs/default.json", {{"workload.union", "exact"}}), InputError);
+}
+
+TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
+{
+  // Decode changes (joins, leaves, rebuilds) and prefill batches of one and of several owners, on the
+  // default scenario's laws and on layers of 37 experts (so the 16-, 8- and 1-lane loops all run),
+  // under kernel 0 and kernel 1: every per-layer result must be bit for bit the same.
+  if (!detail::use_expected_union_kernel(1)) {
+    MESSAGE("this CPU has no AVX-512F: only the default kernels ran");
+    return;
+  }
+  detail::use_expected_union_kernel(-1);
+  const Scenario s = scenario(300);
+  std::vector<std::vector<float>> tables;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 300; ++i) {
+    std::vector<float> t(37);
+    for (float& p : t)  // zeros, near-certain picks and everything between
+      p = rng() % 5 == 0 ? 0.f : rng() % 7 == 0 ? 1.f - 0x1p-22f : float(rng() % 10000) / 10000.f;
+    tables.push_back(t);
+  }
+  const TableSource odd(37, tables);
+  auto run = [&](const ExpertRoutingSource& src) {
+    const RoutingShape& shape = src.shape();
+    std::vector<double> out, d(size_t(shape.layers));
+    ExpectedUnion u(shape.layers, shape.experts);
+    std::mt19937_64 order(5);
+    std::vector<size_t> in;
+    for (int round = 0; round < 900; ++round) {
+      if (in.size() < 60 && (in.empty() || order() % 3 != 0)) {
+        in.push_back(size_t(round % 300));
+        u.join(src.token_law(s.w.requests[in.back()], 1));
+      } else {
+        const size_t i = size_t(order() % in.size());
+        u.leave(src.token_law(s.w.requests[in[i]], 1));
+        in.erase(in.begin() + long(i));
+      }
+      u.distinct(d);
+      out.insert(out.end(), d.begin(), d.end());
+    }
+    for (size_t n = 1; n <= 4; ++n) {  // prefill batches of n owners
+      std::vector<PromptTokens> batch;
+      for (size_t i = 0; i < n; ++i)
+        batch.push_back({&s.w.requests[i * 7], 0, s.w.requests[i * 7].prompt_tokens});
+      expected_prompt_distinct(src, batch, d);
+      out.insert(out.end(), d.begin(), d.end());
+    }
+    return out;
+  };
+  for (const ExpertRoutingSource* src : {static_cast<const ExpertRoutingSource*>(s.src.get()),
+                                         static_cast<const ExpertRoutingSource*>(&odd)}) {
+    REQUIRE(detail::use_expected_union_kernel(0));
+    const std::vector<double> base = run(*src);
+    REQUIRE(detail::use_expected_union_kernel(1));
+    const std::vector<double> wide = run(*src);
+    detail::use_expected_union_kernel(-1);
+    REQUIRE(base.size() == wide.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < base.size(); ++i)
+      differ += std::memcmp(&base[i], &wide[i], sizeof(double)) != 0;
+    CHECK(differ == 0);
+  }
 }
