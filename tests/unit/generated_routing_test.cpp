@@ -217,10 +217,11 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   // ... and so is a file another build wrote (its key names that build's ID), however good its arrays.
   const std::string id = executable_build_id();
   REQUIRE(!id.empty());  // GCC and Clang on Debian link with --build-id
-  const size_t at = changed.find("binary " + std::to_string(id.size()) + " " + id + "\n");
+  const std::string prefix = "binary " + std::to_string(id.size()) + " ";
+  const size_t at           = changed.find(prefix + id + "\n");
   REQUIRE(at != std::string::npos);
   std::string foreign = changed;
-  foreign[at + 7 + std::to_string(id.size()).size() + 1] ^= 0x01;  // one hex digit of the ID
+  foreign[at + prefix.size()] ^= 0x01;  // the ID's first hex digit
   std::ofstream(file, std::ios::binary | std::ios::trunc) << foreign;
   const GeneratedRouting other_build(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(same(built, other_build));
