@@ -180,7 +180,7 @@ template <bool kJoin, bool kWide>
 }
 
 // The instances as plain functions (clang cannot clone templates for target_clones): baseline x86-64
-// or AVX2 by target_clones, AVX-512 by kernel() (the same bits).
+// or AVX2 by target_clones, AVX-512 where kernel_in_use says (the same bits).
 __attribute__((target_clones("avx2", "default"))) void join_all(const TokenLaw& law, int layers, int experts,
                                                                 float* product, int32_t* zero, double* missing)
 {
