@@ -180,7 +180,7 @@ template <bool kJoin, bool kWide>
 }
 
 // The instances as plain functions (clang cannot clone templates for target_clones): baseline x86-64
-// or AVX2 by target_clones, AVX-512 where kernel_in_use says (the same bits).
+// or AVX2 by target_clones, AVX-512 where `kernels` says (the same bits).
 __attribute__((target_clones("avx2", "default"))) void join_all(const TokenLaw& law, int layers, int experts,
                                                                 float* product, int32_t* zero, double* missing)
 {
@@ -310,8 +310,21 @@ int best_kernel()
   return __builtin_cpu_supports("avx512f") ? 1 : 0;
 }
 
+// The instances of each kernel, by best_kernel()'s numbering.
+struct Kernels {
+  void (*join)(const TokenLaw&, int, int, float*, int32_t*, double*);
+  void (*leave)(const TokenLaw&, int, int, float*, int32_t*, double*);
+  void (*prompt_logs)(const TokenLaw&, float, bool, std::span<float>);
+  double (*from_logs)(std::span<const float>, int, int, std::span<double>);
+  double (*single_owner)(const TokenLaw&, float, int, int, std::span<double>);
+};
+const Kernels kKernels[2] = {
+    {join_all, leave_all, add_prompt_logs, distinct_from_logs, single_owner_distinct},
+    {join_all_avx512, leave_all_avx512, add_prompt_logs_avx512, distinct_from_logs_avx512,
+     single_owner_distinct_avx512}};
+
 // The kernels in use (tests change them: detail::use_expected_union_kernel).
-int kernel_in_use = best_kernel();
+const Kernels* kernels = &kKernels[best_kernel()];
 
 }  // namespace
 
@@ -332,7 +345,7 @@ bool use_expected_union_kernel(int kernel)
     kernel = best_kernel();
   if (kernel > best_kernel())
     return false;
-  kernel_in_use = kernel;
+  kernels = &kKernels[kernel];
   return true;
 }
 
@@ -340,8 +353,7 @@ bool use_expected_union_kernel(int kernel)
 
 void ExpectedUnion::apply(const TokenLaw& law, bool join)
 {
-  auto* change = kernel_in_use == 1 ? (join ? join_all_avx512 : leave_all_avx512) : (join ? join_all : leave_all);
-  change(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
+  (join ? kernels->join : kernels->leave)(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
 }
 
 void ExpectedUnion::join(const TokenLaw& law)
@@ -438,12 +450,10 @@ double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<con
       covered = std::max(covered, to);
     }
     if (owners.size() == 1)  // most batches at moderate load
-      return (kernel_in_use == 1 ? single_owner_distinct_avx512 : single_owner_distinct)(
-          o.law, float(tokens), shape.layers, shape.experts, per_layer);
-    (kernel_in_use == 1 ? add_prompt_logs_avx512 : add_prompt_logs)(o.law, float(tokens), i == 0, logs);
+      return kernels->single_owner(o.law, float(tokens), shape.layers, shape.experts, per_layer);
+    kernels->prompt_logs(o.law, float(tokens), i == 0, logs);
   }
-  return (kernel_in_use == 1 ? distinct_from_logs_avx512 : distinct_from_logs)(logs, shape.layers, shape.experts,
-                                                                               per_layer);
+  return kernels->from_logs(logs, shape.layers, shape.experts, per_layer);
 }
 
 }  // namespace eldr
