@@ -111,6 +111,16 @@ ModelSpec read_model(JsonReader& r)
       c.fail(c.has("step_jump_ms") ? "step_jump_ms" : "step_jump_batch",
              "a step-cost jump needs both the batch size above which it applies (step_jump_batch) and its size "
              "(step_jump_ms)");
+    k.moe_config_from_tokens  = int(c.integer("moe_config_from_tokens", 0, 1, 1 << 20));
+    k.moe_config_below_tokens = int(c.integer("moe_config_below_tokens", 0, 2, 1 << 20));
+    k.moe_config_scale        = c.number("moe_config_scale", 1, 0.05, 20);
+    if (c.has("moe_config_from_tokens") != c.has("moe_config_scale"))
+      c.fail(c.has("moe_config_scale") ? "moe_config_scale" : "moe_config_from_tokens",
+             "an MoE kernel configuration needs both the token count from which it applies (moe_config_from_tokens) "
+             "and its expert-streaming time scale (moe_config_scale)");
+    if (c.has("moe_config_below_tokens") && k.moe_config_below_tokens <= k.moe_config_from_tokens)
+      c.fail("moe_config_below_tokens", "must be above moe_config_from_tokens (the configuration's token range is "
+                                        "[from, below))");
     c.ignore("source");
     c.finish();
     m.calibration[hw] = k;

@@ -22,6 +22,12 @@ struct Calibration {
   // HIP/CUDA graph running eagerly (docs/calibration.md section 4). 0: no jump.
   int step_jump_batch = 0;
   double step_jump_s  = 0;
+  // The fused-MoE kernel's tuned configuration changes with the number of tokens a layer routes: from
+  // moe_config_from_tokens tokens (and below moe_config_below_tokens, if set) a layer streams its
+  // experts in moe_config_scale x the time (docs/calibration.md section 4). 0: one configuration.
+  int moe_config_from_tokens  = 0;
+  int moe_config_below_tokens = 0;
+  double moe_config_scale     = 1;
   // Set when this block is another hardware's, reused through the hardware file's calibration_from.
   std::string transferred_from;
 };

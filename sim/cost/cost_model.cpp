@@ -59,20 +59,27 @@ std::vector<double> as_doubles(std::span<const uint16_t> counts)
 
 }  // namespace
 
+double CostModel::expert_read_s(double tokens) const
+{
+  const bool in_range = cal_.moe_config_from_tokens > 0 && tokens >= cal_.moe_config_from_tokens &&
+                        (cal_.moe_config_below_tokens == 0 || tokens < cal_.moe_config_below_tokens);
+  return in_range ? expert_read_s_ * cal_.moe_config_scale : expert_read_s_;
+}
+
 double CostModel::moe_layer_s(int batch_tokens, double distinct, double split) const
 {
   // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is
   // slower; tensor-split experts share both over `split` GPUs.
-  double memory  = distinct * expert_read_s_ / split;
+  double memory  = distinct * expert_read_s(batch_tokens) / split;
   double compute = batch_tokens * expert_flops_ / flops_ / split;
   return moe_overhead_s_ + std::max(memory, compute);
 }
 
-double CostModel::moe_rank_s(double picks, int distinct) const
+double CostModel::moe_rank_s(double picks, int distinct, int batch_tokens) const
 {
   // The same roofline on one rank: its resident experts that the batch activates, and its picks
   // (each a 1/top_k share of a token's expert FLOPs).
-  double memory  = distinct * expert_read_s_;
+  double memory  = distinct * expert_read_s(batch_tokens);
   double compute = picks * (expert_flops_ / model_.top_k) / flops_;
   return moe_overhead_s_ + std::max(memory, compute);
 }
@@ -127,7 +134,7 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
       double worst = 0, sum = 0;
       for (int r = 0; r < R; ++r) {
         const size_t i = size_t(l) * size_t(R) + size_t(r);
-        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i]);
+        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], batch);
         worst          = std::max(worst, x);
         sum += x;
       }
@@ -191,7 +198,7 @@ double CostModel::prefill_s(const InstanceLayout& layout, std::span<const Prefil
   // Only each prompt's last position goes through the LM head: a memory-bound read of its weights.
   double t = cal_.prefill_overhead_s + model_.lm_head_bytes / bw_ / g;
   for (double d : distinct) {
-    double experts = std::max(d * expert_read_s_ / g, tokens * model_.expert_flops_per_token() / flops_ / g);
+    double experts = std::max(d * expert_read_s(tokens) / g, tokens * model_.expert_flops_per_token() / flops_ / g);
     t += moe_overhead_s_ + experts + std::max(dense_memory, dense_flops / flops_ / g);
   }
   if (model_.dense_layers > 0)  // their attention and KV traffic; their weights are in always_active_s

@@ -72,7 +72,7 @@ public:
   // `split` GPUs sharing each expert's weights and the tokens' FLOPs (tensor-parallel experts).
   double moe_layer_s(int batch_tokens, double distinct, double split = 1) const;
   // One rank of an expert-parallel MoE layer: its resident active experts and its (token, expert) picks.
-  double moe_rank_s(double picks, int distinct) const;
+  double moe_rank_s(double picks, int distinct, int batch_tokens) const;
   // Prefill of a batch of prompts of the given lengths; distinct[l] = experts touched at layer l by
   // all of the batch's tokens.
   double prefill_s(std::span<const int> prompt_tokens, std::span<const uint16_t> distinct) const;
@@ -97,6 +97,7 @@ public:
 private:
   double attention_read_bytes(const AttentionLoad& a) const;
   double always_active_s(int tokens, double split = 1) const;  // shared experts and dense layers
+  double expert_read_s(double tokens) const;  // one expert's stream under the kernel configuration for `tokens`
   ModelSpec model_;
   Hardware hw_;
   Calibration cal_;

@@ -143,6 +143,42 @@ TEST_CASE("cost: a decode step of more than step_jump_batch sequences costs step
   CHECK(jump.prefill_s(InstanceLayout{}, prompts, distinct) == plain.prefill_s(InstanceLayout{}, prompts, distinct));
 }
 
+TEST_CASE("cost: in its token range an MoE kernel configuration streams the experts in moe_config_scale x the time (toy model by hand)")
+{
+  Calibration cal            = toy_calibration();
+  cal.moe_config_from_tokens = 5;
+  cal.moe_config_scale       = 0.5;
+  CostModel plain(toy_model(), toy_hardware(), toy_calibration());
+  CostModel scaled(toy_model(), toy_hardware(), cal);
+  const std::vector<uint16_t> distinct = {3, 5};
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 1000;
+  // Batch 4 (under 5 tokens): the 29.2 ms of the hand-computed step. Batch 5: each expert streams in
+  // 0.5 x 2 ms = 1 ms, the layer overhead (4 ms) unchanged: MoE 4 + 3 + 4 + 5 = 16 ms for 24, so 21.2 ms.
+  CHECK(scaled.decode_step_s(4, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  CHECK(scaled.decode_step_s(5, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
+  CHECK(scaled.moe_layer_s(5, 10) == doctest::Approx(4e-3 + 10 * 1e-3).epsilon(1e-12));
+  CHECK(plain.decode_step_s(5, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  // Prefill is the same kernel, chosen by the batch's token count: 8 x 100 tokens stream the 3 + 5
+  // experts in 1 ms each instead of 2 (their compute, 800 x 1.2e6 / 5e14 = 1.9 us, stays under), so
+  // 8 ms less; one 4-token prompt is under the range and costs the same.
+  std::vector<PrefillPrompt> prompts(8);
+  for (auto& p : prompts)
+    p.tokens = 100;
+  CHECK(plain.prefill_s(InstanceLayout{}, prompts, distinct) - scaled.prefill_s(InstanceLayout{}, prompts, distinct) ==
+        doctest::Approx(8e-3).epsilon(1e-9));
+  std::vector<PrefillPrompt> short_prompt = {{4, 0}};
+  CHECK(scaled.prefill_s(InstanceLayout{}, short_prompt, distinct) ==
+        plain.prefill_s(InstanceLayout{}, short_prompt, distinct));
+  // A range with an upper end, [5, 7): batch 6 is in it, batch 7 costs the plain step again
+  // (7 x 5e8 / 5e14 = 7 us of dense compute a layer, still under the 1 ms read).
+  cal.moe_config_below_tokens = 7;
+  CostModel window(toy_model(), toy_hardware(), cal);
+  CHECK(window.decode_step_s(6, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
+  CHECK(window.decode_step_s(7, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+}
+
 TEST_CASE("cost: sliding-window layers read at most the window")
 {
   ModelSpec m           = toy_model();

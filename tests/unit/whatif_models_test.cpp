@@ -277,6 +277,20 @@ TEST_CASE("whatif: half-given shared experts or dense layers and a self-referrin
                    j["calibration"]["mi300x"]["step_jump_batch"] = 0;
                  }),
                  "m.json: calibration.mi300x.step_jump_batch: must be between 1 and"));
+  CHECK(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_config_from_tokens"] = 64; }) ==
+        "m.json: calibration.mi300x.moe_config_from_tokens: an MoE kernel configuration needs both the token "
+        "count from which it applies (moe_config_from_tokens) and its expert-streaming time scale (moe_config_scale)");
+  CHECK(contains(model_error([](Json& j) {
+                   j["calibration"]["mi300x"]["moe_config_from_tokens"] = 64;
+                   j["calibration"]["mi300x"]["moe_config_scale"]       = 0;
+                 }),
+                 "m.json: calibration.mi300x.moe_config_scale: must be between 0.05 and"));
+  CHECK(model_error([](Json& j) {
+          j["calibration"]["mi300x"]["moe_config_from_tokens"]  = 64;
+          j["calibration"]["mi300x"]["moe_config_scale"]        = 0.8;
+          j["calibration"]["mi300x"]["moe_config_below_tokens"] = 64;
+        }) == "m.json: calibration.mi300x.moe_config_below_tokens: must be above moe_config_from_tokens (the "
+              "configuration's token range is [from, below))");
 
   Json h = load_json_file("models/hardware/h200.json");
   h["calibration_from"] = "h200";
