@@ -3,8 +3,8 @@
 
 For each model, finds calibration.<hardware> = (decode_bw_efficiency, step_overhead_ms,
 prefill_overhead_ms, step_jump_ms where the block sets step_jump_batch, and moe_config_scale where
-it sets moe_config_from_tokens; the first three are what --start gives) of models/<model>.json (see sim/cost/cost_model.cpp and docs/calibration.md)
-that best reproduce the measured round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
+it sets moe_config_from_tokens; the first three are what --start gives) of models/<model>.json
+(see sim/cost/cost_model.cpp and docs/calibration.md) that best reproduce the measured round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
 rr_language_tpot.csv (8P16D MI300X, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s, so 10
 cells per model). --data KIND=PATH names a file and the workload kind it was measured on; a plain
 PATH runs the config's own workload.
