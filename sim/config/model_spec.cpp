@@ -113,11 +113,18 @@ ModelSpec read_model(JsonReader& r)
              "(step_jump_ms)");
     k.moe_config_from_tokens  = int(c.integer("moe_config_from_tokens", 0, 1, 1 << 20));
     k.moe_config_below_tokens = int(c.integer("moe_config_below_tokens", 0, 2, 1 << 20));
+    k.moe_config_ramp_tokens  = int(c.integer("moe_config_ramp_tokens", 0, 1, 1 << 20));
     k.moe_config_scale        = c.number("moe_config_scale", 1, 0.05, 20);
     if (c.has("moe_config_from_tokens") != c.has("moe_config_scale"))
       c.fail(c.has("moe_config_scale") ? "moe_config_scale" : "moe_config_from_tokens",
              "an MoE kernel configuration needs both the token count from which it applies (moe_config_from_tokens) "
              "and its expert-streaming time scale (moe_config_scale)");
+    for (const char* key : {"moe_config_below_tokens", "moe_config_ramp_tokens"})
+      if (c.has(key) && !c.has("moe_config_from_tokens"))
+        c.fail(key, "needs moe_config_from_tokens (and moe_config_scale): it shapes that configuration's token range");
+    if (c.has("moe_config_ramp_tokens") && k.moe_config_ramp_tokens >= k.moe_config_from_tokens)
+      c.fail("moe_config_ramp_tokens", "must be below moe_config_from_tokens (the scale ramps in over the token "
+                                       "counts [from - ramp, from])");
     if (c.has("moe_config_below_tokens") && k.moe_config_below_tokens <= k.moe_config_from_tokens)
       c.fail("moe_config_below_tokens", "must be above moe_config_from_tokens (the configuration's token range is "
                                         "[from, below))");

@@ -25,8 +25,11 @@ struct Calibration {
   // The fused-MoE kernel's tuned configuration changes with the number of tokens a layer routes: from
   // moe_config_from_tokens tokens (and below moe_config_below_tokens, if set) a layer streams its
   // experts in moe_config_scale x the time (docs/calibration.md section 4). 0: one configuration.
+  // With moe_config_ramp_tokens > 0 the scale comes in linearly over that many token counts below
+  // moe_config_from_tokens (1 at from - ramp, the full scale at from) instead of at one count.
   int moe_config_from_tokens  = 0;
   int moe_config_below_tokens = 0;
+  int moe_config_ramp_tokens  = 0;
   double moe_config_scale     = 1;
   // Set when this block is another hardware's, reused through the hardware file's calibration_from.
   std::string transferred_from;

@@ -61,9 +61,14 @@ std::vector<double> as_doubles(std::span<const uint16_t> counts)
 
 double CostModel::expert_read_s(double tokens) const
 {
-  const bool in_range = cal_.moe_config_from_tokens > 0 && tokens >= cal_.moe_config_from_tokens &&
-                        (cal_.moe_config_below_tokens == 0 || tokens < cal_.moe_config_below_tokens);
-  return in_range ? expert_read_s_ * cal_.moe_config_scale : expert_read_s_;
+  const int from = cal_.moe_config_from_tokens;
+  if (from <= 0 || (cal_.moe_config_below_tokens > 0 && tokens >= cal_.moe_config_below_tokens))
+    return expert_read_s_;
+  // The share of the configuration's scale at this token count: 1 from `from` on, rising linearly
+  // from 0 at from - ramp (a sharp edge without a ramp).
+  const int ramp     = cal_.moe_config_ramp_tokens;
+  const double share = tokens >= from ? 1.0 : ramp > 0 ? std::max(0.0, (tokens - (from - ramp)) / ramp) : 0.0;
+  return expert_read_s_ * (1.0 + (cal_.moe_config_scale - 1.0) * share);
 }
 
 double CostModel::moe_layer_s(int batch_tokens, double distinct, double split) const

@@ -177,6 +177,14 @@ TEST_CASE("cost: in its token range an MoE kernel configuration streams the expe
   CostModel window(toy_model(), toy_hardware(), cal);
   CHECK(window.decode_step_s(6, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
   CHECK(window.decode_step_s(7, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  // Ramped in over 2 token counts below 5: batch 3 has none of the scale, batch 4 half of it (each
+  // expert 0.75 x 2 ms = 1.5 ms: MoE 4 + 4.5 + 4 + 7.5 = 20 ms for 24, so 25.2 ms), batch 5 all of it.
+  cal.moe_config_ramp_tokens = 2;
+  CostModel ramped(toy_model(), toy_hardware(), cal);
+  CHECK(ramped.decode_step_s(3, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  CHECK(ramped.decode_step_s(4, a, distinct) == doctest::Approx(25.2e-3).epsilon(1e-12));
+  CHECK(ramped.decode_step_s(5, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
+  CHECK(ramped.decode_step_s(7, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
 }
 
 TEST_CASE("cost: sliding-window layers read at most the window")

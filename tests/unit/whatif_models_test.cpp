@@ -291,6 +291,18 @@ TEST_CASE("whatif: half-given shared experts or dense layers and a self-referrin
           j["calibration"]["mi300x"]["moe_config_below_tokens"] = 64;
         }) == "m.json: calibration.mi300x.moe_config_below_tokens: must be above moe_config_from_tokens (the "
               "configuration's token range is [from, below))");
+  CHECK(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_config_ramp_tokens"] = 16; }) ==
+        "m.json: calibration.mi300x.moe_config_ramp_tokens: needs moe_config_from_tokens (and moe_config_scale): it "
+        "shapes that configuration's token range");
+  CHECK(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_config_below_tokens"] = 64; }) ==
+        "m.json: calibration.mi300x.moe_config_below_tokens: needs moe_config_from_tokens (and moe_config_scale): it "
+        "shapes that configuration's token range");
+  CHECK(model_error([](Json& j) {
+          j["calibration"]["mi300x"]["moe_config_from_tokens"] = 48;
+          j["calibration"]["mi300x"]["moe_config_scale"]       = 1.3;
+          j["calibration"]["mi300x"]["moe_config_ramp_tokens"] = 48;
+        }) == "m.json: calibration.mi300x.moe_config_ramp_tokens: must be below moe_config_from_tokens (the scale "
+              "ramps in over the token counts [from - ramp, from])");
 
   Json h = load_json_file("models/hardware/h200.json");
   h["calibration_from"] = "h200";
