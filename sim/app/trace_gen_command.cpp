@@ -1,6 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/routing/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_file.hpp"
 #include "sim/workload/routing_source_factory.hpp"
@@ -25,30 +26,22 @@ struct GenOptions {
   double max_routing_mb = 512;
 };
 
-// The ids a token picked per layer (ascending) and, for the generator, their gate probabilities.
-// `owner`: the request whose routing the token takes (shared_prefix_routing.hpp).
-void token_ids(const ExpertRoutingSource& src, const GeneratedRouting* gen, const Request& r, const Request& owner,
-               int t, std::vector<uint16_t>& ids, std::vector<float>& gates)
+// The ids a token picked per layer (ascending) and, with a gate source, their gate probabilities
+// (the generator's: each token's own, sim/workload/pick_gates.hpp).
+void token_ids(const ExpertRoutingSource& src, const GateSource* gate_source, const Request& r, int t,
+               std::vector<uint16_t>& ids, std::vector<float>& gates)
 {
   const RoutingShape& s = src.shape();
   auto masks            = src.token_experts(r, t);
   ids.clear();
-  gates.clear();
-  std::span<const float> logits;
-  if (gen)
-    logits = gen->palette_logits(gen->palette_of(owner, t));
-  for (int l = 0; l < s.layers; ++l) {
-    double norm = 0;
-    if (gen)
-      for (int e = 0; e < s.experts; ++e)
-        norm += std::exp(double(logits[size_t(l) * s.experts + e]));
+  for (int l = 0; l < s.layers; ++l)
     for (int w = 0; w < s.words_per_layer; ++w)
-      for (uint64_t bits = masks[size_t(l * s.words_per_layer + w)]; bits; bits &= bits - 1) {
-        int e = w * 64 + std::countr_zero(bits);
-        ids.push_back(uint16_t(e));
-        if (gen)
-          gates.push_back(float(std::exp(double(logits[size_t(l) * s.experts + e])) / norm));
-      }
+      for (uint64_t bits = masks[size_t(l * s.words_per_layer + w)]; bits; bits &= bits - 1)
+        ids.push_back(uint16_t(w * 64 + std::countr_zero(bits)));
+  gates.clear();
+  if (gate_source) {
+    std::span<const float> prob = gate_source->token_gates(r, t).prob;
+    gates.assign(prob.begin(), prob.end());
   }
 }
 
@@ -99,6 +92,7 @@ int gen(const GenOptions& o)
   }
   std::vector<uint16_t> ids;
   std::vector<float> gates;
+  const auto gate_source = gen ? make_gate_source(*source) : nullptr;  // the shared-prefix remapping included
   const size_t calibration = w.calibration.size();
   for (size_t i = 0; i < order.size(); ++i) {
     const Request& r = *order[i];
@@ -114,7 +108,7 @@ int gen(const GenOptions& o)
     if (writer) {
       writer->begin_record(uint32_t(r.prompt_tokens), uint32_t(r.output_tokens - 1));
       for (int tok = 0; tok < r.prompt_tokens + r.output_tokens - 1; ++tok) {
-        token_ids(*source, gen, r, shared ? shared->owner(r, tok) : r, tok, ids, gates);
+        token_ids(*source, gate_source.get(), r, tok, ids, gates);
         writer->add_token(ids, gates);
       }
       t.routing_record = int32_t(writer->end_record());

@@ -42,7 +42,7 @@ int stats(const StatsOptions& o)
   opt.seed       = uint64_t(o.seed);
   std::unique_ptr<GateSource> gates = make_gate_source(*source);
   if (gates)
-    opt.token_gates = [&gates](const Request& r, int token, std::span<float> prob) { gates->token_gates(r, token, prob, {}); };
+    opt.token_gates = [&gates](const Request& r, int token) { return gates->token_gates(r, token).prob; };
   RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
   const bool has_targets     = x.workload.routing == "generated";
@@ -73,6 +73,9 @@ int stats(const StatsOptions& o)
   if (s.has_gate_prob)
     std::printf("%-58s %9.3f %9s\n", "                                      gate probabilities", s.spearman_gate_prob,
                 target(tg.spearman_gate_prob).c_str());
+  if (s.has_gate_prob)
+    std::printf("%-58s %4.3f/%.3f/%.3f %s\n", "gate value per pick of a (label, layer, expert), P5/P50/P95",
+                s.gate_per_pick_p5, s.gate_per_pick_p50, s.gate_per_pick_p95, "-");
   std::printf("%-58s %9.3f %9s\n", "top expert's share of a layer's picks, mean over layers", s.top_share_mean,
               has_targets ? range(tg.top_expert_share).c_str() : "-");
   std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.top_share_min,
@@ -97,8 +100,10 @@ int stats(const StatsOptions& o)
     j["pearson_prefill_decode"] = s.pearson_prefill_decode;
     j["spearman"] = {{"counts", s.spearman_counts}, {"counts_idf", s.spearman_counts_idf}, {"sqrt_counts", s.spearman_sqrt},
                      {"binary", s.spearman_binary}};
-    if (s.has_gate_prob)
+    if (s.has_gate_prob) {
       j["spearman"]["gate_prob"] = s.spearman_gate_prob;
+      j["gate_per_pick"]         = {{"p5", s.gate_per_pick_p5}, {"p50", s.gate_per_pick_p50}, {"p95", s.gate_per_pick_p95}};
+    }
     j["top_expert_share"] = {{"mean", s.top_share_mean}, {"min", s.top_share_min}, {"max", s.top_share_max},
                              {"uniform", s.top_share_uniform}};
     j["label_divergence_js"] = {{"mean", s.label_js_mean}, {"min_layer", s.label_js_min_layer},

@@ -96,6 +96,7 @@ ModelSpec read_model(JsonReader& r)
     r.fail(m.dense_layers > 0 ? "dense_layer_MB" : "dense_layers",
            "dense layers need both a count (dense_layers) and a size (dense_layer_MB) above 0");
   m.gemm_dtype = r.choice("gemm_dtype", "bf16", {"bf16", "fp8"});
+  m.norm_topk_prob = r.boolean("norm_topk_prob", false);
   auto cal                 = r.object("calibration");
   for (const auto& hw : cal.keys()) {
     auto c = cal.object(hw);

@@ -66,6 +66,10 @@ struct ModelSpec {
   int dense_layers           = 0;
   double dense_layer_bytes   = 0;  // one dense layer: attention, dense MLP, norms; read every step
   std::string gemm_dtype     = "bf16";  // which peak of the hardware the GEMMs run at: bf16 | fp8
+  // The gate weights the engine applies (and reports) are the softmax renormalized over the token's
+  // top k (true: the Hugging Face config's norm_topk_prob, or a softmax over the top-k logits), or
+  // the softmax over every expert taken at the picks (false).
+  bool norm_topk_prob = false;
   std::map<std::string, Calibration> calibration;  // by hardware name
 
   double weight_bytes() const;

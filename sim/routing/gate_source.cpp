@@ -1,5 +1,7 @@
 #include "sim/routing/gate_source.hpp"
+#include "sim/common/rng.hpp"
 #include "sim/workload/generated_routing.hpp"
+#include "sim/workload/pick_gates.hpp"
 #include "sim/workload/replay_routing.hpp"
 #include "sim/workload/shared_prefix_routing.hpp"
 
@@ -12,67 +14,60 @@ namespace eldr {
 
 namespace {
 
-// Generated routing: a token's gate probabilities are its palette's softmax per layer, its raw scores
-// the palette's logits. The probability table (palettes x layers x experts floats) is built on first
-// use: every run makes a gate source, and only the gate variants read it.
+// Generated routing: a token's gate values are its own (pick_gates.hpp): the softmax of its own
+// logits, the palette's plus the Gumbel noise its top-k law implies, at its picks (renormalized over
+// them for a norm_topk_prob model), and those logits.
+// They are drawn once per palette record, on first use (only the gate variants read them, and mostly
+// prompt palettes), from a stream per palette, so the values do not depend on the order of use.
 class GeneratedGates : public GateSource {
 public:
-  explicit GeneratedGates(const GeneratedRouting& g) : routing_(g) {}
+  explicit GeneratedGates(const GeneratedRouting& g) : routing_(g), tables_(size_t(g.palettes())) {}
   bool has_scores() const override { return true; }
-  int token_table(const Request& r, int token) const override { return routing_.palette_of(r, token); }
-  std::span<const float> table_prob(int table) const override
+  TokenGates token_gates(const Request& r, int token) const override
   {
-    const size_t cells = size_t(routing_.shape().layers) * size_t(routing_.shape().experts);
-    return {&probabilities()[size_t(table) * cells], cells};
-  }
-  std::span<const float> table_score(int table) const override { return routing_.palette_logits(table); }
-  void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const override
-  {
-    const RoutingShape& s = routing_.shape();
-    const size_t E = size_t(s.experts), K = size_t(s.top_k);
-    const int pal  = routing_.palette_of(r, token);
-    const float* p = &probabilities()[size_t(pal) * size_t(s.layers) * E];
-    const float* z = routing_.palette_logits(pal).data();
-    std::span<const uint64_t> masks = routing_.token_experts(r, token);
-    for (int l = 0; l < s.layers; ++l) {
-      size_t j = size_t(l) * K, end = j + K;
-      for (int w = 0; w < s.words_per_layer; ++w)
-        for (uint64_t bits = masks[size_t(l * s.words_per_layer + w)]; bits && j < end; bits &= bits - 1) {
-          const size_t cell = size_t(l) * E + size_t(w * 64 + std::countr_zero(bits));
-          prob[j] = p[cell];
-          if (!score.empty())
-            score[j] = z[cell];
-          ++j;
-        }
-    }
+    const size_t rec = routing_.record_of(r, token), R = size_t(routing_.records_per_palette());
+    const size_t n   = size_t(routing_.shape().layers) * size_t(routing_.shape().top_k);
+    const Table& t   = table(rec / R);
+    const size_t at  = (rec % R) * n;
+    return {{&t.prob[at], n}, {&t.score[at], n}};
   }
 
 private:
-  const std::vector<float>& probabilities() const
+  struct Table {
+    std::vector<float> prob, score;  // [record][layer][pick], picks in ascending expert id
+  };
+  const Table& table(size_t palette) const
   {
-    if (!prob_.empty())
-      return prob_;
-    const GeneratedRouting& g = routing_;
-    const RoutingShape& s     = g.shape();
-    const size_t E            = size_t(s.experts);
-    prob_.resize(size_t(g.palettes()) * size_t(s.layers) * E);
-    for (int p = 0; p < g.palettes(); ++p) {
-      std::span<const float> z = g.palette_logits(p);
+    Table& t = tables_[palette];
+    if (!t.prob.empty())
+      return t;
+    const RoutingShape& s = routing_.shape();
+    const size_t E = size_t(s.experts), K = size_t(s.top_k), R = size_t(routing_.records_per_palette());
+    t.prob.resize(R * size_t(s.layers) * K);
+    t.score.resize(t.prob.size());
+    Rng rng(splitmix64(stream_seed(routing_.seed(), "routing.generated.gates") + palette));
+    std::span<const float> z = routing_.palette_logits(int(palette));
+    std::vector<GateLayer> layers;
+    for (int l = 0; l < s.layers; ++l)
+      layers.push_back(gate_layer(z.subspan(size_t(l) * E, E)));
+    const uint64_t* pool = routing_.record_experts(palette * R).data();
+    std::vector<int> picked;
+    for (size_t rec = 0; rec < R; ++rec)
       for (int l = 0; l < s.layers; ++l) {
-        const float* zl = &z[size_t(l) * E];
-        float* out      = &prob_[(size_t(p) * size_t(s.layers) + size_t(l)) * E];
-        const double zmax = *std::max_element(zl, zl + E);
-        double total      = 0;
-        for (size_t e = 0; e < E; ++e)
-          total += std::exp(double(zl[e]) - zmax);
-        for (size_t e = 0; e < E; ++e)
-          out[e] = float(std::exp(double(zl[e]) - zmax) / total);
+        picked.clear();
+        const uint64_t* masks = pool + rec * size_t(s.words()) + size_t(l * s.words_per_layer);
+        for (int w = 0; w < s.words_per_layer; ++w)
+          for (uint64_t bits = masks[w]; bits; bits &= bits - 1)
+            picked.push_back(w * 64 + std::countr_zero(bits));
+        const size_t at = (rec * size_t(s.layers) + size_t(l)) * K;
+        sample_pick_gates(layers[size_t(l)], picked, routing_.norm_topk_prob(), rng, std::span(&t.prob[at], K),
+                          std::span(&t.score[at], K));
       }
-    }
-    return prob_;
+    return t;
   }
+
   const GeneratedRouting& routing_;
-  mutable std::vector<float> prob_;
+  mutable std::vector<Table> tables_;  // by palette
 };
 
 // Replayed routing with gate values: the recorded values, already in ascending expert order.
@@ -80,13 +75,7 @@ class ReplayGates : public GateSource {
 public:
   explicit ReplayGates(const ReplayRouting& r) : routing_(r) {}
   bool has_scores() const override { return false; }
-  void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const override
-  {
-    if (!score.empty())
-      throw std::invalid_argument("replayed routing records gate values, not raw gate scores");
-    std::span<const float> g = routing_.token_gates(r, token);
-    std::copy(g.begin(), g.end(), prob.begin());
-  }
+  TokenGates token_gates(const Request& r, int token) const override { return {routing_.token_gates(r, token), {}}; }
 
 private:
   const ReplayRouting& routing_;
@@ -100,13 +89,10 @@ public:
   {
   }
   bool has_scores() const override { return inner_->has_scores(); }
-  void token_gates(const Request& r, int token, std::span<float> prob, std::span<float> score) const override
+  TokenGates token_gates(const Request& r, int token) const override
   {
-    inner_->token_gates(routing_.owner(r, token), token, prob, score);
+    return inner_->token_gates(routing_.owner(r, token), token);
   }
-  int token_table(const Request& r, int token) const override { return inner_->token_table(routing_.owner(r, token), token); }
-  std::span<const float> table_prob(int t) const override { return inner_->table_prob(t); }
-  std::span<const float> table_score(int t) const override { return inner_->table_score(t); }
 
 private:
   const SharedPrefixRouting& routing_;

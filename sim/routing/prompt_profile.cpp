@@ -297,54 +297,14 @@ void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin,
     count_range(routing, r, begin, end, into.counts, only_layers);
     return;
   }
-  const size_t cells = into.counts.size();
-
-  if (gates->token_table(r, begin) >= 0) {
-    // Dense tables: count the tokens of each table apart, then gates = counts x the table's values.
-    check_room(into.counts, long(end) - long(begin), &r);
-    std::vector<int> ids;
-    std::vector<std::vector<uint16_t>> counts;
-    std::vector<MaskCounter> counters;
-    counts.reserve(GateSource::kMaxGateTables);
-    counters.reserve(GateSource::kMaxGateTables);
-    for (int t = begin; t < end; ++t) {
-      const int id = gates->token_table(r, t);
-      size_t k     = size_t(std::find(ids.begin(), ids.end(), id) - ids.begin());
-      if (k == ids.size()) {
-        if (ids.size() == GateSource::kMaxGateTables)
-          throw std::logic_error("a request's tokens use more than " + std::to_string(GateSource::kMaxGateTables) + " gate tables");
-        ids.push_back(id);
-        counts.emplace_back(cells, 0);
-        counters.emplace_back(s, counts.back(), end - begin < 8 ? 0 : best_kernel(), only_layers);
-      }
-      counters[k].add(routing.token_experts(r, t).data());
-    }
-    const size_t E = size_t(s.experts);
-    for (size_t k = 0; k < ids.size(); ++k) {
-      counters[k].flush();
-      const std::vector<uint16_t>& c = counts[k];
-      std::span<const float> prob = gates->table_prob(ids[k]), score = gates->table_score(ids[k]);
-      for (int l : counters[k].layers())
-        for (size_t i = size_t(l) * E; i < size_t(l + 1) * E; ++i) {
-          into.counts[i] = uint16_t(into.counts[i] + c[i]);
-          if (want_prob)
-            into.gate_prob[i] += float(c[i]) * prob[i];
-          if (want_score)
-            into.gate_score[i] += float(c[i]) * score[i];
-        }
-    }
-    return;
-  }
-
   // Per token: the gate values of its picks, in the order of its mask bits.
   count_range(routing, r, begin, end, into.counts, only_layers);
   std::vector<char> take(size_t(s.layers), only_layers.empty() ? 1 : 0);
   for (int l : only_layers)
     take[size_t(l)] = 1;
-  const size_t E = size_t(s.experts), K = size_t(s.top_k), group = size_t(s.layers) * K;
-  std::vector<float> prob(group), score(want_score ? group : 0);
+  const size_t E = size_t(s.experts), K = size_t(s.top_k);
   for (int t = begin; t < end; ++t) {
-    gates->token_gates(r, t, prob, score);
+    const auto [prob, score] = gates->token_gates(r, t);
     std::span<const uint64_t> masks = routing.token_experts(r, t);
     for (int l = 0; l < s.layers; ++l) {
       if (!take[size_t(l)])

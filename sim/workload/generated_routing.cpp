@@ -146,6 +146,8 @@ GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile&
   labels_                = int(labels.size());
   subtopics_             = profile.subtopics_per_label;
   records_               = profile.palette_records;
+  seed_                  = seed;
+  norm_topk_prob_        = model.norm_topk_prob;
   mix_max_               = subtopics_ > 1 ? profile.locality(kind, profile_file).request_mix_max : 0.0;
   std::string key, file;
   if (!cache_dir.empty()) {
@@ -529,9 +531,14 @@ size_t GeneratedRouting::record_of(const Request& r, int token) const
   return record_of(key(r), token);
 }
 
+std::span<const uint64_t> GeneratedRouting::record_experts(size_t record) const
+{
+  return {&pool_[record * size_t(shape_.words())], size_t(shape_.words())};
+}
+
 std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int token) const
 {
-  return {&pool_[record_of(r, token) * size_t(shape_.words())], size_t(shape_.words())};
+  return record_experts(record_of(r, token));
 }
 
 void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const

@@ -52,6 +52,15 @@ public:
   int palette_of(const Request& r, int token) const;
   std::span<const float> palette_logits(int palette) const;
   int palettes() const { return int(logits_.size() / size_t(shape_.layers * shape_.experts)); }
+  // The record token `token` of `r` is, as palette x records_per_palette() + its index in the palette:
+  // what a token's own gate values (gate_source.hpp) are kept by.
+  size_t record_of(const Request& r, int token) const;
+  std::span<const uint64_t> record_experts(size_t record) const;
+  int records_per_palette() const { return records_; }
+  // The routing seed: further streams derived from the generator (its gates) start from it.
+  uint64_t seed() const { return seed_; }
+  // Whether the model's gate weights are renormalized over the top k (ModelSpec::norm_topk_prob).
+  bool norm_topk_prob() const { return norm_topk_prob_; }
 
 private:
   // What a token's record depends on besides its position, computed once per request: the per-token
@@ -65,7 +74,6 @@ private:
     uint32_t threshold[2]{};     // [phase] the secondary is drawn iff (hash & 0xffffff) < threshold
   };
   const RequestKey& key(const Request& r) const;
-  size_t record_of(const Request& r, int token) const;
   int first_palette(const Request& r) const;
   size_t record_of(const RequestKey& k, int token) const;
   void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
@@ -84,6 +92,8 @@ private:
   int labels_    = 0;
   int subtopics_ = 0;
   int records_   = 0;
+  uint64_t seed_ = 0;
+  bool norm_topk_prob_ = false;
   double mix_max_ = 0;
   double novel_after_s_ = std::numeric_limits<double>::infinity();
   int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)

@@ -129,7 +129,6 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   std::vector<std::vector<float>> pre(sample.size(), std::vector<float>(cells, 0.f));
   std::vector<std::vector<float>> dec(sample.size(), std::vector<float>(cells, 0.f));
   std::vector<std::vector<float>> gate(opt.token_gates ? sample.size() : 0, std::vector<float>(cells, 0.f));
-  std::vector<float> prob(size_t(shape.layers) * size_t(shape.top_k));
   std::vector<double> layer_totals(cells, 0.0);
   for (size_t i = 0; i < sample.size(); ++i) {
     const Request& r = *sample[i];
@@ -138,8 +137,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
       add_counts(source.token_experts(r, t), shape, t < r.prompt_tokens ? pre[i] : dec[i]);
     if (opt.token_gates)
       for (int t = 0; t < r.prompt_tokens; ++t) {
-        opt.token_gates(r, t, prob);
-        add_gates(source.token_experts(r, t), shape, prob, gate[i]);
+        add_gates(source.token_experts(r, t), shape, opt.token_gates(r, t), gate[i]);
       }
     for (size_t c = 0; c < cells; ++c)
       layer_totals[c] += pre[i][c] + dec[i][c];
@@ -150,6 +148,27 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   for (size_t i = 0; i < sample.size(); ++i)
     psum += pearson(std::vector<double>(pre[i].begin(), pre[i].end()), std::vector<double>(dec[i].begin(), dec[i].end()));
   st.pearson_prefill_decode = psum / double(sample.size());
+
+  // Gate value per pick, per (label, layer, expert) cell, over the sampled prompts.
+  if (opt.token_gates) {
+    std::map<int, std::pair<std::vector<double>, std::vector<double>>> by_label;  // label -> (gate sums, picks)
+    for (size_t i = 0; i < sample.size(); ++i) {
+      auto& [g, n] = by_label[sample[i]->label];
+      g.resize(cells, 0.0), n.resize(cells, 0.0);
+      for (size_t c = 0; c < cells; ++c)
+        g[c] += gate[i][c], n[c] += pre[i][c];
+    }
+    std::vector<double> per_pick;
+    for (const auto& [label, gn] : by_label)
+      for (size_t c = 0; c < cells; ++c)
+        if (gn.second[c] >= RoutingStats::kMinGateCellPicks)
+          per_pick.push_back(gn.first[c] / gn.second[c]);
+    if (!per_pick.empty()) {
+      std::sort(per_pick.begin(), per_pick.end());
+      auto at = [&](double q) { return per_pick[size_t(q * double(per_pick.size() - 1) + 0.5)]; };
+      st.gate_per_pick_p5 = at(0.05), st.gate_per_pick_p50 = at(0.5), st.gate_per_pick_p95 = at(0.95);
+    }
+  }
 
   // Divergence between labels, per layer.
   std::map<int, std::vector<double>> label_counts;

@@ -22,7 +22,7 @@ struct RoutingStatsOptions {
   // The gate probabilities of a token's picks (layer-major, each layer's in ascending expert order,
   // as GateSource::token_gates gives them); when set, the gate-probability signature's Spearman is
   // measured too. A function rather than a gate source: the gates live in sim/routing.
-  std::function<void(const Request&, int token, std::span<float> prob)> token_gates;
+  std::function<std::span<const float>(const Request&, int token)> token_gates;
 };
 
 struct BatchLocality {
@@ -43,6 +43,11 @@ struct RoutingStats {
   double spearman_counts = 0, spearman_counts_idf = 0, spearman_sqrt = 0, spearman_binary = 0;
   double spearman_gate_prob = 0;  // summed gate probabilities of the prompt's picks (0 without token_gates)
   bool has_gate_prob        = false;
+  // The mean gate value per pick of each (label, layer, expert) cell with at least
+  // kMinGateCellPicks prompt picks: its 5th, 50th and 95th percentile over the cells (what the
+  // real MGSM gate sums over counts give for Qwen3-30B-A3B, docs/routing-model.md). 0 without gates.
+  static constexpr double kMinGateCellPicks = 100;
+  double gate_per_pick_p5 = 0, gate_per_pick_p50 = 0, gate_per_pick_p95 = 0;
   // Share of a layer's picks taken by its most popular expert (mean, min, max over layers), and uniform.
   double top_share_mean = 0, top_share_min = 0, top_share_max = 0, top_share_uniform = 0;
   // Divergence between labels: Jensen-Shannon divergence (bits, 0..1) of two labels' per-layer expert

@@ -490,6 +490,7 @@ TEST_CASE("config: overrides are echoed in the resolved config and named or path
   CHECK(x.workload.measured_requests == 9600);
   CHECK(x.model.name == "gpt-oss-120b");
   CHECK(x.model.sliding_window == 128);
+  CHECK(x.model.norm_topk_prob);  // it softmaxes its top-4 logits
   CHECK(x.seed == 9);
   CHECK(x.resolved["workload"]["rate_rps"] == 80);
   CHECK(x.resolved["model"] == "gpt-oss-120b");

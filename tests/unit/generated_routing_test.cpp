@@ -441,17 +441,26 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   CHECK_FALSE(plain.has_gate_prob);
 
   // A gate value of 1 per pick sums to the counts: the same signature, so the same correlation.
-  opt.token_gates  = [](const Request&, int, std::span<float> prob) { std::fill(prob.begin(), prob.end(), 1.f); };
+  const std::vector<float> ones_per_pick(size_t(src->shape().layers * src->shape().top_k), 1.f);
+  opt.token_gates = [&](const Request&, int) { return std::span<const float>(ones_per_pick); };
   RoutingStats ones = measure_routing(w.requests, w.calibration, *src, opt);
   REQUIRE(ones.has_gate_prob);
   CHECK(ones.spearman_gate_prob == doctest::Approx(ones.spearman_counts).epsilon(1e-9));
   CHECK(ones.spearman_counts == plain.spearman_counts);  // the gate pass draws nothing from the stream
+  CHECK(ones.gate_per_pick_p5 == 1.0);  // every cell's gate sum over its picks is its picks
+  CHECK(ones.gate_per_pick_p95 == 1.0);
 
-  // The generator's gates (its palettes' softmax): a real correlation, below counts x IDF here.
+  // The generator's gates (each token's own, renormalized over the top 8 for Qwen3): a real
+  // correlation, below counts x IDF here; per cell, weights around 1/8, all between 0 and 1.
   std::unique_ptr<GateSource> gates = make_gate_source(*src);
   REQUIRE(gates);
-  opt.token_gates = [&](const Request& r, int t, std::span<float> prob) { gates->token_gates(r, t, prob, {}); };
+  opt.token_gates = [&](const Request& r, int t) { return gates->token_gates(r, t).prob; };
   RoutingStats real = measure_routing(w.requests, w.calibration, *src, opt);
   CHECK(real.spearman_gate_prob > 0.3);
   CHECK(real.spearman_gate_prob < real.spearman_counts_idf);
+  CHECK(real.gate_per_pick_p5 > 0);
+  CHECK(real.gate_per_pick_p5 < real.gate_per_pick_p50);
+  CHECK(real.gate_per_pick_p50 < real.gate_per_pick_p95);
+  CHECK(real.gate_per_pick_p95 < 1);
+  CHECK(real.gate_per_pick_p50 == doctest::Approx(1.0 / 8).epsilon(0.3));
 }

@@ -17,7 +17,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 using namespace eldr;
@@ -253,7 +255,7 @@ TEST_CASE("signature: profiles counted from masks equal counts from the replayed
   CHECK(make_gate_source(plain) == nullptr);
 }
 
-TEST_CASE("signature: generated routing gates are the palette softmax and logits, and block profiles add up")
+TEST_CASE("signature: generated routing gates are each token's own, and block profiles add up")
 {
   Generated g;
   const ExpertRoutingSource& src = *g.routing;
@@ -267,25 +269,35 @@ TEST_CASE("signature: generated routing gates are the palette softmax and logits
   r.prompt_tokens = 70;
   PromptProfile p = count_prompt(src, r, {true, true}, gates.get());
 
-  // By hand: every (token, layer, expert) bit tested one by one; the gate from the token's palette.
+  // By hand: every (token, layer, expert) bit tested one by one, the gate values from token_gates in
+  // the order of the bits.
+  const size_t K = size_t(s.top_k);
   std::vector<uint16_t> want(size_t(s.layers) * s.experts, 0);
   std::vector<double> prob(want.size(), 0), score(want.size(), 0);
   for (int t = 0; t < r.prompt_tokens; ++t) {
     std::span<const uint64_t> m = src.token_experts(r, t);
-    std::span<const float> z    = gen.palette_logits(gen.palette_of(r, t));
+    const auto [tp, ts] = gates->token_gates(r, t);
+    std::span<const float> z = gen.palette_logits(gen.palette_of(r, t));
     for (int l = 0; l < s.layers; ++l) {
-      double zmax = -1e30, total = 0;
+      size_t j = size_t(l) * K;
+      double layer_sum = 0, zmax = -1e30;
       for (int e = 0; e < s.experts; ++e)
         zmax = std::max(zmax, double(z[size_t(l) * s.experts + e]));
-      for (int e = 0; e < s.experts; ++e)
-        total += std::exp(double(z[size_t(l) * s.experts + e]) - zmax);
       for (int e = 0; e < s.experts; ++e)
         if (m[size_t(l * s.words_per_layer + e / 64)] >> (e % 64) & 1) {
           const size_t c = size_t(l) * s.experts + e;
           ++want[c];
-          prob[c] += std::exp(double(z[c]) - zmax) / total;
-          score[c] += z[c];
+          prob[c] += tp[j];
+          score[c] += ts[j];
+          layer_sum += tp[j];
+          CHECK(tp[j] > 0);
+          // A token's own logit at a pick is the palette's plus its Gumbel: finite, on the palette's scale.
+          CHECK(std::isfinite(ts[j]));
+          CHECK(ts[j] > zmax - 40);
+          ++j;
         }
+      CHECK(j == size_t(l + 1) * K);
+      CHECK(layer_sum <= 1.0 + 1e-5);  // the softmax over every expert, taken at the picks
     }
   }
   CHECK(p.counts == want);
@@ -299,23 +311,41 @@ TEST_CASE("signature: generated routing gates are the palette softmax and logits
     }
   CHECK(bad == 0);
 
-  // The per-token interface gives the same values as the tables (the path replayed gates take).
-  std::vector<float> tp(size_t(s.layers * s.top_k)), ts(tp.size());
-  for (int t : {0, 9, 69}) {
-    gates->token_gates(r, t, tp, ts);
-    const int table = gates->token_table(r, t);
-    CHECK(table == gen.palette_of(r, t));
-    std::span<const uint64_t> m = src.token_experts(r, t);
-    size_t j = 0;
-    for (int l = 0; l < s.layers; ++l)
-      for (int e = 0; e < s.experts; ++e)
-        if (m[size_t(l * s.words_per_layer + e / 64)] >> (e % 64) & 1) {
-          CHECK(tp[j] == gates->table_prob(table)[size_t(l) * s.experts + e]);
-          CHECK(ts[j] == gates->table_score(table)[size_t(l) * s.experts + e]);
-          ++j;
-        }
-    CHECK(j == tp.size());
+  // A token's gates are its record's: another gate source of the same routing gives the same values,
+  // whatever order its palettes' tables were drawn in. They are not a function of the palette and the
+  // picks (the noise is per token): two tokens of one palette that picked the same experts in a layer
+  // have different gate values there.
+  auto again = make_gate_source(src);
+  again->token_gates(r, 69);
+  const TokenGates a = again->token_gates(r, 0), b = gates->token_gates(r, 0);
+  CHECK(std::equal(a.prob.begin(), a.prob.end(), b.prob.begin(), b.prob.end()));
+  CHECK(std::equal(a.score.begin(), a.score.end(), b.score.begin(), b.score.end()));
+  // (palette, layer, picks) -> the first such token's record and gate values there
+  std::map<std::tuple<int, int, std::vector<uint64_t>>, std::pair<size_t, std::vector<float>>> seen;
+  int same_picks = 0, same_gates = 0;
+  Request longer  = r;
+  longer.prompt_tokens = 1000;
+  for (int t = 0; t < longer.prompt_tokens; ++t) {
+    std::span<const float> tp = gates->token_gates(longer, t).prob;
+    std::span<const uint64_t> m = src.token_experts(longer, t);
+    for (int l = 0; l < s.layers; ++l) {
+      auto at = m.begin() + l * s.words_per_layer;
+      std::vector<uint64_t> picks(at, at + s.words_per_layer);
+      std::vector<float> values(tp.begin() + l * K, tp.begin() + (l + 1) * K);
+      const size_t record = gen.record_of(longer, t);
+      auto [it, fresh]    = seen.try_emplace({gen.palette_of(longer, t), l, picks}, record, values);
+      if (fresh)
+        continue;
+      if (it->second.first == record) {
+        CHECK(it->second.second == values);  // one record, one set of gates
+        continue;
+      }
+      ++same_picks;
+      same_gates += it->second.second == values;
+    }
   }
+  CHECK(same_picks > 100);
+  CHECK(same_gates == 0);
 
   // KV blocks of 16 tokens: their profiles add up to the prompt's.
   PromptProfile sum = empty_profile(s, {true, true});
@@ -340,7 +370,7 @@ TEST_CASE("signature: generated routing gates are the palette softmax and logits
 
   // Counting only some layers gives the same cells there and leaves the others alone, on every path:
   // counts only (counters in registers for masks of up to 12 layers, across the 255-token flushes;
-  // in memory for larger ones), dense gate tables, and few tokens (scalar).
+  // in memory for larger ones), per-token gates, and few tokens (scalar).
   const std::vector<int> three{3, 40, 17}, thirteen{0, 2, 5, 9, 11, 20, 21, 30, 33, 38, 41, 44, 47};
   for (int n : {600, 70, 5})
     for (const std::vector<int>& some : {three, thirteen}) {

@@ -92,6 +92,7 @@ TEST_CASE("whatif: deepseek-v3 sizes, MLA KV bytes and weights by hand")
   CHECK(m.attention_layers() == 61);
   CHECK(m.shared_experts == 1);
   CHECK(m.gemm_dtype == "fp8");
+  CHECK(m.norm_topk_prob);  // its config's own field
   // 3 x 7168 x 2048 x 1 byte (FP8), routed and shared alike.
   CHECK(m.expert_bytes == doctest::Approx(3.0 * 7168 * 2048));
   CHECK(m.shared_expert_bytes == doctest::Approx(3.0 * 7168 * 2048));
