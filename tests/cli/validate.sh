@@ -115,4 +115,34 @@ sys.exit(1 if fails else 0)
 PYEOF
 rc=$?
 check "the claim checks compute the gains by hand" "[ $rc -eq 0 ]"
+
+# The signature claims on hand-made trace stats: two cells, counts x IDF 80 and 72 (mean 76: holds),
+# gate probabilities 62 and 60 (mean 61, within 62 +- 2: holds), the best other variant raw counts at
+# 70 and 74 (mean 72): counts x IDF leads by 4.0 (holds). With a third cell where counts x IDF is 40
+# and raw counts 90 the means are 64 and 78: neither holds, and the lead is -14.0.
+$PY - <<'PYEOF'
+import sys
+sys.path.insert(0, "analysis")
+import validate as v
+def cell(counts, idf, gate):
+    return {"counts": counts, "counts_idf": idf, "sqrt_counts": 0.6, "binary": 0.45, "gate_prob": gate}
+stats = {("a", "task"): cell(0.70, 0.80, 0.62), ("b", "task"): cell(0.74, 0.72, 0.60)}
+def check(stats, want):
+    got = {c["claim"].split(" vs ")[0].split(":")[0]: (round(c["cells"][-1][1], 6), c["ok"]) for c in v.signature_claims(stats)}
+    good = got == want
+    print(("ok   " if good else "FAIL ") + f"signature claims {got} (want {want})")
+    return good
+ok = check(stats, {"signature (counts x IDF)": (76.0, True), "signature (gate probabilities)": (61.0, True),
+                   "signatures": (4.0, True)})
+stats[("c", "language")] = cell(0.90, 0.40, 0.61)
+ok &= check(stats, {"signature (counts x IDF)": (64.0, False), "signature (gate probabilities)": (61.0, True),
+                    "signatures": (-14.0, False)})
+none = v.signature_claims({})
+empty = len(none) == 2 and all(c["sim"] == "no points" and not c["ok"] for c in none)
+ok &= empty
+print(("ok   " if empty else "FAIL ") + "without stats the signature claims have no points and do not hold")
+sys.exit(0 if ok else 1)
+PYEOF
+rc=$?
+check "the signature claims compute the means by hand" "[ $rc -eq 0 ]"
 finish
