@@ -1,9 +1,11 @@
 // The generated routing source (sim/workload/generated_routing.hpp) on S1's hot paths: the decode
 // batch union (DecodeWorker::plan: one union per step, the batch's tokens ORed from palette records
 // spread over ~6 MB, so L3-bound), the prefill union (PrefillWorker::run_batch: a prompt in chunks of
-// 32 into one union, records already ORed skipped) and building the palettes (once per run).
+// 32 into one union, records already ORed skipped), building the palettes (once per run) and drawing a
+// palette's gate values (on its first use by a gate variant).
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/routing/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/workload_factory.hpp"
 
@@ -103,6 +105,21 @@ void BM_GeneratedRoutingBuild(benchmark::State& state)
   }
 }
 BENCHMARK(BM_GeneratedRoutingBuild)->Unit(benchmark::kMillisecond);
+
+// The tokens' own gate values (sim/workload/pick_gates.hpp) of one palette, drawn on the first read of
+// one of its tokens: 256 records x 48 layers, renormalized over the top 8 (Qwen3). items = draws.
+void BM_GeneratedGatesTable(benchmark::State& state)
+{
+  const Setup& s   = setup();
+  auto src         = make_source(s);
+  const Request& r = s.w.requests[0];
+  for (auto _ : state) {
+    auto gates = make_gate_source(*src);
+    benchmark::DoNotOptimize(gates->token_gates(r, 0).prob.data());
+  }
+  state.SetItemsProcessed(state.iterations() * src->records_per_palette() * src->shape().layers);
+}
+BENCHMARK(BM_GeneratedGatesTable)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace eldr::bench
