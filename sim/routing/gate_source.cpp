@@ -17,8 +17,9 @@ namespace {
 // Generated routing: a token's gate values are its own (pick_gates.hpp): the softmax of its own
 // logits, the palette's plus the Gumbel noise its top-k law implies, at its picks (renormalized over
 // them for a norm_topk_prob model), and those logits.
-// They are drawn once per palette record, on first use (only the gate variants read them, and mostly
-// prompt palettes), from a stream per palette, so the values do not depend on the order of use.
+// They are drawn a palette at a time, on the first read of one of its tokens (only the gate variants
+// read them, and mostly of prompt palettes), each palette from its own stream, so the values do not
+// depend on the order of use.
 class GeneratedGates : public GateSource {
 public:
   explicit GeneratedGates(const GeneratedRouting& g) : routing_(g), tables_(size_t(g.palettes())) {}

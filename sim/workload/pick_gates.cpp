@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -41,6 +42,7 @@ void sample_pick_gates(const GateLayer& layer, std::span<const int> picked, bool
   // Kept across calls: the sampler runs once per palette record and layer.
   thread_local std::vector<double> w, hit, x;
   thread_local std::vector<char> small;
+  thread_local std::vector<size_t> by_rate;
   w.resize(k), hit.resize(k), x.resize(k), small.assign(k, 1);
   double C = 0;  // the others' total rate, summed apart (not as total minus picks: they may hold most of it)
   for (size_t j = 0, e = 0; j <= k; ++j) {
@@ -56,16 +58,12 @@ void sample_pick_gates(const GateLayer& layer, std::span<const int> picked, bool
   double m = INFINITY;  // no other expert: nothing to beat
   if (C > 0) {
     // The largest rates first go to the bound 1 while w a / C > 1 (a: the small ones left).
+    by_rate.resize(k);
+    std::iota(by_rate.begin(), by_rate.end(), size_t(0));
+    std::sort(by_rate.begin(), by_rate.end(), [](size_t i, size_t j) { return w[i] > w[j] || (w[i] == w[j] && i < j); });
     size_t a = k;
-    while (a > 0) {
-      size_t top = k;
-      for (size_t j = 0; j < k; ++j)
-        if (small[j] && (top == k || w[j] > w[top]))
-          top = j;
-      if (w[top] * double(a) / C <= 1)
-        break;
-      small[top] = 0, --a;
-    }
+    for (size_t i = 0; i < k && w[by_rate[i]] * double(a) / C > 1; ++i, --a)
+      small[by_rate[i]] = 0;
     constexpr int kMaxTries = 100000;  // acceptance is far above 1e-5 for any palette the generator makes
     for (int tries = 0;; ++tries) {
       // Gamma(a + 1, C): -log of a product of a + 1 uniforms, over C; a log per 16 factors keeps the
