@@ -23,10 +23,10 @@ struct StatsOptions {
   std::string json;
 };
 
-std::string range(std::pair<double, double> r, double scale = 1.0)
+std::string range(std::pair<double, double> r, double scale = 1.0, int digits = 2)
 {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f-%.2f", r.first * scale, r.second * scale);
+  std::snprintf(buf, sizeof buf, "%.*f-%.*f", digits, r.first * scale, digits, r.second * scale);
   return buf;
 }
 
@@ -73,9 +73,12 @@ int stats(const StatsOptions& o)
   if (s.has_gate_prob)
     std::printf("%-58s %9.3f %9s\n", "                                      gate probabilities", s.spearman_gate_prob,
                 target(tg.spearman_gate_prob).c_str());
-  if (s.has_gate_prob)
+  if (s.has_gate_prob) {
+    auto gt = tg.gate_per_pick.find(kind);
     std::printf("%-58s %4.3f/%.3f/%.3f %s\n", "gate value per pick of a (label, layer, expert), P5/P50/P95",
-                s.gate_per_pick_p5, s.gate_per_pick_p50, s.gate_per_pick_p95, "-");
+                s.gate_per_pick_p5, s.gate_per_pick_p50, s.gate_per_pick_p95,
+                has_targets && gt != tg.gate_per_pick.end() ? ("P5-P95 " + range(gt->second, 1.0, 3)).c_str() : "-");
+  }
   std::printf("%-58s %9.3f %9s\n", "top expert's share of a layer's picks, mean over layers", s.top_share_mean,
               has_targets ? range(tg.top_expert_share).c_str() : "-");
   std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.top_share_min,

@@ -69,6 +69,12 @@ RoutingProfile load_routing_profile(const std::string& path, const std::string& 
   p.targets.spearman_gate_prob     = t.number("spearman_gate_prob", 0, -1, 1);
   if (t.has("top_expert_share"))
     p.targets.top_expert_share = read_range(t, "top_expert_share");
+  if (t.has("gate_per_pick")) {
+    auto g = t.object("gate_per_pick");
+    for (const auto& k : g.keys())
+      p.targets.gate_per_pick[k] = read_range(g, k);
+    g.finish();
+  }
   t.ignore("source");
   t.finish();
   r.ignore("source");

@@ -26,6 +26,8 @@ struct RoutingTargets {
   double spearman_binary        = 0;
   double spearman_gate_prob     = 0;  // 0: no target
   std::pair<double, double> top_expert_share{0, 1};
+  // by workload kind: [P5, P95] of a (label, layer, expert) cell's mean gate value per pick
+  std::map<std::string, std::pair<double, double>> gate_per_pick;
 };
 
 struct RoutingProfile {

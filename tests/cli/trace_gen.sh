@@ -25,6 +25,10 @@ check "the trace replays, every measured request finishes" 'grep -q "\"unfinishe
   --set workload.routing=trace --set workload.calibration_requests=10 --set workload.warmup_requests=5 \
   --requests 40 >"$TMP/stats.out" 2>&1
 check "trace stats reads the replayed routing" 'grep -q "trace routing" "$TMP/stats.out"'
+# The trace carries each token's own gate values, renormalized over Qwen3's top 8: a cell's mean gate
+# value per pick sits around 1/8, strictly between 0 and 1 (palette softmax values were mostly near 0).
+check "the replayed gates are the tokens' own, about 1/8 a pick" \
+  "awk '/gate value per pick/ { split(\$(NF-1), q, \"/\"); ok = q[1] > 0.02 && q[2] > 0.08 && q[2] < 0.17 && q[3] < 0.5 } END { exit !ok }' '$TMP/stats.out'"
 
 "$ELDRSIM" trace gen configs/default.json --out "$TMP/c" --routing --max-routing-mb 1 "${small[@]}" >"$TMP/big.out" 2>&1
 rc=$?
