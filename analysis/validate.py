@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -259,8 +258,7 @@ def run_signature_stats(args, stage):
             raise ec.Fatal(f"trace stats for {m} {k}: the JSON lacks a signature variant's Spearman", 1)
         return job, j["spearman"]
 
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        return dict(pool.map(one, jobs))
+    return dict(ec.run_many([lambda job=job: one(job) for job in jobs], args.jobs))
 
 
 def run_claims(args, stage):
