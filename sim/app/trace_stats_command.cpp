@@ -4,6 +4,7 @@
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/routing/gate_source.hpp"
+#include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -43,6 +44,9 @@ int stats(const StatsOptions& o)
   std::unique_ptr<GateSource> gates = make_gate_source(*source);
   if (gates)
     opt.token_gates = [&gates](const Request& r, int token) { return gates->token_gates(r, token).prob; };
+  const auto* generated = dynamic_cast<const GeneratedRouting*>(source.get());
+  if (generated)
+    opt.subtopic = [generated](const Request& r) { return generated->traits(r).primary; };
   RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
   const bool has_targets     = x.workload.routing == "generated";
@@ -51,11 +55,18 @@ int stats(const StatsOptions& o)
   std::printf("routing statistics: %s, %s workload, %s routing, %d sampled requests\n", x.model.name.c_str(),
               kind.c_str(), x.workload.routing.c_str(), s.sampled_requests);
   std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n");
-  std::printf("%8s %12s %12s %11s %12s\n", "batch", "same label", "mixed", "reduction", "target");
+  std::printf("%8s %12s %12s %11s %12s", "batch", "same label", "mixed", "reduction", "target");
+  if (generated)
+    std::printf("   %s", "same sub-topic vs same label (expected unions)");
+  std::printf("\n");
   auto red = tg.distinct_reduction.find(kind);
-  for (const auto& b : s.locality)
-    std::printf("%8d %12.1f %12.1f %10.1f%% %12s\n", b.batch, b.distinct_same, b.distinct_mixed, 100 * b.reduction(),
+  for (const auto& b : s.locality) {
+    std::printf("%8d %12.1f %12.1f %10.1f%% %12s", b.batch, b.distinct_same, b.distinct_mixed, 100 * b.reduction(),
                 has_targets && red != tg.distinct_reduction.end() ? (range(red->second, 100) + "%").c_str() : "-");
+    if (generated)
+      std::printf("   %.1f vs %.1f: %.1f%% fewer", b.expected_subtopic, b.expected_same, 100 * b.subtopic_reduction());
+    std::printf("\n");
+  }
   auto target = [&](double v) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.2f", v);
@@ -97,8 +108,16 @@ int stats(const StatsOptions& o)
     j["sampled_requests"] = s.sampled_requests;
     Json loc = Json::array();
     for (const auto& b : s.locality)
-      loc.push_back({{"batch", b.batch}, {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
-                     {"reduction", b.reduction()}});
+    {
+      Json e = {{"batch", b.batch}, {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
+                {"reduction", b.reduction()}};
+      if (generated) {
+        e["expected_same_label"]    = b.expected_same;
+        e["expected_same_subtopic"] = b.expected_subtopic;
+        e["subtopic_reduction"]     = b.subtopic_reduction();
+      }
+      loc.push_back(e);
+    }
     j["locality"]               = loc;
     j["pearson_prefill_decode"] = s.pearson_prefill_decode;
     j["spearman"] = {{"counts", s.spearman_counts}, {"counts_idf", s.spearman_counts_idf}, {"sqrt_counts", s.spearman_sqrt},

@@ -1,5 +1,6 @@
 #include "sim/workload/routing_stats.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/workload/expected_union.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -265,9 +266,14 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   }
 
   // Batch locality: one random output token per sequence, batches of one label vs of the whole mix.
+  const bool laws = opt.subtopic && source.has_token_laws();
   std::map<int, std::vector<const Request*>> by_label;
-  for (const Request& r : pool)
+  std::map<std::pair<int, int>, std::vector<const Request*>> by_subtopic;
+  for (const Request& r : pool) {
     by_label[r.label].push_back(&r);
+    if (laws)
+      by_subtopic[{int(r.label), opt.subtopic(r)}].push_back(&r);
+  }
   std::vector<uint64_t> u(size_t(shape.words()));
   auto batch_distinct = [&](auto pick, int size) {
     std::fill(u.begin(), u.end(), 0);
@@ -279,6 +285,16 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     std::vector<uint16_t> d(size_t(shape.layers));
     return double(count_distinct(u, shape, d)) / shape.layers;
   };
+  // Sub-topic batches draw from a stream of their own: the label statistics do not move with them.
+  Rng sub_rng(opt.seed, "stats.routing.subtopic");
+  ExpectedUnion expected(shape.layers, shape.experts);
+  std::vector<double> per_layer(size_t(shape.layers));
+  auto expected_distinct = [&](const std::vector<const Request*>& group, int size) {
+    expected.clear();
+    for (int k = 0; k < size; ++k)
+      expected.join(source.token_law(*group[sub_rng.below(group.size())], 1));
+    return expected.distinct(per_layer) / shape.layers;
+  };
   for (int size : opt.batch_sizes) {
     BatchLocality b;
     b.batch = size;
@@ -287,9 +303,17 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
       const auto& members = by_label[pool[rng.below(pool.size())].label];
       b.distinct_same += batch_distinct([&] { return members[rng.below(members.size())]; }, size);
       b.distinct_mixed += batch_distinct([&] { return &pool[rng.below(pool.size())]; }, size);
+      if (laws) {
+        // The group, label or (label, sub-topic), of a request drawn from the traffic mix.
+        const Request& r = pool[sub_rng.below(pool.size())];
+        b.expected_same += expected_distinct(by_label[r.label], size);
+        b.expected_subtopic += expected_distinct(by_subtopic[{int(r.label), opt.subtopic(r)}], size);
+      }
     }
     b.distinct_same /= opt.batches;
     b.distinct_mixed /= opt.batches;
+    b.expected_same /= opt.batches;
+    b.expected_subtopic /= opt.batches;
     st.locality.push_back(b);
   }
   return st;

@@ -23,6 +23,10 @@ struct RoutingStatsOptions {
   // as GateSource::token_gates gives them); when set, the gate-probability signature's Spearman is
   // measured too. A function rather than a gate source: the gates live in sim/routing.
   std::function<std::span<const float>(const Request&, int token)> token_gates;
+  // A request's primary sub-topic within its label (generated routing); when set and the source has
+  // token laws, batches of one (label, primary sub-topic) are measured against batches of one label:
+  // how much locality lies below the labels (BatchLocality::subtopic_reduction).
+  std::function<int(const Request&)> subtopic;
 };
 
 struct BatchLocality {
@@ -30,6 +34,15 @@ struct BatchLocality {
   double distinct_same  = 0;  // mean distinct experts per layer, batches of one label
   double distinct_mixed = 0;  // same, batches drawn from the whole mix
   double reduction() const { return distinct_mixed > 0 ? 1.0 - distinct_same / distinct_mixed : 0.0; }
+  // With RoutingStatsOptions::subtopic on a source with token laws: the exact expected distinct
+  // experts per layer (expected_union.hpp) of batches of one label and of one (label, primary
+  // sub-topic), i.e. what the simulator's expected unions see, without the Monte-Carlo noise of
+  // sampled tokens. 0: not measured.
+  double expected_same = 0, expected_subtopic = 0;
+  double subtopic_reduction() const
+  {
+    return expected_same > 0 && expected_subtopic > 0 ? 1.0 - expected_subtopic / expected_same : 0.0;
+  }
 };
 
 struct RoutingStats {
