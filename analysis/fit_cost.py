@@ -2,8 +2,9 @@
 """Fit the cost model's free coefficients per model to the measured round-robin curves.
 
 For each model, finds calibration.<hardware> = (decode_bw_efficiency, step_overhead_ms,
-prefill_overhead_ms, step_jump_ms where the block sets step_jump_batch, and moe_config_scale where
-it sets moe_config_from_tokens; the first three are what --start gives) of models/<model>.json
+prefill_overhead_ms, step_jump_ms where the block sets step_jump_batch, moe_config_scale where
+it sets moe_config_from_tokens, and step_per_sequence_us where it sets that key, from its value;
+the first three are what --start gives) of models/<model>.json
 (see sim/cost/cost_model.cpp and docs/calibration.md) that best reproduce the measured round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
 rr_language_tpot.csv (8P16D MI300X, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s, so 10
 cells per model). --data KIND=PATH names a file and the workload kind it was measured on; a plain
@@ -64,11 +65,13 @@ PARAMS = {
     "prefill_overhead_ms": (100.0, 0.0, np.inf, 3),
     "step_jump_ms": (10.0, 0.0, np.inf, 3),
     "moe_config_scale": (1.0, 0.2, 2.0, 4),
+    "step_per_sequence_us": (100.0, 0.0, np.inf, 1),
 }
 CORE = ["decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms"]  # what --start gives
 # A coefficient that only acts with another key of the block is fitted where that key is set, from
 # the block's value (else the default here).
-OPTIONAL = {"step_jump_ms": ("step_jump_batch", 0.0), "moe_config_scale": ("moe_config_from_tokens", 1.0)}
+OPTIONAL = {"step_jump_ms": ("step_jump_batch", 0.0), "moe_config_scale": ("moe_config_from_tokens", 1.0),
+            "step_per_sequence_us": ("step_per_sequence_us", 0.0)}
 UNFINISHED_PENALTY = 10.0  # residual per fraction of measured requests left unfinished
 
 

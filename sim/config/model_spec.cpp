@@ -104,6 +104,7 @@ ModelSpec read_model(JsonReader& r)
     k.decode_bw_efficiency = c.require_number("decode_bw_efficiency", 0.01, 1.0);
     k.step_overhead_s      = c.require_number("step_overhead_ms", 0, 1e4) * 1e-3;
     k.prefill_overhead_s   = c.require_number("prefill_overhead_ms", 0, 1e5) * 1e-3;
+    k.step_per_sequence_s  = c.number("step_per_sequence_us", 0, 0, 1e5) * 1e-6;
     if (c.has("moe_layer_overhead_us"))
       k.moe_layer_overhead_s = c.require_number("moe_layer_overhead_us", 0, 1e6) * 1e-6;
     k.step_jump_batch = int(c.integer("step_jump_batch", 0, 1, 1 << 20));

@@ -119,7 +119,8 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
   const double g             = layout.gpus;
   const double dense_memory  = model_.non_expert_bytes_per_layer / bw_ / g;
   const double dense_compute = batch * model_.non_expert_flops_per_token() / flops_ / g;
-  double t = cal_.step_overhead_s + model_.lm_head_bytes / bw_ / g + attention_read_bytes(attention) / bw_ / g;
+  double t = cal_.step_overhead_s + batch * cal_.step_per_sequence_s + model_.lm_head_bytes / bw_ / g +
+             attention_read_bytes(attention) / bw_ / g;
   if (cal_.step_jump_batch > 0 && batch > cal_.step_jump_batch)
     t += cal_.step_jump_s;
   t += model_.layers * std::max(dense_memory, dense_compute);

@@ -120,6 +120,43 @@ TEST_CASE("cost: decode step time of a toy model computed by hand")
   CHECK(c.decode_step_s(5000, none, distinct) == doctest::Approx(35.2e-3).epsilon(1e-12));
 }
 
+namespace {
+
+// The hand-computed 29.2 ms step of the test above: two MoE layers of 3 and 5 distinct experts, a
+// context of 1000 tokens; and eight 100-token prompts.
+const std::vector<uint16_t> kHandDistinct = {3, 5};
+
+AttentionLoad hand_context()
+{
+  AttentionLoad a;
+  a.context_tokens  = 1000;
+  a.windowed_tokens = 1000;
+  return a;
+}
+
+std::vector<PrefillPrompt> hand_prompts()
+{
+  std::vector<PrefillPrompt> prompts(8);
+  for (auto& p : prompts)
+    p.tokens = 100;
+  return prompts;
+}
+
+}  // namespace
+
+TEST_CASE("cost: step_per_sequence adds its cost once per sequence of a decode step, not to prefill (toy model by hand)")
+{
+  Calibration cal         = toy_calibration();
+  cal.step_per_sequence_s = 30e-6;
+  CostModel plain(toy_model(), toy_hardware(), toy_calibration());
+  CostModel per_seq(toy_model(), toy_hardware(), cal);
+  // Batch 4: 29.2 ms plus 4 x 30 us = 29.32 ms.
+  CHECK(per_seq.decode_step_s(4, hand_context(), kHandDistinct) == doctest::Approx(29.32e-3).epsilon(1e-12));
+  CHECK(plain.decode_step_s(4, hand_context(), kHandDistinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  CHECK(per_seq.prefill_s(InstanceLayout{}, hand_prompts(), kHandDistinct) ==
+        plain.prefill_s(InstanceLayout{}, hand_prompts(), kHandDistinct));
+}
+
 TEST_CASE("cost: a decode step of more than step_jump_batch sequences costs step_jump more (toy model by hand)")
 {
   Calibration cal     = toy_calibration();
@@ -127,20 +164,15 @@ TEST_CASE("cost: a decode step of more than step_jump_batch sequences costs step
   cal.step_jump_s     = 7e-3;
   CostModel plain(toy_model(), toy_hardware(), toy_calibration());
   CostModel jump(toy_model(), toy_hardware(), cal);
-  const std::vector<uint16_t> distinct = {3, 5};
-  AttentionLoad a;
-  a.context_tokens  = 1000;
-  a.windowed_tokens = 1000;
+  const AttentionLoad a = hand_context();
   // Batch 4: the 29.2 ms of the hand-computed step above. Batch 5: 29.2 + 7 ms
   // (its dense compute, 5 x 5e8 / 5e14 = 5 us a layer, stays under the 1 ms read).
-  CHECK(jump.decode_step_s(4, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
-  CHECK(jump.decode_step_s(5, a, distinct) == doctest::Approx(36.2e-3).epsilon(1e-12));
-  CHECK(plain.decode_step_s(5, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  CHECK(jump.decode_step_s(4, a, kHandDistinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  CHECK(jump.decode_step_s(5, a, kHandDistinct) == doctest::Approx(36.2e-3).epsilon(1e-12));
+  CHECK(plain.decode_step_s(5, a, kHandDistinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
   // Prefill batches do not see it (their fixed cost is prefill_overhead).
-  std::vector<PrefillPrompt> prompts(8);
-  for (auto& p : prompts)
-    p.tokens = 100;
-  CHECK(jump.prefill_s(InstanceLayout{}, prompts, distinct) == plain.prefill_s(InstanceLayout{}, prompts, distinct));
+  CHECK(jump.prefill_s(InstanceLayout{}, hand_prompts(), kHandDistinct) ==
+        plain.prefill_s(InstanceLayout{}, hand_prompts(), kHandDistinct));
 }
 
 TEST_CASE("cost: in its token range an MoE kernel configuration streams the experts in moe_config_scale x the time (toy model by hand)")

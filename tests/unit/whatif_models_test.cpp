@@ -270,6 +270,8 @@ TEST_CASE("whatif: half-given shared experts or dense layers and a self-referrin
   CHECK(contains(model_error([](Json& j) { j["gemm_dtype"] = "fp4"; }), "m.json: gemm_dtype: "));
   CHECK(contains(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_layer_overhead_us"] = -1; }),
                  "m.json: calibration.mi300x.moe_layer_overhead_us: must be between 0 and"));
+  CHECK(contains(model_error([](Json& j) { j["calibration"]["mi300x"]["step_per_sequence_us"] = -1; }),
+                 "m.json: calibration.mi300x.step_per_sequence_us: must be between 0 and"));
   CHECK(model_error([](Json& j) { j["calibration"]["mi300x"].erase("step_jump_batch"); }) ==
         "m.json: calibration.mi300x.step_jump_ms: a step-cost jump needs both the batch size above which it "
         "applies (step_jump_batch) and its size (step_jump_ms)");
