@@ -107,8 +107,7 @@ int stats(const StatsOptions& o)
     j["routing"]  = x.workload.routing;
     j["sampled_requests"] = s.sampled_requests;
     Json loc = Json::array();
-    for (const auto& b : s.locality)
-    {
+    for (const auto& b : s.locality) {
       Json e = {{"batch", b.batch}, {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
                 {"reduction", b.reduction()}};
       if (generated) {

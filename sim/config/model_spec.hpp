@@ -13,7 +13,8 @@ struct Calibration {
   double step_overhead_s      = 0;  // per decode step: scheduling, sampling, graph launch
   // Per sequence of a decode step: work that grows with the batch outside the weights and the KV
   // (the engine's per-request scheduling, input preparation, sampling and output processing). The
-  // round-robin curves cannot tell it from the expert union (docs/calibration.md section 4); 0: none.
+  // round-robin curves fit it at 0-30 us, none in the committed models (docs/calibration.md
+  // section 4); 0: none.
   double step_per_sequence_s  = 0;
   double prefill_overhead_s   = 0;  // per prefill batch: eager kernel launches, front end, first-token sampling
   // Per-MoE-layer fixed cost (router, gating, permutation, launches). < 0: derived from the hardware's
