@@ -4,7 +4,6 @@
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/routing/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -44,9 +43,9 @@ int stats(const StatsOptions& o)
   std::unique_ptr<GateSource> gates = make_gate_source(*source);
   if (gates)
     opt.token_gates = [&gates](const Request& r, int token) { return gates->token_gates(r, token).prob; };
-  const auto* generated = dynamic_cast<const GeneratedRouting*>(source.get());
-  if (generated)
-    opt.subtopic = [generated](const Request& r) { return generated->traits(r).primary; };
+  const bool subtopics = source->has_subtopics();
+  if (subtopics)
+    opt.subtopic = [&source](const Request& r) { return source->primary_subtopic(r); };
   RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
   const bool has_targets     = x.workload.routing == "generated";
@@ -56,14 +55,14 @@ int stats(const StatsOptions& o)
               kind.c_str(), x.workload.routing.c_str(), s.sampled_requests);
   std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n");
   std::printf("%8s %12s %12s %11s %12s", "batch", "same label", "mixed", "reduction", "target");
-  if (generated)
+  if (subtopics)
     std::printf("   %s", "same sub-topic vs same label (expected unions)");
   std::printf("\n");
   auto red = tg.distinct_reduction.find(kind);
   for (const auto& b : s.locality) {
     std::printf("%8d %12.1f %12.1f %10.1f%% %12s", b.batch, b.distinct_same, b.distinct_mixed, 100 * b.reduction(),
                 has_targets && red != tg.distinct_reduction.end() ? (range(red->second, 100) + "%").c_str() : "-");
-    if (generated)
+    if (subtopics)
       std::printf("   %.1f vs %.1f: %.1f%% fewer", b.expected_subtopic, b.expected_same, 100 * b.subtopic_reduction());
     std::printf("\n");
   }
@@ -110,7 +109,7 @@ int stats(const StatsOptions& o)
     for (const auto& b : s.locality) {
       Json e = {{"batch", b.batch}, {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
                 {"reduction", b.reduction()}};
-      if (generated) {
+      if (subtopics) {
         e["expected_same_label"]    = b.expected_same;
         e["expected_same_subtopic"] = b.expected_subtopic;
         e["subtopic_reduction"]     = b.subtopic_reduction();

@@ -321,6 +321,10 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   if (x.workload.kind == "trace" && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
     w.fail(x.workload.distinct_prompts > 0 ? "distinct_prompts" : "system_prompts",
            "prompt sharing is generated for kinds 'task' and 'language'; a trace brings its own prefix_hashes");
+  if (w.boolean("chat_template", true) && x.workload.kind != "trace") {
+    x.workload.template_prefix_tokens = x.model.template_prefix_tokens;
+    x.workload.template_suffix_tokens = x.model.template_suffix_tokens;
+  }
   x.workload.calibration_requests = w.integer("calibration_requests", 1000, 0, 100000000);
   x.workload.arrivals    = w.choice("arrivals", "poisson", {"poisson", "trace", "file"});
   std::string arrivals_file = w.string("arrivals_file", "traces/azure2023_conv.csv");
@@ -410,11 +414,13 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.serving.prefix_cache          = s.boolean("prefix_cache", false);
   x.serving.decode_prefix_cache   = s.boolean("decode_prefix_cache", true);
   s.finish();
-  const int longest_prompt = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens;
+  const int template_tokens = x.workload.template_prefix_tokens + x.workload.template_suffix_tokens;
+  const int longest_prompt  = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens + template_tokens;
   if (x.serving.prefill_token_budget < longest_prompt)
     throw InputError(config_path, "serving.prefill_token_budget",
                      std::string("must be at least workload.prompt_max_tokens") +
-                         (x.workload.system_prompt_tokens > 0 ? " + system_prompt_tokens" : "") + " (" +
+                         (x.workload.system_prompt_tokens > 0 ? " + system_prompt_tokens" : "") +
+                         (template_tokens > 0 ? " + the model's chat template" : "") + " (" +
                          std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
 
   x.router = r.choice("router", "round_robin", kDecodeRouterNames);

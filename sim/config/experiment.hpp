@@ -66,6 +66,11 @@ struct WorkloadSpec {
                                 // shuffled order, then drawn with replacement); 0: every prompt is new
   int system_prompts      = 0;  // > 0: each request starts with one of this many shared system prompts
   int system_prompt_tokens = 0; //   of this many tokens
+  // The model's chat template (ModelSpec::template_*_tokens) around every prompt of kinds task and
+  // language, whose lengths are raw message lengths (workload.chat_template false: none); a trace's
+  // lengths are as served. Prompt tokens: template prefix, system prompt, message, template suffix.
+  int template_prefix_tokens = 0;
+  int template_suffix_tokens = 0;
   std::string lengths_file;  // resolved path
   std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json

@@ -97,6 +97,13 @@ ModelSpec read_model(JsonReader& r)
            "dense layers need both a count (dense_layers) and a size (dense_layer_MB) above 0");
   m.gemm_dtype = r.choice("gemm_dtype", "bf16", {"bf16", "fp8"});
   m.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  if (r.has("chat_template")) {
+    auto t                   = r.object("chat_template");
+    m.template_prefix_tokens = int(t.require_integer("prefix_tokens", 0, 1 << 16));
+    m.template_suffix_tokens = int(t.require_integer("suffix_tokens", 0, 1 << 16));
+    t.ignore("source");
+    t.finish();
+  }
   auto cal                 = r.object("calibration");
   for (const auto& hw : cal.keys()) {
     auto c = cal.object(hw);

@@ -75,6 +75,12 @@ struct ModelSpec {
   // top k (true: the Hugging Face config's norm_topk_prob, or a softmax over the top-k logits), or
   // the softmax over every expert taken at the picks (false).
   bool norm_topk_prob = false;
+  // The chat template the engine wraps a single user message in (models/<name>.json "chat_template",
+  // from the model's published template): the tokens before the message, identical in every prompt
+  // and therefore routed identically (a causal model's token depends only on the tokens before it),
+  // and the tokens after it. Prompt lengths of the generated workloads are raw message lengths.
+  int template_prefix_tokens = 0;
+  int template_suffix_tokens = 0;
   std::map<std::string, Calibration> calibration;  // by hardware name
 
   double weight_bytes() const;

@@ -101,6 +101,10 @@ public:
   virtual bool has_token_laws() const { return false; }
   // The law of r's prompt tokens (phase 0) or output tokens (phase 1).
   virtual TokenLaw token_law(const Request& r, int phase) const;
+  // Sources with structure below the labels (the generator's sub-topics): r's primary sub-topic
+  // within its label (what RoutingStatsOptions::subtopic measures locality by).
+  virtual bool has_subtopics() const { return false; }
+  virtual int primary_subtopic(const Request&) const { return -1; }
   // Appends the runs that prompt tokens [from, to) of r consist of: by default one, r's own.
   virtual void prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const
   {

@@ -47,6 +47,8 @@ public:
     double decode_mix  = 0;  // share of output tokens drawn from it
   };
   Traits traits(const Request& r) const;
+  bool has_subtopics() const override { return true; }
+  int primary_subtopic(const Request& r) const override { return traits(r).primary; }
   // The palette token `token` of `r` draws from, and its logits (layers x experts): the gate scores a
   // router would see; their softmax per layer are the gate probabilities.
   int palette_of(const Request& r, int token) const;

@@ -30,6 +30,17 @@ struct Workload {
   // the whole prompt for its last, partial block), so equal hashes mean a shared prefix.
   int prefix_block_tokens = 0;
   std::vector<uint64_t> prefix_hashes;
+  // Every prompt holds this many chat-template tokens (WorkloadSpec::template_*_tokens), routed as
+  // template_owner()'s: the same tokens in the same context pick the same experts. The suffix's
+  // context is the message, so for it this assumes that its tokens alone set its experts. Routing
+  // does not depend on a token's place, so they are the prompt's first template_tokens tokens.
+  int template_tokens = 0;
+  const Request* template_owner() const
+  {
+    return template_tokens == 0 ? nullptr : !calibration.empty() ? &calibration.front()
+                                                 : requests.empty()     ? nullptr
+                                                                        : &requests.front();
+  }
   std::span<const uint64_t> hashes(const Request& r) const { return {prefix_hashes.data() + r.hash_begin, r.hash_count}; }
 };
 

@@ -29,7 +29,7 @@ std::unique_ptr<ExpertRoutingSource> make_routing_source(const Experiment& x, co
                                                          const std::string& cache_dir)
 {
   auto source = make_base_source(x, w, cache_dir);
-  if (w.prefix_block_tokens > 0 && !w.prefix_hashes.empty())
+  if ((w.prefix_block_tokens > 0 && !w.prefix_hashes.empty()) || w.template_owner())
     return std::make_unique<SharedPrefixRouting>(std::move(source), w);
   return source;
 }

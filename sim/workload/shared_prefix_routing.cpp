@@ -8,20 +8,31 @@ namespace eldr {
 SharedPrefixRouting::SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> inner, const Workload& w)
     : inner_(std::move(inner)), w_(w), served_(w.requests.size()), calibration_(w.calibration.size())
 {
-  const int block = w.prefix_block_tokens;
+  const int block     = w.prefix_block_tokens;
+  const Request* tmpl = w.template_owner();
   std::unordered_map<uint64_t, const Request*> first_holder;
   auto scan = [&](const Request& r, Span& span) {
     const auto hashes = w.hashes(r);
     span.begin        = uint32_t(segments_.size());
+    // The chat template's tokens first: the template owner's (every prompt holds them all).
+    const int head = tmpl ? std::min(w.template_tokens, std::min(r.prompt_tokens, tmpl->prompt_tokens)) : 0;
+    if (head > 0) {
+      segments_.push_back({head, tmpl});
+      if (tmpl != &r)
+        shared_tokens_ += head;
+    }
     for (size_t j = 0; j < hashes.size(); ++j) {
       const Request* owner = first_holder.try_emplace(hashes[j], &r).first->second;
+      const int begin      = std::max(int(j) * block, head);
       const int end        = std::min(int(j + 1) * block, r.prompt_tokens);
+      if (end <= begin)
+        continue;  // among the template's tokens
       // The owner's own tokens at these positions must be prompt tokens too (equal hashes promise it;
       // a trace that breaks the promise keeps its own routing there).
       if (owner->prompt_tokens < end)
         owner = &r;
       if (owner != &r)
-        shared_tokens_ += end - int(j) * block;
+        shared_tokens_ += end - begin;
       if (segments_.size() > span.begin && segments_.back().owner == owner)
         segments_.back().end = end;
       else

@@ -6,6 +6,7 @@
 // request.hpp) as that earlier request's token at the same position: the block's first holder owns
 // its routing. Then identical prefixes activate identical experts wherever they are computed, which
 // is what makes a cached block's expert counts (ELDR's signature cache) equal to recomputing them.
+// The chat template's tokens (Workload::template_tokens) route so too, as the template owner's.
 // Output tokens and unshared prompt tokens pass through unchanged.
 #include "sim/workload/expert_routing.hpp"
 
@@ -27,6 +28,8 @@ public:
   bool distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const override;
   bool has_token_laws() const override { return inner_->has_token_laws(); }
   TokenLaw token_law(const Request& r, int phase) const override { return inner_->token_law(r, phase); }
+  bool has_subtopics() const override { return inner_->has_subtopics(); }
+  int primary_subtopic(const Request& r) const override { return inner_->primary_subtopic(r); }
   // A shared segment's tokens follow its owner's prompt law.
   void prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const override;
 

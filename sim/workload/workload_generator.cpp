@@ -246,7 +246,7 @@ public:
     }
     r.label          = uint16_t(k);
     const auto& pool = lengths_.at(labels_[k].name);
-    r.prompt_tokens  = pool[content.below(pool.size())];
+    r.prompt_tokens  = pool[content.below(pool.size())] + spec_.template_prefix_tokens + spec_.template_suffix_tokens;
     r.output_tokens  = spec_.output_tokens;
     r.prefix_hash    = content();  // every synthetic prompt is distinct
     r.routing_seed   = content();
@@ -300,17 +300,25 @@ public:
     const int sys      = spec_.system_prompts > 0 ? spec_.system_prompt_tokens : 0;
     const uint64_t sid = spec_.system_prompts > 0 ? rng.below(uint64_t(spec_.system_prompts)) : 0;
     r.prompt_tokens += sys;
-    // The prompt's own content is named by its prefix_hash: drawn per distinct prompt.
-    r.hash_begin = uint32_t(w.prefix_hashes.size());
-    uint64_t h   = 0;
+    // The chat template's prefix and the system prompt are the shared head of the prompt; the
+    // prompt's own content is named by its prefix_hash: drawn per distinct prompt.
+    const int tmpl = spec_.template_prefix_tokens, head = tmpl + sys;
+    r.hash_begin   = uint32_t(w.prefix_hashes.size());
+    uint64_t h     = 0;
     for (int j = 0; j * kHashBlockTokens < r.prompt_tokens; ++j) {
-      const bool system = (j + 1) * kHashBlockTokens <= sys;
-      const uint64_t content = system ? splitmix64(system_seed_ + sid) : r.prefix_hash;
+      const int end          = (j + 1) * kHashBlockTokens;
+      const uint64_t content = end <= tmpl ? splitmix64(system_seed_ - 1)  // the template's alone
+                               : end <= head ? splitmix64(system_seed_ + sid)
+                                             : r.prefix_hash;
       h = splitmix64(h ^ splitmix64(content + uint64_t(j)));
       w.prefix_hashes.push_back(h);
     }
-    r.hash_count  = uint32_t(w.prefix_hashes.size()) - r.hash_begin;
-    r.prefix_hash = w.prefix_hashes[r.hash_begin];  // prefill affinity follows the shared prefix
+    r.hash_count = uint32_t(w.prefix_hashes.size()) - r.hash_begin;
+    // Prefill affinity follows the shared system prompt, but not the template: the proxy hashes the
+    // request as the client sent it, before the engine applies the template. So the first block that
+    // is not the template's alone.
+    const uint32_t first = std::min(uint32_t(tmpl / kHashBlockTokens), r.hash_count - 1);
+    r.prefix_hash        = w.prefix_hashes[r.hash_begin + first];
   }
 
 private:
@@ -335,6 +343,7 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   PromptSharing sharing(spec, drawer, seed);
   Workload w;
   w.labels = drawer.label_names();
+  w.template_tokens = spec.template_prefix_tokens + spec.template_suffix_tokens;
   if (sharing.active())
     w.prefix_block_tokens = PromptSharing::kHashBlockTokens;
 

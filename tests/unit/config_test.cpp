@@ -408,12 +408,13 @@ TEST_CASE("config: unknown keys or wrong types or out-of-range values name file 
 
   // Cross-field check: the prefill token budget must hold the longest prompt.
   e = input_error_of([] { load_experiment(kDefault, {{"serving.prefill_token_budget", "512"}}); });
-  CHECK(contains(e, "serving.prefill_token_budget: must be at least workload.prompt_max_tokens (1024)"));
+  CHECK(contains(e, "serving.prefill_token_budget: must be at least workload.prompt_max_tokens + the model's chat "
+                    "template (1032)"));
   e = input_error_of([] {
     load_experiment(kDefault, {{"workload.system_prompts", "2"}, {"workload.system_prompt_tokens", "7200"}});
   });
   CHECK(contains(e, "serving.prefill_token_budget: must be at least workload.prompt_max_tokens + "
-                    "system_prompt_tokens (8224)"));
+                    "system_prompt_tokens + the model's chat template (8232)"));
 
   // Prompt sharing: a system prompt needs a count and a length; traces bring their own hashes.
   e = input_error_of([] { load_experiment(kDefault, {{"workload.system_prompts", "3"}}); });

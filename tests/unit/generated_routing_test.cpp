@@ -25,9 +25,12 @@ using namespace eldr;
 
 namespace {
 
+// The generator's own statistics (what its profile is calibrated to): prompts without the model's
+// chat template, whose shared tokens prefix_sharing_test.cpp measures.
 Experiment generated(const std::string& model, const std::string& kind)
 {
   return load_experiment("configs/default.json", {{"workload.routing", "generated"},
+                                                  {"workload.chat_template", "false"},
                                                   {"model", model},
                                                   {"workload.kind", kind},
                                                   {"workload.warmup_requests", "0"},
@@ -475,13 +478,12 @@ TEST_CASE("routing statistics: one-sub-topic batches touch fewer experts than on
     y.routing_profile.palette_records                 = records;
     Workload w = make_workload(y);
     auto src   = make_routing_source(y, w);
-    const auto* g = dynamic_cast<const GeneratedRouting*>(src.get());
-    REQUIRE(g != nullptr);
+    REQUIRE(src->has_subtopics());
     RoutingStatsOptions opt;
     opt.requests    = 150;
     opt.batches     = 60;
     opt.batch_sizes = {32};
-    opt.subtopic    = [g](const Request& r) { return g->traits(r).primary; };
+    opt.subtopic    = [&src](const Request& r) { return src->primary_subtopic(r); };
     return measure_routing(w.requests, w.calibration, *src, opt).locality.at(0);
   };
   // A sub-topic reaches the decode tokens two ways: its own preferences (subtopic_strength) and its

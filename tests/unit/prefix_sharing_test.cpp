@@ -24,8 +24,10 @@ struct Shared {
   Experiment x;
   Workload w;
   std::unique_ptr<ExpertRoutingSource> routing;
-  explicit Shared(std::vector<Override> o)
+  // The system-prompt and pool cases run without the model's chat template (its own cases below).
+  explicit Shared(std::vector<Override> o, bool chat_template = false)
   {
+    o.push_back({"workload.chat_template", chat_template ? "true" : "false"});
     o.push_back({"workload.measured_requests", "400"});
     o.push_back({"workload.warmup_requests", "0"});
     o.push_back({"workload.calibration_requests", "50"});
@@ -130,6 +132,48 @@ TEST_CASE("shared-prefix routing: shared prompt blocks route as their first hold
   // A workload without shared prefixes is not wrapped.
   Shared plain(std::vector<Override>{});
   CHECK(dynamic_cast<const SharedPrefixRouting*>(plain.routing.get()) == nullptr);
+}
+
+TEST_CASE("chat template: every prompt holds the model's template, whose tokens route as one owner's")
+{
+  // Qwen3-30B-A3B's template: 3 tokens before the message, 5 after (models/qwen3-30b-a3b.json).
+  Shared t({}, true), bare({});
+  CHECK(t.x.workload.template_prefix_tokens == 3);
+  CHECK(t.x.workload.template_suffix_tokens == 5);
+  CHECK(bare.x.workload.template_prefix_tokens == 0);
+  REQUIRE(t.w.requests.size() == bare.w.requests.size());
+  for (size_t i = 0; i < t.w.requests.size(); ++i) {  // the same draws, 8 tokens longer
+    CHECK(t.w.requests[i].prompt_tokens == bare.w.requests[i].prompt_tokens + 8);
+    CHECK(t.w.requests[i].prefix_hash == bare.w.requests[i].prefix_hash);  // prefill affinity unchanged
+  }
+  const auto* shared = dynamic_cast<const SharedPrefixRouting*>(t.routing.get());
+  REQUIRE(shared != nullptr);
+  const Request& owner = t.w.calibration.front();
+  const Request &a = t.w.requests[0], &b = t.w.requests[1];
+  for (int k = 0; k < 8; ++k) {
+    CHECK(&shared->owner(a, k) == &owner);
+    CHECK(same_masks(*t.routing, a, k, *t.routing, b, k));
+    CHECK(same_masks(*t.routing, a, k, shared->inner(), owner, k));
+  }
+  CHECK(&shared->owner(a, 8) == &a);
+  CHECK(same_masks(*t.routing, a, 8, shared->inner(), a, 8));
+  // Every request but the owner routes its 8 template tokens as the owner's.
+  CHECK(shared->shared_tokens() == 8 * long(t.w.requests.size() + t.w.calibration.size() - 1));
+
+  // GPT-OSS-120B's harmony template opens with a 64-token system message: with a prompt pool the
+  // shared 4 blocks are hashed as shared, and the prefill affinity is the first block past them.
+  Shared g({{"model", "gpt-oss-120b"}, {"workload.distinct_prompts", "50"}}, true);
+  CHECK(g.x.workload.template_prefix_tokens == 64);
+  std::set<uint64_t> first, affinity;
+  for (const Request& r : g.w.requests) {
+    REQUIRE(r.hash_count >= 5);
+    first.insert(g.w.hashes(r)[0]);
+    affinity.insert(r.prefix_hash);
+    CHECK(r.prefix_hash == g.w.hashes(r)[4]);
+  }
+  CHECK(first.size() == 1);      // the template's blocks: one prefix for all
+  CHECK(affinity.size() == 50);  // the proxy hashes what the client sent: one key per prompt
+
 }
 
 TEST_CASE("signature cache: a warm prompt's profile equals its cold one; without it only the tail counts")

@@ -48,9 +48,11 @@ void check_values(const Signature& s, const std::vector<double>& raw)
     CHECK(s[i] == doctest::Approx(raw[i] / std::sqrt(n2)).epsilon(1e-6));
 }
 
-// The default config's generated routing (Qwen3-30B-A3B task), a small workload.
+// The default config's generated routing (Qwen3-30B-A3B task) without the chat template (the bare
+// generator), a small workload.
 struct Generated {
   Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "40"},
+                                                          {"workload.chat_template", "false"},
                                                           {"workload.warmup_requests", "0"},
                                                           {"workload.calibration_requests", "10"}});
   Workload w   = make_workload(x);

@@ -215,6 +215,19 @@ TEST_CASE("trace workload: flagged calibration requests, then warm-up, then ever
   CHECK(w.requests[1].prefix_hash != w.requests[2].prefix_hash);
 }
 
+TEST_CASE("trace workload: a trace's prompt lengths are as served, with no chat template added")
+{
+  ScratchDir d("template");
+  write_trace_dir(d, 12, 2, 48, 128, 8);  // Qwen3-30B-A3B's shape: that model has a chat template
+  Experiment x = esft_experiment(d, {{"model", "qwen3-30b-a3b"}, {"workload.warmup_requests", "0"}});
+  CHECK(x.model.template_prefix_tokens == 3);
+  CHECK(x.workload.template_prefix_tokens + x.workload.template_suffix_tokens == 0);
+  Workload w = make_workload(x);
+  CHECK(w.template_owner() == nullptr);
+  for (size_t k = 0; k < w.requests.size(); ++k)
+    CHECK(w.requests[k].prompt_tokens == int(8 + (k + 2) % 5));
+}
+
 TEST_CASE("trace workload: without flags the first calibration_requests calibrate; measured_requests clips")
 {
   ScratchDir d("firstn");

@@ -272,6 +272,11 @@ TEST_CASE("whatif: half-given shared experts or dense layers and a self-referrin
                  "m.json: calibration.mi300x.moe_layer_overhead_us: must be between 0 and"));
   CHECK(contains(model_error([](Json& j) { j["calibration"]["mi300x"]["step_per_sequence_us"] = -1; }),
                  "m.json: calibration.mi300x.step_per_sequence_us: must be between 0 and"));
+  CHECK(contains(model_error([](Json& j) { j["chat_template"]["prefix_tokens"] = -1; }),
+                 "m.json: chat_template.prefix_tokens: must be between 0 and"));
+  CHECK(model_error([](Json& j) { j["chat_template"].erase("suffix_tokens"); }) ==
+        "m.json: chat_template.suffix_tokens: is required");
+  CHECK(contains(model_error([](Json& j) { j["chat_template"]["tokens"] = 3; }), "m.json: chat_template.tokens: "));
   CHECK(model_error([](Json& j) { j["calibration"]["mi300x"].erase("step_jump_batch"); }) ==
         "m.json: calibration.mi300x.step_jump_ms: a step-cost jump needs both the batch size above which it "
         "applies (step_jump_batch) and its size (step_jump_ms)");
