@@ -169,7 +169,7 @@ std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::stri
   // The executable's build ID keeps a file made by another build (a cache dir reused across
   // rebuilds) from being read; bump the version for builds linked without one when build_logits or
   // sample_palettes change what they make.
-  std::string k = "eldr-sim generated routing, build 1\n";
+  std::string k = "eldr-sim generated routing, build 2\n";
   auto add      = [&](const std::string& name, const std::string& v) {
     k += name + " " + std::to_string(v.size()) + " " + v + "\n";  // length-prefixed: no ambiguity
   };
@@ -243,14 +243,16 @@ bool GeneratedRouting::load_built(const std::string& file, const std::string& ke
   // The sizes build_logits and sample_palettes make.
   const bool novel     = novel_after_s_ != std::numeric_limits<double>::infinity();
   const size_t cells   = size_t(shape_.layers) * size_t(shape_.experts);
-  const size_t P       = size_t(labels_) * size_t(subtopics_) * 2 * (novel ? 2 : 1);
+  const size_t T       = size_t(labels_) * size_t(subtopics_) * 2 * (novel ? 2 : 1);
+  const size_t P       = T + 1;  // the chat template's palette last
   std::vector<float> logits(P * cells), frequency(P * cells);
   HugePageBuffer pool(P * size_t(records_) * size_t(shape_.words()));
   if (!read_array(in, logits.data(), logits.size()) || !read_array(in, frequency.data(), frequency.size()) ||
       !read_array(in, pool.data(), pool.size()) || in.peek() != std::char_traits<char>::eof())
     return false;
-  novel_offset_ = novel ? labels_ * subtopics_ * 2 : 0;
-  logits_       = std::move(logits);
+  novel_offset_    = novel ? labels_ * subtopics_ * 2 : 0;
+  template_palette_ = int(T);
+  logits_          = std::move(logits);
   frequency_    = std::move(frequency);
   pool_         = std::move(pool);
   return true;
@@ -285,6 +287,7 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
   // Shared popularity and per-label preferences: real per-language counts where given, else random.
   std::vector<double> shared;
   std::vector<std::vector<double>> label(static_cast<size_t>(C));
+  double random_label_scale = 1;  // the spread of preferences drawn for a label without data
   std::map<std::string, std::vector<double>> real;
   if (kind == "language" && !p.language_counts_file.empty())
     real = read_language_log_freq(p.language_counts_file, L, E);
@@ -305,6 +308,7 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
         spread += (v[i] - mean[i]) * (v[i] - mean[i]);
     spread = std::sqrt(spread / double(cells * real.size()));
     shared = mean;
+    random_label_scale = spread;
     for (int c = 0; c < C; ++c) {
       auto it = real.find(labels[size_t(c)]);
       std::vector<double>& v = label[size_t(c)];
@@ -332,9 +336,10 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
   // Sub-topic preferences and prefill->decode drift are always drawn. Novel sub-topics (drift) are a
   // second set per label, appended after the usual palettes and drawn from their own stream, so the
   // usual palettes are the same with or without them.
-  const bool novel = novel_after_s_ != std::numeric_limits<double>::infinity();
-  novel_offset_    = novel ? C * S * 2 : 0;
-  logits_.assign(size_t(C) * S * 2 * cells * (novel ? 2 : 1), 0.f);
+  const bool novel  = novel_after_s_ != std::numeric_limits<double>::infinity();
+  novel_offset_     = novel ? C * S * 2 : 0;
+  template_palette_ = C * S * 2 * (novel ? 2 : 1);
+  logits_.assign((size_t(template_palette_) + 1) * cells, 0.f);
   std::vector<double> sub, drift;
   Rng novel_rng(seed, "routing.generated.novel_subtopics");
   for (int set = 0; set < (novel ? 2 : 1); ++set)
@@ -361,6 +366,22 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
         }
       }
     }
+
+  // The chat template's leading tokens (Workload::template_request) are content of their own, the
+  // same in every prompt: the shared popularity plus preferences of their own, drawn like a label's
+  // without data, from their own stream (the other palettes are the same with or without it).
+  Rng template_rng(seed, "routing.generated.chat_template");
+  std::vector<double> own(cells);
+  for (double& x : own)
+    x = normal(template_rng) * random_label_scale;
+  float* out = &logits_[size_t(template_palette_) * cells];
+  for (int l = 0; l < L; ++l) {
+    const double w = layer_weight(p, l, L);
+    for (int e = 0; e < E; ++e) {
+      const size_t i = size_t(l) * E + e;
+      out[i]         = float(loc.popularity_sigma * shared[i] + w * loc.label_strength * own[i]);
+    }
+  }
 }
 
 namespace {
@@ -496,12 +517,18 @@ int GeneratedRouting::palette_of(const Request& r, int token) const
 const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) const
 {
   constexpr uint32_t kMaxCached = 1u << 22;  // ids beyond (never a real workload's) share one slot
-  if (r.id < kMaxCached && r.id >= keys_.size())
+  if (r.id < kMaxCached && r.id >= keys_.size() && r.label != kTemplateLabel)
     keys_.resize(size_t(r.id) + 1);
-  RequestKey& k = r.id < kMaxCached ? keys_[r.id] : uncached_;
+  RequestKey& k = r.label == kTemplateLabel ? template_key_ : r.id < kMaxCached ? keys_[r.id] : uncached_;
   const int first = first_palette(r);
   if (k.prompt_tokens == r.prompt_tokens && k.routing_seed == r.routing_seed && k.label == r.label && k.first == first)
     return k;
+  if (r.label == kTemplateLabel) {
+    k = RequestKey{r.routing_seed, r.prompt_tokens, r.label, first, {}, {}};
+    for (auto& phase : k.palette)
+      phase[0] = phase[1] = uint32_t(template_palette_);
+    return k;
+  }
   const Traits t  = traits(r);
   k.routing_seed  = r.routing_seed;
   k.prompt_tokens = r.prompt_tokens;

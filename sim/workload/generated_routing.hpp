@@ -6,6 +6,8 @@
 // without replacement). A request has a primary and a secondary sub-topic of its label and draws a
 // random share of its tokens from the secondary one, a share drawn separately for its prompt and its
 // output: requests of a kind are alike, not identical, and a prompt predicts its output imperfectly.
+// The chat template's tokens (a request of label kTemplateLabel) have a palette of their own: the
+// shared popularity and preferences of their own, no label's.
 //
 // Speed: tokens are not sampled one by one. Each (label, sub-topic, phase) holds a palette of
 // pre-sampled whole-token records, and a token picks a record by a hash of (request, position), as
@@ -53,7 +55,10 @@ public:
   // router would see; their softmax per layer are the gate probabilities.
   int palette_of(const Request& r, int token) const;
   std::span<const float> palette_logits(int palette) const;
-  int palettes() const { return int(logits_.size() / size_t(shape_.layers * shape_.experts)); }
+  int palettes() const { return template_palette_ + 1; }
+  // The palette of the chat template's tokens (a request of label kTemplateLabel), after every
+  // (label, sub-topic, phase) palette: their count.
+  int template_palette() const { return template_palette_; }
   // The record token `token` of `r` is, as palette x records_per_palette() + its index in the palette:
   // what a token's own gate values (gate_source.hpp) are kept by.
   size_t record_of(const Request& r, int token) const;
@@ -99,6 +104,7 @@ private:
   double mix_max_ = 0;
   double novel_after_s_ = std::numeric_limits<double>::infinity();
   int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)
+  int template_palette_ = 0;
   std::vector<float> logits_;  // [palette][layer][expert]
   HugePageBuffer pool_;  // [palette][record][words]
   std::vector<float> frequency_;  // [palette][layer][expert]: share of the palette's records that pick the expert
@@ -106,6 +112,7 @@ private:
   // built on the fly that reuse an id (tests, trace statistics) get their own key.
   mutable std::vector<RequestKey> keys_;
   mutable RequestKey uncached_;
+  mutable RequestKey template_key_;
   // accumulate_tokens' scratch: record offsets, and for prompt tokens the records already ORed
   // (a bit per palette record) into `seen_union_`, the union as the last prompt call left it.
   mutable std::vector<size_t> offsets_;

@@ -1,10 +1,14 @@
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace eldr {
+
+// Request::label of the chat template's own tokens (Workload::template_request): no workload label.
+inline constexpr uint16_t kTemplateLabel = 0xffff;
 
 // One request as the workload defines it; what happens to it is recorded elsewhere (RunRecorder).
 struct Request {
@@ -31,16 +35,16 @@ struct Workload {
   int prefix_block_tokens = 0;
   std::vector<uint64_t> prefix_hashes;
   // Every prompt holds this many chat-template tokens (WorkloadSpec::template_*_tokens), routed as
-  // template_owner()'s: the same tokens in the same context pick the same experts. The suffix's
-  // context is the message, so for it this assumes that its tokens alone set its experts. Routing
-  // does not depend on a token's place, so they are the prompt's first template_tokens tokens.
+  // template_request's: the same tokens pick the same experts in every prompt, whatever its message
+  // or label. For the leading ones that is exact (a causal model's token sees only the tokens before
+  // it); for the suffix, which follows the message, it assumes a token's identity sets its experts,
+  // as MoE routers largely do. Routing does not depend on a token's place, so they are the prompt's
+  // first template_tokens tokens.
   int template_tokens = 0;
-  const Request* template_owner() const
-  {
-    return template_tokens == 0 ? nullptr : !calibration.empty() ? &calibration.front()
-                                                 : requests.empty()     ? nullptr
-                                                                        : &requests.front();
-  }
+  // The template's content: label kTemplateLabel (a routing source gives it experts of its own),
+  // prompt_tokens = template_tokens. Shared, so that pointers to it survive copies and moves.
+  std::shared_ptr<const Request> template_request;
+  const Request* template_owner() const { return template_tokens == 0 ? nullptr : template_request.get(); }
   std::span<const uint64_t> hashes(const Request& r) const { return {prefix_hashes.data() + r.hash_begin, r.hash_count}; }
 };
 

@@ -14,12 +14,11 @@ SharedPrefixRouting::SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> in
   auto scan = [&](const Request& r, Span& span) {
     const auto hashes = w.hashes(r);
     span.begin        = uint32_t(segments_.size());
-    // The chat template's tokens first: the template owner's (every prompt holds them all).
-    const int head = tmpl ? std::min(w.template_tokens, std::min(r.prompt_tokens, tmpl->prompt_tokens)) : 0;
+    // The chat template's tokens first: the template's own (every prompt holds them all).
+    const int head = tmpl ? std::min(w.template_tokens, r.prompt_tokens) : 0;
     if (head > 0) {
       segments_.push_back({head, tmpl});
-      if (tmpl != &r)
-        shared_tokens_ += head;
+      shared_tokens_ += head;
     }
     for (size_t j = 0; j < hashes.size(); ++j) {
       const Request* owner = first_holder.try_emplace(hashes[j], &r).first->second;

@@ -6,7 +6,8 @@
 // request.hpp) as that earlier request's token at the same position: the block's first holder owns
 // its routing. Then identical prefixes activate identical experts wherever they are computed, which
 // is what makes a cached block's expert counts (ELDR's signature cache) equal to recomputing them.
-// The chat template's tokens (Workload::template_tokens) route so too, as the template owner's.
+// The chat template's tokens (Workload::template_tokens) route as the template's own request
+// (Workload::template_request), whose experts are no label's.
 // Output tokens and unshared prompt tokens pass through unchanged.
 #include "sim/workload/expert_routing.hpp"
 

@@ -344,6 +344,16 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   Workload w;
   w.labels = drawer.label_names();
   w.template_tokens = spec.template_prefix_tokens + spec.template_suffix_tokens;
+  if (w.template_tokens > 0) {
+    Request t;
+    t.id            = UINT32_MAX;
+    t.label         = kTemplateLabel;
+    t.measured      = false;
+    t.prompt_tokens = w.template_tokens;
+    t.output_tokens = 0;
+    t.routing_seed  = stream_seed(seed, "workload.chat_template");
+    w.template_request = std::make_shared<const Request>(t);
+  }
   if (sharing.active())
     w.prefix_block_tokens = PromptSharing::kHashBlockTokens;
 

@@ -235,10 +235,11 @@ TEST_CASE("drift: sub-topics after new_subtopics_after_s are ones the calibratio
   GeneratedRouting plain(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file);
   const double after = w.requests.back().arrival_s / 2;
   GeneratedRouting novel(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file, after);
-  // The usual palettes are untouched; the novel ones are appended.
-  CHECK(novel.palettes() == 2 * plain.palettes());
-  for (int p = 0; p < plain.palettes(); ++p) {
-    auto a = plain.palette_logits(p), b = novel.palette_logits(p);
+  // The usual palettes are untouched; the novel ones are appended, before the chat template's.
+  const int usual = plain.template_palette();
+  CHECK(novel.template_palette() == 2 * usual);
+  for (int p = 0; p <= usual; ++p) {
+    auto a = plain.palette_logits(p), b = novel.palette_logits(p < usual ? p : novel.template_palette());
     REQUIRE(std::equal(a.begin(), a.end(), b.begin()));
   }
   int before = 0, later = 0;
@@ -248,8 +249,8 @@ TEST_CASE("drift: sub-topics after new_subtopics_after_s are ones the calibratio
     for (int t : {0, r.prompt_tokens / 2, r.prompt_tokens, r.prompt_tokens + 100}) {
       const int p = novel.palette_of(r, t);
       if (is_novel) {
-        CHECK(p >= plain.palettes());
-        CHECK(p - plain.palettes() == plain.palette_of(r, t));  // same label, sub-topic slot and phase
+        CHECK(p >= usual);
+        CHECK(p - usual == plain.palette_of(r, t));  // same label, sub-topic slot and phase
       } else {
         CHECK(p == plain.palette_of(r, t));
         auto m1 = plain.token_experts(r, t);
@@ -262,8 +263,8 @@ TEST_CASE("drift: sub-topics after new_subtopics_after_s are ones the calibratio
   CHECK(before > 100);
   CHECK(later > 100);
   for (const Request& r : w.calibration)
-    CHECK(novel.palette_of(r, 0) < plain.palettes());
+    CHECK(novel.palette_of(r, 0) < usual);
   // Novel sub-topics prefer other experts: their logits differ from the usual ones of the same slot.
-  auto u = novel.palette_logits(0), v = novel.palette_logits(plain.palettes());
+  auto u = novel.palette_logits(0), v = novel.palette_logits(usual);
   CHECK_FALSE(std::equal(u.begin(), u.end(), v.begin()));
 }

@@ -184,9 +184,8 @@ TEST_CASE("layer mask: deterministic for a seed, and options bound it")
 
 TEST_CASE("layer mask: on the generated default scenario, counts x IDF beats binary")
 {
-  // The bare generator (no chat template): what its profile's Spearman targets were fitted on.
+  // Prompts in the model's chat template, as served: what its profile's Spearman targets were fitted on.
   const Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "400"},
-                                                                {"workload.chat_template", "false"},
                                                                 {"workload.warmup_requests", "0"},
                                                                 {"workload.calibration_requests", "300"}});
   const Workload w = make_workload(x);

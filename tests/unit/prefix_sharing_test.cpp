@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -134,7 +135,7 @@ TEST_CASE("shared-prefix routing: shared prompt blocks route as their first hold
   CHECK(dynamic_cast<const SharedPrefixRouting*>(plain.routing.get()) == nullptr);
 }
 
-TEST_CASE("chat template: every prompt holds the model's template, whose tokens route as one owner's")
+TEST_CASE("chat template: every prompt holds the model's template, whose tokens route alike and as no label's")
 {
   // Qwen3-30B-A3B's template: 3 tokens before the message, 5 after (models/qwen3-30b-a3b.json).
   Shared t({}, true), bare({});
@@ -148,7 +149,10 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
   }
   const auto* shared = dynamic_cast<const SharedPrefixRouting*>(t.routing.get());
   REQUIRE(shared != nullptr);
-  const Request& owner = t.w.calibration.front();
+  REQUIRE(t.w.template_owner() != nullptr);
+  const Request& owner = *t.w.template_owner();
+  CHECK(owner.label == kTemplateLabel);
+  CHECK(owner.prompt_tokens == 8);
   const Request &a = t.w.requests[0], &b = t.w.requests[1];
   for (int k = 0; k < 8; ++k) {
     CHECK(&shared->owner(a, k) == &owner);
@@ -157,8 +161,43 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
   }
   CHECK(&shared->owner(a, 8) == &a);
   CHECK(same_masks(*t.routing, a, 8, shared->inner(), a, 8));
-  // Every request but the owner routes its 8 template tokens as the owner's.
-  CHECK(shared->shared_tokens() == 8 * long(t.w.requests.size() + t.w.calibration.size() - 1));
+  // Every request, calibration ones included, routes its 8 template tokens as the template's.
+  CHECK(shared->shared_tokens() == 8 * long(t.w.requests.size() + t.w.calibration.size()));
+
+  // The template's law is no label's: its expert frequencies are about as close to every label's
+  // mean prompt law (cosine over layer x expert cells), where a request's own law is closest to its
+  // label's. (Routed as a calibration request's, as before, it was as close to that request's label
+  // as the request itself.)
+  const ExpertRoutingSource& inner = shared->inner();
+  const size_t cells = size_t(inner.shape().layers) * size_t(inner.shape().experts);
+  const size_t L     = t.w.labels.size();
+  std::vector<std::vector<double>> label_law(L, std::vector<double>(cells, 0));
+  for (const Request& r : t.w.calibration) {
+    const TokenLaw law = inner.token_law(r, 0);
+    for (size_t c = 0; c < cells; ++c)
+      label_law[r.label][c] += law.probability(c);
+  }
+  auto cosine = [&](const TokenLaw& law, const std::vector<double>& v) {
+    double dot = 0, aa = 0, bb = 0;
+    for (size_t c = 0; c < cells; ++c) {
+      dot += law.probability(c) * v[c];
+      aa += double(law.probability(c)) * law.probability(c);
+      bb += v[c] * v[c];
+    }
+    return dot / std::sqrt(aa * bb);
+  };
+  std::vector<double> tmpl, own;
+  for (size_t l = 0; l < L; ++l) {
+    tmpl.push_back(cosine(inner.token_law(owner, 0), label_law[l]));
+    own.push_back(cosine(inner.token_law(t.w.calibration.front(), 0), label_law[l]));
+  }
+  const auto [lo, hi] = std::minmax_element(tmpl.begin(), tmpl.end());
+  INFO("template vs labels: " << *lo << " - " << *hi);
+  CHECK(*hi / *lo < 1.1);
+  const size_t mine = t.w.calibration.front().label;
+  for (size_t l = 0; l < L; ++l)
+    if (l != mine)
+      CHECK(own[mine] > 1.2 * own[l]);
 
   // GPT-OSS-120B's harmony template opens with a 64-token system message: with a prompt pool the
   // shared 4 blocks are hashed as shared, and the prefill affinity is the first block past them.
