@@ -48,6 +48,7 @@ RoutingProfile load_routing_profile(const std::string& path, const std::string& 
     l.popularity_sigma  = o.number("popularity_sigma", p.popularity_sigma, 0, 10);
     l.phase_drift       = o.number("phase_drift", p.phase_drift, 0, 10);
     l.request_mix_max   = o.number("request_mix_max", p.request_mix_max, 0, 1);
+    l.shared_subtopics  = o.boolean("shared_subtopics", false);
     o.finish();
     p.kinds[k] = l;
   }

@@ -15,6 +15,9 @@ struct LabelLocality {
   double popularity_sigma  = 1.0;
   double phase_drift       = 0.3;
   double request_mix_max   = 0.5;
+  // The sub-topics are topics every label shares: sub-topic k has the same preferences in every
+  // label (a coding question in any language), where otherwise each label has sub-topics of its own.
+  bool shared_subtopics = false;
 };
 
 // What the generated routing should reproduce (DESIGN.md section 5), printed by `eldrsim trace stats`

@@ -195,6 +195,7 @@ std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::stri
   add("label_strength", num(loc.label_strength));
   add("subtopic_strength", num(loc.subtopic_strength));
   add("phase_drift", num(loc.phase_drift));
+  add("shared_subtopics", loc.shared_subtopics ? "1" : "0");
   add("layer_floor", num(p.layer_floor));
   add("layer_peak", num(p.layer_peak));
   add("layer_width", num(p.layer_width));
@@ -335,23 +336,34 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
 
   // Sub-topic preferences and prefill->decode drift are always drawn. Novel sub-topics (drift) are a
   // second set per label, appended after the usual palettes and drawn from their own stream, so the
-  // usual palettes are the same with or without them.
+  // usual palettes are the same with or without them. Shared sub-topics (topics every label has) are
+  // drawn with the first label and reused by the others.
   const bool novel  = novel_after_s_ != std::numeric_limits<double>::infinity();
   novel_offset_     = novel ? C * S * 2 : 0;
   template_palette_ = C * S * 2 * (novel ? 2 : 1);
   logits_.assign((size_t(template_palette_) + 1) * cells, 0.f);
   std::vector<double> sub, drift;
+  std::vector<std::vector<double>> topic(static_cast<size_t>(S));  // shared sub-topics' preferences
   Rng novel_rng(seed, "routing.generated.novel_subtopics");
   for (int set = 0; set < (novel ? 2 : 1); ++set)
   for (int c = 0; c < C; ++c)
     for (int s = 0; s < S; ++s) {
+      const bool own_sub = !loc.shared_subtopics || c == 0;
       if (set == 1) {
         for (auto* v : {&sub, &drift})
-          for (double& x : *v)
-            x = normal(novel_rng);
+          if (v != &sub || own_sub)
+            for (double& x : *v)
+              x = normal(novel_rng);
       } else {
-        draw(sub);
+        if (own_sub)
+          draw(sub);
         draw(drift);
+      }
+      if (loc.shared_subtopics) {
+        if (c == 0)
+          topic[size_t(s)] = sub;
+        else
+          sub = topic[size_t(s)];
       }
       for (int phase = 0; phase < 2; ++phase) {
         float* out = &logits_[(size_t(set * novel_offset_) + (size_t(c) * S + s) * 2 + phase) * cells];

@@ -6,6 +6,7 @@
 // without replacement). A request has a primary and a secondary sub-topic of its label and draws a
 // random share of its tokens from the secondary one, a share drawn separately for its prompt and its
 // output: requests of a kind are alike, not identical, and a prompt predicts its output imperfectly.
+// A kind may make its sub-topics topics that every label shares (LabelLocality::shared_subtopics).
 // The chat template's tokens (a request of label kTemplateLabel) have a palette of their own: the
 // shared popularity and preferences of their own, no label's.
 //

@@ -2,6 +2,7 @@
 // (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
 // DESIGN.md section 5 as measured by the same code `eldrsim trace stats` uses.
 #include "sim/common/build_id.hpp"
+#include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/routing/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
@@ -408,14 +409,15 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
 
 TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max override the profile's")
 {
-  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.3 for the task kind.
+  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.3 for the task kind,
+  // the profile's drift and its own mix (0.3) for the language kind.
   Experiment x = generated("qwen3-30b-a3b", "task");
   CHECK(x.routing_profile.phase_drift == 0.45);
   CHECK(x.routing_profile.request_mix_max == 1.0);
   CHECK(x.routing_profile.kinds.at("task").phase_drift == 0.75);
   CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.3);
   CHECK(x.routing_profile.kinds.at("language").phase_drift == 0.45);
-  CHECK(x.routing_profile.kinds.at("language").request_mix_max == 1.0);
+  CHECK(x.routing_profile.kinds.at("language").request_mix_max == 0.3);
 
   // The generator reads the kind's values: more drift decorrelates a request's prefill and decode
   // experts; no sub-topic mixing makes requests of one sub-topic alike, so signatures rank pairs better.
@@ -466,6 +468,53 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   CHECK(real.gate_per_pick_p50 < real.gate_per_pick_p95);
   CHECK(real.gate_per_pick_p95 < 1);
   CHECK(real.gate_per_pick_p50 == doctest::Approx(1.0 / 8).epsilon(0.3));
+}
+
+TEST_CASE("generated routing: shared sub-topics are topics every label has; own sub-topics are a label's")
+{
+  // A prompt palette's logits are popularity + w(l) (label_strength u[label] + subtopic_strength v[sub]).
+  // With shared sub-topics v does not depend on the label, so for labels a, b and sub-topics s, t the
+  // double difference z(a,s) - z(b,s) - z(a,t) + z(b,t) vanishes (to float rounding); with a label's
+  // own sub-topics it is of the order of the sub-topic preferences.
+  auto worst_double_difference = [](const std::string& kind) {
+    Experiment x = generated("qwen3-30b-a3b", kind);
+    Workload w   = make_workload(x);
+    GeneratedRouting g(x.model, x.routing_profile, kind, w.labels, x.seed, x.workload.routing_profile_file);
+    const int S = x.routing_profile.subtopics_per_label;
+    auto z      = [&](int label, int sub) { return g.palette_logits((label * S + sub) * 2); };  // prompt phase
+    double worst = 0;
+    for (int a = 0; a + 1 < int(w.labels.size()); ++a)
+      for (int s = 0; s + 1 < S; ++s) {
+        auto as = z(a, s), bs = z(a + 1, s), at = z(a, s + 1), bt = z(a + 1, s + 1);
+        for (size_t i = 0; i < as.size(); ++i)
+          worst = std::max(worst, std::abs(double(as[i]) - bs[i] - at[i] + bt[i]));
+      }
+    return worst;
+  };
+  CHECK(generated("qwen3-30b-a3b", "language").routing_profile.kinds.at("language").shared_subtopics);
+  CHECK_FALSE(generated("qwen3-30b-a3b", "task").routing_profile.kinds.at("task").shared_subtopics);
+  CHECK(worst_double_difference("language") < 1e-4);
+  CHECK(worst_double_difference("task") > 1.0);
+}
+
+TEST_CASE("routing profile: shared_subtopics must be a boolean, and a kind's unknown key is an error")
+{
+  namespace fs = std::filesystem;
+  std::ifstream in("models/routing/qwen3-30b-a3b.json");
+  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  const fs::path file = fs::temp_directory_path() / ("eldr-profile-test-" + std::to_string(::getpid()) + ".json");
+  auto load_with = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    const size_t at  = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    std::ofstream(file) << text;
+    return load_routing_profile(file.string(), ".");
+  };
+  CHECK(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": false").kinds.at("language").shared_subtopics == false);
+  CHECK_THROWS_AS(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": 1"), InputError);
+  CHECK_THROWS_AS(load_with("\"shared_subtopics\": true", "\"shared_sub_topics\": true"), InputError);
+  fs::remove(file);
 }
 
 TEST_CASE("routing statistics: one-sub-topic batches touch fewer experts than one-label ones only with sub-topic structure")
