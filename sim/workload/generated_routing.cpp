@@ -251,11 +251,11 @@ bool GeneratedRouting::load_built(const std::string& file, const std::string& ke
   if (!read_array(in, logits.data(), logits.size()) || !read_array(in, frequency.data(), frequency.size()) ||
       !read_array(in, pool.data(), pool.size()) || in.peek() != std::char_traits<char>::eof())
     return false;
-  novel_offset_    = novel ? labels_ * subtopics_ * 2 : 0;
+  novel_offset_     = novel ? labels_ * subtopics_ * 2 : 0;
   template_palette_ = int(T);
-  logits_          = std::move(logits);
-  frequency_    = std::move(frequency);
-  pool_         = std::move(pool);
+  logits_           = std::move(logits);
+  frequency_        = std::move(frequency);
+  pool_             = std::move(pool);
   return true;
 }
 
@@ -350,10 +350,11 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
     for (int s = 0; s < S; ++s) {
       const bool own_sub = !loc.shared_subtopics || c == 0;
       if (set == 1) {
-        for (auto* v : {&sub, &drift})
-          if (v != &sub || own_sub)
-            for (double& x : *v)
-              x = normal(novel_rng);
+        if (own_sub)
+          for (double& x : sub)
+            x = normal(novel_rng);
+        for (double& x : drift)
+          x = normal(novel_rng);
       } else {
         if (own_sub)
           draw(sub);
@@ -379,8 +380,8 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
       }
     }
 
-  // The chat template's leading tokens (Workload::template_request) are content of their own, the
-  // same in every prompt: the shared popularity plus preferences of their own, drawn like a label's
+  // The chat template's tokens (Workload::template_request) are content of their own, the same in
+  // every prompt: the shared popularity plus preferences of their own, drawn like a label's
   // without data, from their own stream (the other palettes are the same with or without it).
   Rng template_rng(seed, "routing.generated.chat_template");
   std::vector<double> own(cells);
