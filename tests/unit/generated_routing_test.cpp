@@ -9,6 +9,7 @@
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 #include <doctest/doctest.h>
 
@@ -499,22 +500,21 @@ TEST_CASE("generated routing: shared sub-topics are topics every label has; own 
 
 TEST_CASE("routing profile: shared_subtopics must be a boolean, and a kind's unknown key is an error")
 {
-  namespace fs = std::filesystem;
   std::ifstream in("models/routing/qwen3-30b-a3b.json");
   const std::string good((std::istreambuf_iterator<char>(in)), {});
-  const fs::path file = fs::temp_directory_path() / ("eldr-profile-test-" + std::to_string(::getpid()) + ".json");
+  const test::ScratchDir scratch("routing-profile");
+  const std::string file = scratch.file("profile.json");
   auto load_with = [&](const std::string& from, const std::string& to) {
     std::string text = good;
     const size_t at  = text.find(from);
     REQUIRE(at != std::string::npos);
     text.replace(at, from.size(), to);
     std::ofstream(file) << text;
-    return load_routing_profile(file.string(), ".");
+    return load_routing_profile(file, ".");
   };
   CHECK(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": false").kinds.at("language").shared_subtopics == false);
   CHECK_THROWS_AS(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": 1"), InputError);
   CHECK_THROWS_AS(load_with("\"shared_subtopics\": true", "\"shared_sub_topics\": true"), InputError);
-  fs::remove(file);
 }
 
 TEST_CASE("routing statistics: one-sub-topic batches touch fewer experts than one-label ones only with sub-topic structure")
