@@ -345,7 +345,7 @@ def write_report(stage, args, fits, claims, fingerprint, seconds):
                       f"{c['note']} |")
         md += ["", "Not checked here: the MoE-layer scaling on MI300X (4.7x from 16 to 128 experts) is an input of "
                "the cost model (`models/hardware/mi300x.json`), not a prediction, and so is ELDR's routing overhead "
-               "(`eldr.routing_overhead_ms`, 0.86 ms after each prefill batch; the TTFT claim above checks that it "
+               "(`eldr.routing_overhead_ms`, 0.86 ms per request in the front-end proxy; the TTFT claim above checks that it "
                "lands in TTFT at the published size); the signature size (~12 KB) is an input of the KV "
                "hand-off (`handoff_bytes`).", ""]
         with open(os.path.join(stage, "claims.csv"), "w", newline="") as f:

@@ -53,17 +53,19 @@ struct WorkQueue {
   }
 };
 
-// A decode worker's arrivals (KV received, waiting for admission) and its wake-up: a semaphore it
-// sleeps on, released only while it sleeps, at most once a sleep. One simcall a sleep and one a wake;
-// a condition variable adds a mutex lock and unlock around each wait.
-struct ArrivalQueue {
-  std::deque<const Request*> items;
+// A queue with one consumer that sleeps on a semaphore, released only while it sleeps, at most once a
+// sleep: one simcall a sleep and one a wake; a condition variable adds a mutex lock and unlock around
+// each wait. A decode worker's arrivals (KV received, waiting for admission) and the routing proxy's
+// prefilled prompts are such queues.
+template <class Item>
+struct SignalQueue {
+  std::deque<Item> items;
   simgrid::s4u::SemaphorePtr bell = simgrid::s4u::Semaphore::create(0);
-  bool sleeping = false;  // the worker sleeps on `bell` and no push has released it yet
+  bool sleeping = false;  // the consumer sleeps on `bell` and no push has released it yet
 
-  void push(const Request* r)
+  void push(Item item)
   {
-    items.push_back(r);
+    items.push_back(item);
     if (sleeping) {
       sleeping = false;
       bell->release();
@@ -88,6 +90,14 @@ struct ArrivalQueue {
     while (items.empty())
       sleep(-1);
   }
+};
+using ArrivalQueue = SignalQueue<const Request*>;
+
+// A prompt whose prefill has finished, on its way to the decode router.
+struct PrefilledPrompt {
+  const Request* request;
+  int cached_tokens;   // leading tokens reused from the prefill worker's block cache
+  int prefill_worker;  // where its KV cache is
 };
 
 // The layout of a group's instances: its GPU count and expert-parallel degree over the node's xGMI links.
@@ -152,6 +162,7 @@ struct ClusterState {
   std::vector<simgrid::s4u::Mailbox*> kv_doorbells;    // a decode instance learns of an incoming KV transfer here
   std::vector<WorkQueue> prefill_queues;
   std::vector<ArrivalQueue> decode_arrivals;
+  SignalQueue<PrefilledPrompt> routing_queue;  // prompts waiting for a router with per-request work
   std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
   std::vector<int> decode_in_flight;       // routed and not yet finished
   // By request id, while its KV cache is in flight: one flow per GPU of the decode instance (prefill

@@ -1,5 +1,5 @@
 #include "sim/cluster/prefill_worker.hpp"
-#include "sim/cache/cached_profile.hpp"
+#include "sim/cluster/hand_off.hpp"
 #include "sim/cache/prefix_blocks.hpp"
 #include "sim/workload/expected_union.hpp"
 
@@ -73,7 +73,7 @@ void PrefillWorker::take_batch()
     if (!reserve_blocks(r, cached))
       break;  // FCFS: waits for KV memory, and so does everyone behind it
     tokens += r.prompt_tokens - cached;
-    batch_.push_back({&r, cached});
+    batch_.push_back({&r, cached, index_});
     queue.items.pop_front();
   }
 }
@@ -84,7 +84,7 @@ void PrefillWorker::sampled_distinct(std::vector<double>& distinct) const
   std::vector<uint64_t> used(size_t(shape.words()), 0);
   std::vector<TokenRef> chunk;
   bool full = false;
-  for (const Prompt& p : batch_) {
+  for (const PrefilledPrompt& p : batch_) {
     const Request* r = p.request;
     // Long prompts touch every expert; once the union is full the remaining tokens cannot change it.
     for (int t0 = p.cached_tokens; t0 < r->prompt_tokens && !full; t0 += 32) {
@@ -103,7 +103,7 @@ void PrefillWorker::sampled_distinct(std::vector<double>& distinct) const
 void PrefillWorker::expected_distinct(std::vector<double>& distinct) const
 {
   std::vector<PromptTokens> prompts;
-  for (const Prompt& p : batch_)
+  for (const PrefilledPrompt& p : batch_)
     prompts.push_back({p.request, p.cached_tokens, p.request->prompt_tokens});
   distinct.resize(size_t(s_.routing.shape().layers));
   expected_prompt_distinct(s_.routing, prompts, distinct);
@@ -112,7 +112,7 @@ void PrefillWorker::expected_distinct(std::vector<double>& distinct) const
 double PrefillWorker::run_batch()
 {
   std::vector<PrefillPrompt> prompts;
-  for (const Prompt& p : batch_)
+  for (const PrefilledPrompt& p : batch_)
     prompts.push_back({p.request->prompt_tokens, p.cached_tokens});
   std::vector<double> distinct;
   if (s_.experiment.workload.expert_union == "expected")
@@ -120,67 +120,6 @@ double PrefillWorker::run_batch()
   else
     sampled_distinct(distinct);
   return s_.cost.prefill_s(s_.prefill_layout, prompts, distinct);
-}
-
-PromptProfile PrefillWorker::prompt_profile(const Prompt& p) const
-{
-  DecodeRouter& router = s_.decode_router;
-  const Request& r     = *p.request;
-  std::vector<BlockOrigin> cached;
-  for (int i = 0; i * s_.kv_block_tokens < p.cached_tokens; ++i)
-    cached.push_back(s_.prefill_caches[size_t(index_)].origin(s_.block_keys[r.id][size_t(i)]));
-  return cached_prompt_profile(s_.routing, r, cached, s_.kv_block_tokens, s_.experiment.eldr.signature_cache,
-                               router.prompt_fields(), s_.gates.get(), router.prompt_layers());
-}
-
-void PrefillWorker::hand_off(const Prompt& p)
-{
-  const Request& r   = *p.request;
-  RequestRecord& rec = s_.recorder.request(r.id);
-  const double now   = sg4::Engine::get_clock();
-  rec.first_token_s  = now;
-  rec.tokens_generated = 1;
-  rec.prefill_cached_tokens = p.cached_tokens;
-  --s_.prefill_in_flight[size_t(index_)];
-
-  DecodeLoadView view{s_.decode_in_flight, now};
-  if (s_.decode_router.uses_prompt_profile())
-    s_.decode_router.observe_prompt(r, prompt_profile(p));
-  int d = s_.decode_router.choose(r, view);
-  xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
-             std::string(s_.decode_router.name()).c_str(), d, view.workers());
-  rec.decode_worker = d;
-  if (s_.recorder.log_decisions)  // before this request counts: the loads the router saw
-    s_.recorder.record_decision(r.id, now, view.in_flight, d);
-  ++s_.decode_in_flight[size_t(d)];
-  rec.kv_start_s = now;
-  // Blocks the decode worker holds already need not travel (vLLM's P/D connectors pull only the
-  // blocks the decode side misses); they are pinned there now so they stay until admission.
-  long held = 0;
-  if (s_.decode_caches_prefixes()) {
-    const auto& keys = s_.block_keys[r.id];
-    BlockCache& dc   = s_.decode_caches[size_t(d)];
-    held             = dc.match(keys);
-    dc.acquire(std::span(keys).first(size_t(held)), 0);
-  }
-  rec.decode_cached_tokens = int(held) * s_.kv_block_tokens;
-  // The KV cache moves as a host-to-host flow that contends with the others on the NICs; a zero-byte
-  // doorbell (same route, so it never arrives after the flow ends) tells the decode side to watch it.
-  // Even when the decode worker holds every prompt block, the first token's id (4 bytes) travels: a
-  // flow of no bytes would end with the doorbell, before the receiver could watch it.
-  auto bytes = std::max<uint64_t>(
-      4, uint64_t(s_.cost.kv_bytes(r.prompt_tokens - rec.decode_cached_tokens) + s_.decode_router.handoff_bytes(r)));
-  // A decode instance of g GPUs receives g flows of bytes/g in parallel, prefill GPU i mod g_p -> decode
-  // GPU i (each GPU gets its share of the KV heads); one GPU: the single flow as before.
-  const auto& senders   = s_.prefill_gpu_hosts[size_t(index_)];
-  const auto& receivers = s_.decode_gpu_hosts[size_t(d)];
-  auto& flows           = s_.kv_transfers[r.id];
-  flows.clear();
-  const uint64_t share = receivers.size() == 1 ? bytes : std::max<uint64_t>(1, bytes / receivers.size());
-  for (size_t i = 0; i < receivers.size(); ++i)
-    flows.push_back(sg4::Comm::sendto_async(senders[i % senders.size()], receivers[i], share));
-  s_.kv_flows_pending[r.id] = int(flows.size());
-  s_.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }
 
 void PrefillWorker::operator()()
@@ -198,14 +137,19 @@ void PrefillWorker::operator()()
       continue;
     }
     const double now = sg4::Engine::get_clock();
-    for (const Prompt& p : batch_)
+    for (const PrefilledPrompt& p : batch_)
       s_.recorder.request(p.request->id).prefill_start_s = now;
-    // The router's per-request work (ELDR: gathering the prompt's routed experts into its signature,
-    // the decision) runs on the batch's requests together after their prefill, before the first
-    // tokens leave and the KV transfers start: it adds to TTFT and occupies the prefill worker.
-    sg4::this_actor::sleep_for(run_batch() + s_.decode_router.routing_overhead_s());
-    for (const Prompt& p : batch_)
-      hand_off(p);
+    sg4::this_actor::sleep_for(run_batch());
+    // A router with per-request work decides in the routing proxy, after the batch and before the
+    // first token leaves (so it adds to TTFT); the others decide at once.
+    const bool proxy = s_.decode_router.routing_overhead_s() > 0;
+    for (const PrefilledPrompt& p : batch_) {
+      --s_.prefill_in_flight[size_t(index_)];
+      if (proxy)
+        s_.routing_queue.push(p);
+      else
+        hand_off(s_, p);
+    }
   }
 }
 

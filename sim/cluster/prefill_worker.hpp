@@ -4,7 +4,8 @@
 namespace eldr {
 
 // One prefill instance: takes queued prompts FIFO up to the token budget, prefills them as one batch,
-// samples each one's first token, asks the decode router where it goes and ships its KV cache there.
+// samples each one's first token and hands it to the decode router, which picks the decode worker its
+// KV cache goes to (sim/cluster/hand_off.hpp).
 // With prefix caching, a prompt's leading blocks found in the worker's block cache are not computed
 // (only the tail is, attending to the cached prefix) and its blocks stay referenced until its KV
 // cache has reached the decode worker.
@@ -14,10 +15,6 @@ public:
   void operator()();
 
 private:
-  struct Prompt {
-    const Request* request;
-    int cached_tokens;  // leading tokens reused from the block cache
-  };
   // Takes the next batch off the queue (empty: the queue's head does not fit in KV memory yet).
   void take_batch();
   // Reserves r's KV blocks; false if they do not fit now.
@@ -26,11 +23,9 @@ private:
   // Distinct experts per layer of the batch's computed prompt tokens into `distinct`.
   void sampled_distinct(std::vector<double>& distinct) const;
   void expected_distinct(std::vector<double>& distinct) const;
-  PromptProfile prompt_profile(const Prompt& p) const;
-  void hand_off(const Prompt& p);
   ClusterState& s_;
   int index_;
-  std::vector<Prompt> batch_;
+  std::vector<PrefilledPrompt> batch_;
   std::vector<uint64_t> batch_new_;  // blocks this batch computes (not hits for a later prompt in it)
 };
 

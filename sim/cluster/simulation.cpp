@@ -3,6 +3,7 @@
 #include "sim/cluster/decode_worker.hpp"
 #include "sim/cluster/platform.hpp"
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/cluster/routing_proxy.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/cluster_placement.hpp"
 #include "sim/routing/eldr_router.hpp"
@@ -167,6 +168,8 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
     sg4::Actor::create("kv-receiver-" + std::to_string(i), host, KvReceiver(s, i))->daemonize();
     sg4::Actor::create("decode-" + std::to_string(i), host, DecodeWorker(s, i, opt.decode_block_steps))->daemonize();
   }
+  if (router->routing_overhead_s() > 0)
+    sg4::Actor::create("routing-proxy", s.prefill_hosts.front(), RoutingProxy(s))->daemonize();
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();
   recorder.router_stats = router->stats();
