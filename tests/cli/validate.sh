@@ -136,6 +136,25 @@ PYEOF
 rc=$?
 check "the claim checks compute the gains by hand" "[ $rc -eq 0 ]"
 
+# The per-model split of the claims, on hand-made results: one claim, band 7.0-13.9 (+-2: 5.0-15.9), with
+# Qwen3 cells at 8 and 10 (inside: yes) and one GPT-OSS cell at 16 (outside: no); a claim on a mean has
+# no per-model reading.
+$PY - <<'PYEOF'
+import sys
+sys.path.insert(0, "analysis")
+import validate as v
+c = v.Claims([])
+c.add("X", "7.0-13.9% lower", [("qwen3-30b-a3b task 20", 8.0), ("gpt-oss-120b task 20", 16.0),
+                               ("qwen3-30b-a3b task 60", 10.0)], 7.0, 13.9)
+c.add("Y", "76 on average", [("mean", 70.0)], 76, 76)
+models, rows = v.by_model(c.results)
+want = (["qwen3-30b-a3b", "gpt-oss-120b"], [["X", "7.0-13.9% lower", "8.0 to 10.0 yes", "16.0 to 16.0 **no**"]])
+print(("ok   " if (models, rows) == want else "FAIL ") + f"claims by model: {models} {rows}")
+sys.exit(0 if (models, rows) == want else 1)
+PYEOF
+rc=$?
+check "the claims split by model" "[ $rc -eq 0 ]"
+
 # The signature claims on hand-made trace stats: two cells, counts x IDF 80 and 72 (mean 76: holds),
 # gate probabilities 62 and 60 (mean 61, within 62 +- 2: holds), the best other variant raw counts at
 # 70 and 74 (mean 72): counts x IDF leads by 4.0 (holds). With a third cell where counts x IDF is 40
