@@ -34,7 +34,8 @@ public:
   virtual void observe_prompt(const Request& /*r*/, const PromptProfile& /*profile*/) {}
   // Bytes the router's per-request state adds to the KV transfer (ELDR's signature travels with it).
   virtual double handoff_bytes(const Request& /*r*/) const { return 0; }
-  // Seconds the router's work costs after a prefill batch, before its first tokens (in TTFT).
+  // Seconds of the router's own work per request, after its prefill and before its first token (so in
+  // TTFT); > 0 routes in the front-end proxy, one request at a time (sim/cluster/routing_proxy.hpp).
   virtual double routing_overhead_s() const { return 0; }
   // Where this router would send a calibration request (whose prompt profile, counted as
   // prompt_fields()/prompt_layers() ask, is given): the decode workers whose expected expert load it
