@@ -155,6 +155,28 @@ PYEOF
 rc=$?
 check "the claims split by model" "[ $rc -eq 0 ]"
 
+# Where each router's curve rises most, on hand-made main-study rows: round robin 15, 19, 27, 26, 25 ms at
+# 20-100 req/s rises most from 40 to 60 (+8 ms); ELDR 14, 16, 18, 24, 23 from 60 to 80 (+6); a pool
+# scaling point (decode 8) and another sweep are not the main study.
+$PY - <<'PYEOF'
+import sys
+sys.path.insert(0, "analysis")
+import validate as v
+rows = []
+for router, curve in (("round_robin", [15, 19, 27, 26, 25]), ("eldr", [14, 16, 18, 24, 23])):
+    for rate, t in zip([20, 40, 60, 80, 100], curve):
+        rows.append(dict(sweep="main", decode=16.0, model="m", workload="task", router=router, rate_rps=float(rate),
+                         tpot_p50_ms=float(t)))
+rows.append(dict(sweep="main", decode=8.0, model="m", workload="task", router="eldr", rate_rps=30.0, tpot_p50_ms=99.0))
+rows.append(dict(sweep="tau", decode=16.0, model="m", workload="task", router="eldr", rate_rps=50.0, tpot_p50_ms=99.0))
+got = v.steepest_rise(rows)
+want = {("m", "task"): {"round_robin": "40-60", "eldr": "60-80"}}
+print(("ok   " if got == want else "FAIL ") + f"steepest rise per router: {got}")
+sys.exit(0 if got == want else 1)
+PYEOF
+rc=$?
+check "where each router's curve rises most" "[ $rc -eq 0 ]"
+
 # The signature claims on hand-made trace stats: two cells, counts x IDF 80 and 72 (mean 76: holds),
 # gate probabilities 62 and 60 (mean 61, within 62 +- 2: holds), the best other variant raw counts at
 # 70 and 74 (mean 72): counts x IDF leads by 4.0 (holds). With a third cell where counts x IDF is 40
