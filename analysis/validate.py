@@ -300,6 +300,12 @@ def rr_section(fits):
     return header, rows, csv_rows
 
 
+def model_order(model):
+    """Sort key: the measured models in their usual order, then the others by name."""
+    known = list(ec.CALIBRATED_MODELS)
+    return (known.index(model), "") if model in known else (len(known), model)
+
+
 def by_model(claims):
     """The claims checked cell by cell, split by model: (models, rows), each row the claim and per model
     "min to max" of its cells with yes/no for whether that model's cells alone lie in the band ("" where
@@ -315,8 +321,7 @@ def by_model(claims):
                 per.setdefault(words[0], []).append(v)
         if per:
             split.append((c, per))
-    seen = {m for _, per in split for m in per}
-    models = [m for m in ec.CALIBRATED_MODELS if m in seen] + sorted(seen - set(ec.CALIBRATED_MODELS))
+    models = sorted({m for _, per in split for m in per}, key=model_order)
     rows = []
     for c, per in split:
         low, high = c["band"]
@@ -402,10 +407,8 @@ def write_report(stage, args, fits, claims, fingerprint, seconds):
         combined = os.path.join(stage, "combined.csv")
         rises = steepest_rise(load_combined(combined)) if os.path.exists(combined) else {}
         if rises:
-            routers = [r for r in ["random", "round_robin", "jsq", "p2c", "domain", "eldr"]
-                       if any(r in v for v in rises.values())]
-            order = {m: i for i, m in enumerate(ec.CALIBRATED_MODELS)}
-            keys = sorted(rises, key=lambda k: (order.get(k[0], len(order)), k[0], k[1] != "task"))
+            routers = [r for r in list(LOAD_BALANCERS) + ["domain", "eldr"] if any(r in v for v in rises.values())]
+            keys = sorted(rises, key=lambda k: (model_order(k[0]), k[1] != "task"))
             md += ["", "### Where each router's curve rises most", "",
                    "Main study: the two consecutive rates (req/s) between which each router's TPOT P50 rises "
                    "most (in ms). On the testbed every router rises most from 40 to 60 req/s for Qwen3-30B-A3B and "
