@@ -83,6 +83,23 @@ def rounded(x, names):
     return tuple(round(float(v), PARAMS[n][3]) for v, n in zip(x, names))
 
 
+def parse_hold(spec, ap):
+    """--hold KEY or KEY=VALUE -> (KEY, VALUE or None: the block's)."""
+    key, eq, value = spec.partition("=")
+    if key not in PARAMS:
+        ap.error(f"--hold {spec}: unknown coefficient '{key}' (one of {', '.join(PARAMS)})")
+    if not eq:
+        return key, None
+    try:
+        v = float(value)
+    except ValueError:
+        ap.error(f"--hold {spec}: '{value}' is not a number")
+    lo, hi = PARAMS[key][1], PARAMS[key][2]
+    if not lo <= v <= hi:
+        ap.error(f"--hold {spec}: outside the coefficient's range [{lo:g}, {hi:g}]")
+    return key, v
+
+
 def bounds_of(names):
     return (np.array([PARAMS[n][1] for n in names]), np.array([PARAMS[n][2] for n in names]))
 
@@ -102,8 +119,21 @@ class ModelFit:
         self.doc = ec.load_model(name)
         self.doc.setdefault("calibration", {})
         cal = self.doc["calibration"].get(args.hardware)
+        # --hold: those coefficients stay at the block's value (or the one given) and are not fitted.
+        held = dict(args.hold)
+        if held:
+            cal = dict(cal or {}, **{n: v for n, v in held.items() if v is not None})
+            self.doc["calibration"][args.hardware] = cal
         optional = [n for n, (needs, _) in OPTIONAL.items() if cal and needs in cal]
-        self.names = CORE + optional
+        for n, v in held.items():
+            if n not in CORE + optional:
+                raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: --hold {n}: not a coefficient of "
+                               f"this block ({OPTIONAL[n][0]} is not set), so holding it would change nothing")
+            if v is None and n not in cal:
+                raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: --hold {n}: no value in the "
+                               f"block to hold (give --hold {n}=VALUE)")
+        self.held = {n: cal[n] for n in held}
+        self.names = [n for n in CORE + optional if n not in held]
         if args.start:
             start = list(args.start)
         elif cal is None:
@@ -114,6 +144,9 @@ class ModelFit:
                 raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: no {missing[0]} (give --start)")
             start = [cal[n] for n in CORE]
         start += [cal.get(n, OPTIONAL[n][1]) for n in optional]
+        start = [v for n, v in zip(CORE + optional, start) if n not in held]
+        if not self.names:
+            raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: --hold leaves no coefficient to fit")
         self.scale = scales_of(self.names)
         self.lower, self.upper = bounds_of(self.names)
         self.start = np.clip(np.array(start, float), self.lower, self.upper)
@@ -256,7 +289,7 @@ class ModelFit:
         b = self.best()
         print(f"[{self.name}] {stop} after {self.evals} evaluations, {time.time() - self.t0:.0f} s: "
               f"{self.describe(b['x'])}, objective {b['objective']:.5f}", file=sys.stderr, flush=True)
-        out = {"model": self.name, "names": self.names, "best": b, "start": rounded(self.start, self.names),
+        out = {"model": self.name, "names": self.names, "held": self.held, "best": b, "start": rounded(self.start, self.names),
                "evals": self.evals, "stop": stop}
         if a.loro:
             out["loro"] = self.leave_one_rate_out(b)
@@ -329,11 +362,15 @@ def data_text(args):
     return f"{files} ({what})"
 
 
+def held_text(fit):
+    return f" (held: {', '.join(f'{n} {v:g}' for n, v in fit['held'].items())})" if fit["held"] else ""
+
+
 def source_sentence(fit, args):
     b = fit["best"]
     cells = ", ".join(c["label"] for c in b["cells"])
     return (f"Fitted {datetime.date.today().isoformat()} by analysis/fit_cost.py to {data_text(args)}, cells "
-            f"{cells} req/s, hardware {args.hardware}: {args.method} over {', '.join(fit['names'])} minimising "
+            f"{cells} req/s, hardware {args.hardware}: {args.method} over {', '.join(fit['names'])}{held_text(fit)} minimising "
             f"{objective_text(args)} = {b['objective']:.5f} here; {fit['evals']} of at most {args.max_evals} "
             f"evaluations ({fit['stop']}); runs of {args.duration:g} s measured traffic after a {args.warmup}-request "
             f"warm-up (the measurement: {ec.MEASURED_DURATION_S} s after {ec.MEASURED_WARMUP_REQUESTS}), seed "
@@ -464,6 +501,7 @@ def fitted_block(fit, args):
     """The model file's calibration.<hardware> block with the fitted coefficients and this fit's source."""
     doc = ec.load_model(fit["model"])
     cal = dict(doc.get("calibration", {}).get(args.hardware, {}))
+    cal.update(fit["held"])
     cal.update(dict(zip(fit["names"], fit["best"]["x"])))
     cal["source"] = source_sentence(fit, args)
     return cal
@@ -502,6 +540,9 @@ def main(argv=None):
     ap.add_argument("--ttft-weight", type=float, default=0.25, help="weight of TTFT P50 errors (default 0.25)")
     ap.add_argument("--start", type=float, nargs=3, metavar=("EFF", "STEP_MS", "PREFILL_MS"),
                     help="starting point (default: the model file's current calibration)")
+    ap.add_argument("--hold", nargs="+", default=[], metavar="KEY[=VALUE]",
+                    help="keep these coefficients at the block's value (or at VALUE) instead of fitting them: "
+                         "an ablation's fixed size, e.g. --hold step_per_sequence_us=50")
     ap.add_argument("--seed", type=int, default=1, help="simulation seed (default 1)")
     ap.add_argument("--config", default=ec.DEFAULT_CONFIG, help="experiment config (default configs/default.json)")
     ap.add_argument("--hardware", default="mi300x", help="calibration block to fit (default mi300x)")
@@ -527,6 +568,7 @@ def main(argv=None):
     for p in ("eldrsim", "config", "report"):
         setattr(args, p, os.path.abspath(getattr(args, p)))
     args.data = [(f"{k}={p}" if k else p) for k, p in map(ec.split_data_spec, args.data)]
+    args.hold = [parse_hold(h, ap) for h in args.hold]
     if args.jobs < 1 or args.max_evals < 1 or args.duration <= 0 or args.warmup < 0 or args.ttft_weight < 0:
         ap.error("--jobs and --max-evals must be >= 1, --duration > 0, --warmup and --ttft-weight >= 0")
     models = ec.parse_models(args.models)
@@ -563,7 +605,7 @@ def main(argv=None):
     print()
     for f in fits:
         x = ", ".join(f"{n} {v:g}" for n, v in zip(f["names"], f["best"]["x"]))
-        print(f"{f['model']}: {x} (objective {f['best']['objective']:.5f}, {f['evals']} evaluations, {f['stop']}, "
+        print(f"{f['model']}: {x}{held_text(f)} (objective {f['best']['objective']:.5f}, {f['evals']} evaluations, {f['stop']}, "
               f"{f['seconds']:.0f} s)")
     print()
     print(ec.text_table(*summary_rows(fits)))

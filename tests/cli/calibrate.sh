@@ -53,6 +53,29 @@ else
 fi
 check "models/$MODEL.json is not changed" '[ "$(cksum <"models/$MODEL.json")" = "$before" ]'
 
+# --- fit_cost.py --hold (the ablations' tool, docs/calibration.md section 4): a held coefficient is
+# not fitted and keeps the value given, or the block's; the rest are fitted around it.
+if $PY analysis/fit_cost.py --models "$MODEL" --hold step_overhead_ms=2.5 prefill_overhead_ms --max-evals 2 \
+  --duration 20 --warmup 200 --calibration-out "$TMP/held.json" --report "$TMP/held.md" >"$TMP/held.out" 2>&1 &&
+  $PY - "$TMP/held.json" "models/$MODEL.json" >"$TMP/held.cmp" 2>&1 <<'PYEOF'
+import json, sys
+fit = json.load(open(sys.argv[1]))["calibration"]["mi300x"]
+committed = json.load(open(sys.argv[2]))["calibration"]["mi300x"]
+assert fit["step_overhead_ms"] == 2.5, fit
+assert fit["prefill_overhead_ms"] == committed["prefill_overhead_ms"], (fit, committed)
+assert "over decode_bw_efficiency (held: step_overhead_ms 2.5, prefill_overhead_ms " in fit["source"], fit["source"]
+PYEOF
+then
+  ok "--hold keeps step_overhead_ms at 2.5 and prefill_overhead_ms at the block's, fitting the rest"
+else
+  bad "--hold: $(tail -3 "$TMP/held.out") $(cat "$TMP/held.cmp" 2>/dev/null)"
+fi
+$PY analysis/fit_cost.py --models "$MODEL" --hold step_jump_ms=1 --max-evals 1 --duration 5 --warmup 10 \
+  --calibration-out "$TMP/inert.json" >"$TMP/inert.out" 2>&1
+rc=$?
+check "--hold of a coefficient the block does not use exits 2 with one line" \
+  "[ $rc = 2 ] && [ \"\$(wc -l <'$TMP/inert.out')\" = 1 ] && grep -q 'hold step_jump_ms: not a coefficient of this block' '$TMP/inert.out'"
+
 # --- Bad inputs: nothing is simulated, one line, exit 2.
 head -1 $DATA | sed 's/,ttft_p50_ms//' >"$TMP/nocol.csv"
 expect_error "a measured file without a column" "nocol.csv: header: no column 'ttft_p50_ms'" -- \
