@@ -177,6 +177,27 @@ PYEOF
 rc=$?
 check "where each router's curve rises most" "[ $rc -eq 0 ]"
 
+# The fastest router of each cell, on hand-made main-study rows: at 20 req/s ELDR (10 ms) beats the
+# oracle (11) and round robin (12); at 40 the oracle (20) beats ELDR (21: 5.0% behind); a pool
+# scaling point (decode 8) where round robin would win is not the main study.
+$PY - <<'PYEOF'
+import sys
+sys.path.insert(0, "analysis")
+import validate as v
+rows = []
+for rate, times in ((20, {"eldr": 10, "domain": 11, "round_robin": 12}), (40, {"eldr": 21, "domain": 20, "round_robin": 22})):
+    for router, t in times.items():
+        rows.append(dict(sweep="main", decode=16.0, model="m", workload="task", router=router, rate_rps=float(rate),
+                         tpot_p50_ms=float(t)))
+rows.append(dict(sweep="main", decode=8.0, model="m", workload="task", router="round_robin", rate_rps=20.0, tpot_p50_ms=1.0))
+got = v.fastest_router(rows)
+want = {("m", "task"): [(20.0, "eldr", None), (40.0, "domain", 5.0)]}
+print(("ok   " if got == want else "FAIL ") + f"fastest router per cell: {got}")
+sys.exit(0 if got == want else 1)
+PYEOF
+rc=$?
+check "the fastest router of each cell" "[ $rc -eq 0 ]"
+
 # The signature claims on hand-made trace stats: two cells, counts x IDF 80 and 72 (mean 76: holds),
 # gate probabilities 62 and 60 (mean 61, within 62 +- 2: holds), the best other variant raw counts at
 # 70 and 74 (mean 72): counts x IDF leads by 4.0 (holds). With a third cell where counts x IDF is 40
