@@ -53,15 +53,20 @@ int stats(const StatsOptions& o)
   const std::string kind     = x.workload.kind;
   std::printf("routing statistics: %s, %s workload, %s routing, %d sampled requests\n", x.model.name.c_str(),
               kind.c_str(), x.workload.routing.c_str(), s.sampled_requests);
-  std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n");
-  std::printf("%8s %12s %12s %11s %12s", "batch", "same label", "mixed", "reduction", "target");
+  std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n"
+              "(tiles of %d: the reduction counted in the fused-MoE kernel's tiles of that many tokens per expert)\n",
+              opt.tile_tokens);
+  std::printf("%8s %12s %12s %11s %12s %12s", "batch", "same label", "mixed", "reduction", "target",
+              ("tiles of " + std::to_string(opt.tile_tokens)).c_str());
   if (subtopics)
     std::printf("   %s", "same sub-topic vs same label (expected unions)");
   std::printf("\n");
   auto red = tg.distinct_reduction.find(kind);
   for (const auto& b : s.locality) {
-    std::printf("%8d %12.1f %12.1f %10.1f%% %12s", b.batch, b.distinct_same, b.distinct_mixed, 100 * b.reduction(),
-                has_targets && red != tg.distinct_reduction.end() ? (range(red->second, 100) + "%").c_str() : "-");
+    std::printf("%8d %12.1f %12.1f %10.1f%% %12s %11.1f%%", b.batch, b.distinct_same, b.distinct_mixed,
+                100 * b.reduction(),
+                has_targets && red != tg.distinct_reduction.end() ? (range(red->second, 100) + "%").c_str() : "-",
+                100 * b.tile_reduction());
     if (subtopics)
       std::printf("   %.1f vs %.1f: %.1f%% fewer", b.expected_subtopic, b.expected_same, 100 * b.subtopic_reduction());
     std::printf("\n");
@@ -107,8 +112,9 @@ int stats(const StatsOptions& o)
     j["sampled_requests"] = s.sampled_requests;
     Json loc = Json::array();
     for (const auto& b : s.locality) {
-      Json e = {{"batch", b.batch}, {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
-                {"reduction", b.reduction()}};
+      Json e = {{"batch", b.batch},           {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
+                {"reduction", b.reduction()}, {"tiles_same", b.tiles_same},       {"tiles_mixed", b.tiles_mixed},
+                {"tile_reduction", b.tile_reduction()}};
       if (subtopics) {
         e["expected_same_label"]    = b.expected_same;
         e["expected_same_subtopic"] = b.expected_subtopic;
@@ -117,6 +123,7 @@ int stats(const StatsOptions& o)
       loc.push_back(e);
     }
     j["locality"]               = loc;
+    j["tile_tokens"]            = opt.tile_tokens;
     j["pearson_prefill_decode"] = s.pearson_prefill_decode;
     j["spearman"] = {{"counts", s.spearman_counts}, {"counts_idf", s.spearman_counts_idf}, {"sqrt_counts", s.spearman_sqrt},
                      {"binary", s.spearman_binary}};

@@ -275,15 +275,27 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
       by_subtopic[{int(r.label), opt.subtopic(r)}].push_back(&r);
   }
   std::vector<uint64_t> u(size_t(shape.words()));
+  std::vector<uint16_t> tokens(size_t(shape.layers) * size_t(shape.experts));  // per (layer, expert)
+  const int tile = std::max(1, opt.tile_tokens);
+  // A batch's distinct experts and fused-MoE tiles, each per layer.
   auto batch_distinct = [&](auto pick, int size) {
     std::fill(u.begin(), u.end(), 0);
+    std::fill(tokens.begin(), tokens.end(), 0);
     for (int k = 0; k < size; ++k) {
       const Request* r = pick();
       int t            = r->prompt_tokens + int(rng.below(uint64_t(r->output_tokens - 1)));
-      accumulate(u, source.token_experts(*r, t));
+      std::span<const uint64_t> m = source.token_experts(*r, t);
+      accumulate(u, m);
+      for (int l = 0; l < shape.layers; ++l)
+        for (int w = 0; w < shape.words_per_layer; ++w)
+          for (uint64_t bits = m[size_t(l * shape.words_per_layer + w)]; bits; bits &= bits - 1)
+            ++tokens[size_t(l) * size_t(shape.experts) + size_t(w * 64 + std::countr_zero(bits))];
     }
     std::vector<uint16_t> d(size_t(shape.layers));
-    return double(count_distinct(u, shape, d)) / shape.layers;
+    long tiles = 0;
+    for (uint16_t n : tokens)
+      tiles += (n + tile - 1) / tile;
+    return std::pair{double(count_distinct(u, shape, d)) / shape.layers, double(tiles) / shape.layers};
   };
   // Sub-topic batches draw from a stream of their own: the label statistics do not move with them.
   Rng sub_rng(opt.seed, "stats.routing.subtopic");
@@ -301,8 +313,12 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     for (int k = 0; k < opt.batches; ++k) {
       // The label of a same-label batch follows the traffic mix (a random request's label).
       const auto& members = by_label[pool[rng.below(pool.size())].label];
-      b.distinct_same += batch_distinct([&] { return members[rng.below(members.size())]; }, size);
-      b.distinct_mixed += batch_distinct([&] { return &pool[rng.below(pool.size())]; }, size);
+      const auto [same, same_tiles]   = batch_distinct([&] { return members[rng.below(members.size())]; }, size);
+      const auto [mixed, mixed_tiles] = batch_distinct([&] { return &pool[rng.below(pool.size())]; }, size);
+      b.distinct_same += same;
+      b.distinct_mixed += mixed;
+      b.tiles_same += same_tiles;
+      b.tiles_mixed += mixed_tiles;
       if (laws) {
         // The group, label or (label, sub-topic), of a request drawn from the traffic mix.
         const Request& r = pool[sub_rng.below(pool.size())];
@@ -312,6 +328,8 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     }
     b.distinct_same /= opt.batches;
     b.distinct_mixed /= opt.batches;
+    b.tiles_same /= opt.batches;
+    b.tiles_mixed /= opt.batches;
     b.expected_same /= opt.batches;
     b.expected_subtopic /= opt.batches;
     st.locality.push_back(b);

@@ -18,6 +18,11 @@ struct RoutingStatsOptions {
   int batches                  = 200;   // batches per size and kind
   std::vector<int> batch_sizes = {8, 16, 32, 64, 80};
   int pairs                    = 4000;  // request pairs for the signature correlations
+  // Tokens per tile of the fused-MoE kernel (its BLOCK_M): an expert's weights are read once per tile
+  // of the tokens routed to it, so a batch streams sum over experts of ceil(tokens / tile) expert
+  // reads per layer, not its distinct experts (BatchLocality::tiles_same; docs/calibration.md
+  // section 4). 16, the smallest tile of the MI300X's matrix instructions.
+  int tile_tokens              = 16;
   uint64_t seed                = 1;
   // The gate probabilities of a token's picks (layer-major, each layer's in ascending expert order,
   // as GateSource::token_gates gives them); when set, the gate-probability signature's Spearman is
@@ -34,6 +39,9 @@ struct BatchLocality {
   double distinct_same  = 0;  // mean distinct experts per layer, batches of one label
   double distinct_mixed = 0;  // same, batches drawn from the whole mix
   double reduction() const { return distinct_mixed > 0 ? 1.0 - distinct_same / distinct_mixed : 0.0; }
+  // The same batches counted in fused-MoE tiles (RoutingStatsOptions::tile_tokens), mean per layer.
+  double tiles_same = 0, tiles_mixed = 0;
+  double tile_reduction() const { return tiles_mixed > 0 ? 1.0 - tiles_same / tiles_mixed : 0.0; }
   // With RoutingStatsOptions::subtopic on a source with token laws: the exact expected distinct
   // experts per layer (expected_union.hpp) of batches of one label and of one (label, primary
   // sub-topic), i.e. what the simulator's expected unions see, without the Monte-Carlo noise of

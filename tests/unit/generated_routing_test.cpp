@@ -370,6 +370,34 @@ TEST_CASE("calibration: uniform routing has no locality and no skew")
   CHECK(s.top_share_mean < 2.5 * s.top_share_uniform);
 }
 
+TEST_CASE("routing stats: fused-MoE tiles bound by hand")
+{
+  // Tiles of 1 token count every pick: a batch of B tokens makes B x top_k per layer (a token picks
+  // top_k distinct experts). Tiles of B or more tokens hold any expert's tokens in one: the distinct
+  // experts, exactly. In between they lie between the two; the RNG draws are the same either way.
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  auto src     = make_routing_source(x, w);
+  auto at      = [&](int tile) {
+    RoutingStatsOptions opt;
+    opt.requests    = 100;
+    opt.batches     = 20;
+    opt.batch_sizes = {24};
+    opt.tile_tokens = tile;
+    return measure_routing(w.requests, w.calibration, *src, opt).locality[0];
+  };
+  const BatchLocality one = at(1), sixteen = at(16), whole = at(24);
+  CHECK(one.tiles_same == doctest::Approx(24.0 * x.model.top_k));
+  CHECK(one.tiles_mixed == doctest::Approx(24.0 * x.model.top_k));
+  CHECK(whole.tiles_same == doctest::Approx(whole.distinct_same));
+  CHECK(whole.tiles_mixed == doctest::Approx(whole.distinct_mixed));
+  CHECK(sixteen.distinct_same == whole.distinct_same);
+  CHECK(sixteen.tiles_same >= sixteen.distinct_same);
+  CHECK(sixteen.tiles_same <= one.tiles_same);
+  // Same-label batches pile tokens on fewer experts, so tiles give back part of their locality.
+  CHECK(sixteen.tile_reduction() < sixteen.reduction());
+}
+
 TEST_CASE("statistics helpers: Jensen-Shannon divergence by hand")
 {
   // Identical: 0. Disjoint: 1 bit. p = (1, 0), q = (1/2, 1/2): m = (3/4, 1/4);
