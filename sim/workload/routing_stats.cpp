@@ -278,7 +278,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   std::vector<uint16_t> tokens(size_t(shape.layers) * size_t(shape.experts));  // per (layer, expert)
   const int tile = std::max(1, opt.tile_tokens);
   // A batch's distinct experts and fused-MoE tiles, each per layer.
-  auto batch_distinct = [&](auto pick, int size) {
+  auto batch_counts = [&](auto pick, int size) {
     std::fill(u.begin(), u.end(), 0);
     std::fill(tokens.begin(), tokens.end(), 0);
     for (int k = 0; k < size; ++k) {
@@ -313,8 +313,8 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     for (int k = 0; k < opt.batches; ++k) {
       // The label of a same-label batch follows the traffic mix (a random request's label).
       const auto& members = by_label[pool[rng.below(pool.size())].label];
-      const auto [same, same_tiles]   = batch_distinct([&] { return members[rng.below(members.size())]; }, size);
-      const auto [mixed, mixed_tiles] = batch_distinct([&] { return &pool[rng.below(pool.size())]; }, size);
+      const auto [same, same_tiles]   = batch_counts([&] { return members[rng.below(members.size())]; }, size);
+      const auto [mixed, mixed_tiles] = batch_counts([&] { return &pool[rng.below(pool.size())]; }, size);
       b.distinct_same += same;
       b.distinct_mixed += mixed;
       b.tiles_same += same_tiles;
