@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Hold the simulator against the testbed: the 30 round-robin cells and the published router claims.
 
-Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--skip-claims] [--skip-loro]
+Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] [--skip-claims] [--skip-loro]
        (or `eldrsim validate`, or `make validate`)
 
 1. Round robin, 3 models x 2 workloads (task, language) x 5 rates = 30 cells, with the model files as
@@ -15,11 +15,14 @@ Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--skip-clai
    covers, against the published one. A claim holds when every simulated value has the published
    direction and lies within the published range widened by 2 points on each side. The signature
    claims come from `eldrsim trace stats` on the default configuration, 3 models x 2 workloads
-   (Spearman x 100 as points).
+   (Spearman x 100 as points). With --seeds N every claim is checked on the mean over seeds 1..N
+   (the sweep's combined_seeds.csv, the Spearman figures averaged likewise); the round-robin cells
+   stay at one seed, as the measurement is one run.
 
 Writes DIR (default results/validate) atomically: report.md, rr_cells.csv, claims.csv and the sweep's
-combined.csv; the directory is either the old one or the new one, never a mix. Exit 0 when it ran
-(whether or not the targets are met: the report says), 2 on bad input, 1 when a simulation failed.
+combined.csv (and combined_seeds.csv with --seeds); the directory is either the old one or the new
+one, never a mix. Exit 0 when it ran (whether or not the targets are met: the report says), 2 on bad
+input, 1 when a simulation failed.
 """
 import argparse
 import csv
@@ -77,11 +80,18 @@ def same(a, b):
 
 
 def load_combined(path):
+    """A sweep's combined.csv, or its combined_seeds.csv: there each metric is read as its mean over the
+    seeds (column `<metric>_mean`)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    for r in rows:
+    for i, r in enumerate(rows):
+        for k in [k for k in r if k.endswith("_mean") and k[:-len("_mean")] + "_ci95_lo" in r]:
+            r[k[:-len("_mean")]] = r[k]
         for k in ("rate_rps", "decode", "tau", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms"):
-            r[k] = float(r[k])
+            try:
+                r[k] = float(r[k])
+            except (KeyError, TypeError, ValueError):
+                raise ec.Fatal(f"{ec.display_path(path)}: row {i + 2}: {k}: not a number", 1) from None
         r["settings"] = dict(kv.split("=", 1) for kv in r["point"].split("__") if "=" in kv)
     return rows
 
@@ -238,15 +248,22 @@ def signature_claims(stats):
     return claims.results
 
 
+def claim_seeds(args):
+    """The seeds the claims run with: 1..N with --seeds N, else --seed alone."""
+    return list(range(1, args.seeds + 1)) if args.seeds > 1 else [args.seed]
+
+
 def run_signature_stats(args, stage):
-    """trace stats for every model and workload, in parallel; {(model, kind): spearman object}."""
-    jobs = [(m, k) for m in ec.CALIBRATED_MODELS for k in ("task", "language")]
+    """trace stats for every model and workload (and seed), in parallel; {(model, kind): spearman object},
+    each variant's figure the mean over the seeds."""
+    seeds = claim_seeds(args)
+    jobs = [(m, k, seed) for m in ec.CALIBRATED_MODELS for k in ("task", "language") for seed in seeds]
 
     def one(job):
-        m, k = job
-        out = os.path.join(stage, f"stats-{m}-{k}.json")
+        m, k, seed = job
+        out = os.path.join(stage, f"stats-{m}-{k}-{seed}.json")
         cmd = [args.eldrsim, "trace", "stats", ec.DEFAULT_CONFIG, "--set", f"model={m}", "--set",
-               f"workload.kind={k}", "--json", out]
+               f"workload.kind={k}", "--set", f"seed={seed}", "--json", out]
         p = subprocess.run(cmd, cwd=ec.REPO, capture_output=True, text=True)
         if p.returncode != 0:
             msg = (p.stderr or "").strip().splitlines()
@@ -258,12 +275,16 @@ def run_signature_stats(args, stage):
             raise ec.Fatal(f"trace stats for {m} {k}: the JSON lacks a signature variant's Spearman", 1)
         return job, j["spearman"]
 
-    return dict(ec.run_many([lambda job=job: one(job) for job in jobs], args.jobs))
+    runs = dict(ec.run_many([lambda job=job: one(job) for job in jobs], args.jobs))
+    return {(m, k): {v: sum(runs[(m, k, seed)][v] for seed in seeds) / len(seeds) for v in SIGNATURE_VARIANTS}
+            for m, k, _ in jobs}
 
 
 def run_claims(args, stage):
+    """The claims sweep and the signature statistics: (claims, the sweep's rows)."""
     out = os.path.join(stage, "claims")
     cmd = [args.eldrsim, "sweep", CLAIMS_SWEEP, "--out", out, "--jobs", str(args.jobs), "-q"]
+    cmd += ["--seeds", str(args.seeds)] if args.seeds > 1 else ["--set", f"seed={args.seed}"]
     t = time.time()
     print(f"{PROG}: running the claims sweep ({' '.join(cmd[1:])})", file=sys.stderr, flush=True)
     p = subprocess.run(cmd, cwd=ec.REPO, capture_output=True, text=True)
@@ -271,11 +292,13 @@ def run_claims(args, stage):
         msg = (p.stderr or "").strip().splitlines()
         raise ec.Fatal(f"the claims sweep failed (exit {p.returncode}): {msg[-1] if msg else 'no message'}", 1)
     print(f"{PROG}: claims sweep done in {time.time() - t:.0f} s", file=sys.stderr, flush=True)
-    combined = os.path.join(out, "combined.csv")
-    rows = load_combined(combined)
-    shutil.copy(combined, os.path.join(stage, "combined.csv"))
-    shutil.rmtree(out)  # the per-point directories are large; combined.csv keeps every number used
-    return Claims(rows).run() + signature_claims(run_signature_stats(args, stage))
+    rows = load_combined(os.path.join(out, "combined_seeds.csv" if args.seeds > 1 else "combined.csv"))
+    for name in ("combined.csv", "combined_seeds.csv"):
+        if os.path.exists(os.path.join(out, name)):
+            shutil.copy(os.path.join(out, name), os.path.join(stage, name))
+    shutil.rmtree(out)  # the per-point directories are large; the CSVs keep every number used
+    claims = Claims(rows).run() + signature_claims(run_signature_stats(args, stage))
+    return claims, rows
 
 
 # ---- report ----------------------------------------------------------------------------------------------
@@ -383,12 +406,14 @@ def target_lines(fits):
     return lines
 
 
-def write_report(stage, args, fits, claims, fingerprint, seconds):
+def write_report(stage, args, fits, claims, sweep_rows, fingerprint, seconds):
     header, rows, csv_rows = rr_section(fits)
     sum_header, sum_rows = fit_cost.summary_rows(fits)
     md = ["# Validation: eldr-sim against the testbed", "",
           f"Written by `eldrsim validate` on {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} in {seconds:.0f} s; "
-          f"`{ec.display_path(args.eldrsim)}` (sha256 {fingerprint}), seed {args.seed}.", "",
+          f"`{ec.display_path(args.eldrsim)}` (sha256 {fingerprint}), "
+          + (f"seed {args.seed}." if args.seeds == 1 else
+             f"seed {args.seed} for the round-robin cells, the claims on the mean of seeds 1-{args.seeds}."), "",
           "## Round robin: 30 measured cells", "",
           "Measured: `traces/calibration/rr_task_tpot.csv` and `rr_language_tpot.csv` (ELDR artifact, single "
           "measurements; the testbed's own run-to-run spread at 60 req/s is 1-2.5% at P50, "
@@ -407,7 +432,9 @@ def write_report(stage, args, fits, claims, fingerprint, seconds):
     if claims is not None:
         held = sum(c["ok"] for c in claims)
         md += ["## Published router claims (DESIGN.md section 9)", "",
-               f"From `eldrsim sweep configs/validate/claims.json` and, for the signatures, `eldrsim trace stats` "
+               f"From `eldrsim sweep configs/validate/claims.json"
+               + (f" --seeds {args.seeds}` (every figure the mean over the seeds)" if args.seeds > 1 else "`")
+               + " and, for the signatures, `eldrsim trace stats` "
                f"(3 models x 2 workloads). Percent lower = (other - this) / other. A claim "
                f"holds when every simulated value has the published direction and lies within the published range "
                f"+-{TOLERANCE:g} points. {held} of {len(claims)} hold.", "",
@@ -422,9 +449,7 @@ def write_report(stage, args, fits, claims, fingerprint, seconds):
                    "whether that range lies within the published one +-"
                    f"{TOLERANCE:g} points.", "",
                    ec.md_table(["claim", "published"] + models, rows, ["---", "---"] + ["---"] * len(models))]
-        combined = os.path.join(stage, "combined.csv")
-        main_rows = load_combined(combined) if os.path.exists(combined) else []
-        fastest = fastest_router(main_rows)
+        fastest = fastest_router(sweep_rows)
         if fastest:
             keys = sorted(fastest, key=lambda k: (model_order(k[0]), k[1] != "task"))
             rates = sorted({rate for k in keys for rate, _, _ in fastest[k]})
@@ -441,7 +466,7 @@ def write_report(stage, args, fits, claims, fingerprint, seconds):
                                [[m, w] + [next((cell(wi, b) for ra, wi, b in fastest[(m, w)] if ra == r), "")
                                           for r in rates] for m, w in keys],
                                ["---", "---"] + ["---"] * len(rates))]
-        rises = steepest_rise(main_rows)
+        rises = steepest_rise(sweep_rows)
         if rises:
             routers = [r for r in list(LOAD_BALANCERS) + ["domain", "eldr"] if any(r in v for v in rises.values())]
             keys = sorted(rises, key=lambda k: (model_order(k[0]), k[1] != "task"))
@@ -497,6 +522,9 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(ec.REPO, "results", "validate"),
                     help="results directory (default results/validate)")
     ap.add_argument("--seed", type=int, default=1, help="simulation seed (default 1)")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="check the claims on the mean over seeds 1..N (default 1: --seed alone); the "
+                         "round-robin cells stay at --seed")
     ap.add_argument("--hardware", default="mi300x", help="calibration block (default mi300x)")
     ap.add_argument("--skip-claims", action="store_true", help="only the round-robin cells (about 1 minute)")
     ap.add_argument("--skip-loro", action="store_true", help="no leave-one-rate-out predictions")
@@ -507,8 +535,10 @@ def main(argv=None):
                     help=f"warm-up requests per cell (default {ec.MEASURED_WARMUP_REQUESTS}, the measurement's)")
     args = ap.parse_args(argv)
     args.eldrsim, args.out = os.path.abspath(args.eldrsim), os.path.abspath(args.out)
-    if args.jobs < 1 or args.duration <= 0 or args.warmup < 0:
-        ap.error("--jobs must be >= 1, --duration > 0, --warmup >= 0")
+    if args.jobs < 1 or args.duration <= 0 or args.warmup < 0 or args.seeds < 1:
+        ap.error("--jobs and --seeds must be >= 1, --duration > 0, --warmup >= 0")
+    if args.seeds > 1 and args.seed != 1:
+        ap.error("--seeds N runs the claims with seeds 1..N; give --seed only with --seeds 1")
     t0 = time.time()
     stage = None
     try:
@@ -522,8 +552,8 @@ def main(argv=None):
         stage = tempfile.mkdtemp(prefix=".validate-", dir=os.path.dirname(args.out))
         with ec.ScratchDir(None, prefix="eldr-validate-") as scratch:
             fits = rr_cells(args, measured, scratch)
-        claims = None if args.skip_claims else run_claims(args, stage)
-        text = write_report(stage, args, fits, claims, fingerprint, time.time() - t0)
+        claims, sweep_rows = (None, []) if args.skip_claims else run_claims(args, stage)
+        text = write_report(stage, args, fits, claims, sweep_rows, fingerprint, time.time() - t0)
         publish(stage, args.out)
         stage = None
     except ec.Fatal as e:

@@ -13,6 +13,7 @@ trap 'rm -rf "$TMP"' EXIT
 PY=/usr/bin/python3
 
 expect_error "--jobs 0" "jobs" -- validate --jobs 0
+expect_error "--seeds 0" "seeds" -- validate --seeds 0
 expect_error "an unknown option" "--nope" -- validate --nope
 
 # Short runs (10 s after 200 warm-up requests), no claims, no leave-one-rate-out: 30 cells, ~20 s.
@@ -131,10 +132,45 @@ lang = res["ELDR vs the best load balancer, language, P50"]
 print(("ok   " if lang["sim"] == "no points" and not lang["ok"] else "FAIL ") + "a claim without points does not hold")
 if lang["sim"] != "no points" or lang["ok"]:
     fails.append("no points")
+# The same rows as `eldrsim sweep --seeds` writes them (combined_seeds.csv: `seeds` for `seed`, each metric
+# as its mean and 95% interval, the interval here +-1 around the values above): every claim the same.
+metrics = cols[cols.index("requests"):]
+seeds_cols = cols[:cols.index("seed")] + ["seeds"] + [f"{m}_{s}" for m in metrics for s in ("mean", "ci95_lo", "ci95_hi")]
+def as_seeds(r):
+    out = {k: r[k] for k in cols[:cols.index("seed")]}
+    out["seeds"] = "3"
+    for m in metrics:  # a metric no seed produced: all three cells empty, as the sweep writes them
+        lo, hi = (str(float(r[m]) - 1), str(float(r[m]) + 1)) if r[m] else ("", "")
+        out.update({f"{m}_mean": r[m], f"{m}_ci95_lo": lo, f"{m}_ci95_hi": hi})
+    return out
+seeds_path = os.path.join(tmp, "combined_seeds.csv")
+def write_seeds(rows):
+    with open(seeds_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=seeds_cols)
+        w.writeheader()
+        w.writerows(as_seeds(r) for r in rows)
+write_seeds(rows)
+same = {c["claim"]: (c["sim"], c["ok"]) for c in v.Claims(v.load_combined(seeds_path)).run()} == \
+       {k: (c["sim"], c["ok"]) for k, c in res.items()}
+print(("ok   " if same else "FAIL ") + "the claims on a seeds file's means are those on the same values per seed")
+if not same:
+    fails.append("seeds file")
+# A point whose mean is missing (no seed finished it) is one error naming the row and column, exit 1.
+rows[2]["tpot_p99_ms"] = ""
+write_seeds(rows)
+try:
+    v.load_combined(seeds_path)
+    err = None
+except v.ec.Fatal as e:
+    err = (str(e), e.code)
+good = err is not None and err[1] == 1 and err[0].endswith("row 4: tpot_p99_ms: not a number")
+print(("ok   " if good else "FAIL ") + f"a missing mean: {err}")
+if not good:
+    fails.append("missing mean")
 sys.exit(1 if fails else 0)
 PYEOF
 rc=$?
-check "the claim checks compute the gains by hand" "[ $rc -eq 0 ]"
+check "the claim checks compute the gains by hand, from one seed or the mean of several" "[ $rc -eq 0 ]"
 
 # The per-model split of the claims, on hand-made results: one claim, band 7.0-13.9 (+-2: 5.0-15.9), with
 # Qwen3 cells at 8 and 10 (inside: yes) and one GPT-OSS cell at 16 (outside: no); a claim on a mean has
