@@ -414,7 +414,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.serving.prefix_cache          = s.boolean("prefix_cache", false);
   x.serving.decode_prefix_cache   = s.boolean("decode_prefix_cache", true);
   s.finish();
-  const int template_tokens = x.workload.template_prefix_tokens + x.workload.template_suffix_tokens;
+  const int template_tokens = x.workload.template_tokens();
   const int longest_prompt  = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens + template_tokens;
   if (x.serving.prefill_token_budget < longest_prompt)
     throw InputError(config_path, "serving.prefill_token_budget",

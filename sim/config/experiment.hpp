@@ -71,6 +71,7 @@ struct WorkloadSpec {
   // lengths are as served. Prompt tokens: template prefix, system prompt, message, template suffix.
   int template_prefix_tokens = 0;
   int template_suffix_tokens = 0;
+  int template_tokens() const { return template_prefix_tokens + template_suffix_tokens; }
   std::string lengths_file;  // resolved path
   std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json

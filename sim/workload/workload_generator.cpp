@@ -246,7 +246,7 @@ public:
     }
     r.label          = uint16_t(k);
     const auto& pool = lengths_.at(labels_[k].name);
-    r.prompt_tokens  = pool[content.below(pool.size())] + spec_.template_prefix_tokens + spec_.template_suffix_tokens;
+    r.prompt_tokens  = pool[content.below(pool.size())] + spec_.template_tokens();
     r.output_tokens  = spec_.output_tokens;
     r.prefix_hash    = content();  // every synthetic prompt is distinct
     r.routing_seed   = content();
@@ -343,7 +343,7 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   PromptSharing sharing(spec, drawer, seed);
   Workload w;
   w.labels = drawer.label_names();
-  w.template_tokens = spec.template_prefix_tokens + spec.template_suffix_tokens;
+  w.template_tokens = spec.template_tokens();
   if (w.template_tokens > 0) {
     Request t;
     t.id            = UINT32_MAX;
