@@ -21,6 +21,10 @@ DEFAULT_CONFIG = os.path.join(REPO, "configs", "default.json")
 # workload, given as KIND=PATH (a plain PATH runs the config's own workload kind).
 DEFAULT_DATA = [f"{kind}={os.path.join(REPO, 'traces', 'calibration', f'rr_{kind}_tpot.csv')}"
                 for kind in ("task", "language")]
+# The task workload's main study, every decode router: the training split of the router fit.
+DEFAULT_ROUTER_DATA = f"task={os.path.join(REPO, 'traces', 'calibration', 'main_task_all_routers.csv')}"
+LOAD_BALANCERS = ["random", "round_robin", "jsq", "p2c"]
+ROUTERS = LOAD_BALANCERS + ["domain", "eldr"]
 CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
 # Measured setup of rr_task_tpot.csv (data/README.md, DESIGN.md section 2).
 MEASURED_DURATION_S = 120
@@ -56,10 +60,11 @@ def split_data_spec(spec):
     return None, os.path.abspath(spec)
 
 
-def load_measured(specs):
-    """Measured round-robin curves -> {model: [row dict sorted by (kind, rate)]}, numeric fields as
-    floats and "kind" the workload the file was measured on (None: the config's own). `specs`: a
-    'KIND=PATH' or 'PATH' string, or a list of them (one file per workload kind)."""
+def load_measured(specs, routers=False):
+    """Measured curves -> {model: [row dict sorted by (kind, rate, policy)]}, numeric fields as floats
+    and "kind" the workload the file was measured on (None: the config's own). `specs`: a 'KIND=PATH'
+    or 'PATH' string, or a list of them (one file per workload kind). Round-robin rows only, unless
+    `routers`: then every decode router's rows (the main study of traces/calibration/)."""
     if isinstance(specs, str):
         specs = [specs]
     need = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
@@ -76,7 +81,7 @@ def load_measured(specs):
         if not rows or any(c not in rows[0] for c in need):
             raise Fatal(f"{path}: expected columns {', '.join(need)}")
         for r in rows:
-            if r["policy"] != "round_robin":
+            if r["policy"] != "round_robin" and not routers:
                 continue
             d = dict(r, kind=kind, file=path)
             for k in ("rate_rps", "requests", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
@@ -87,18 +92,40 @@ def load_measured(specs):
                         raise Fatal(f"{path}: {k}: not a number: '{d[k]}'")
             by_model.setdefault(r["model"], []).append(d)
     for v in by_model.values():
-        v.sort(key=lambda d: (d["kind"] or "", d["rate_rps"]))
+        v.sort(key=lambda d: (d["kind"] or "", d["rate_rps"], d["policy"] != "round_robin", d["policy"]))
     return by_model
 
 
 def cell_label(row):
-    """'task 60' / '60' (a file without a workload kind)."""
-    return f"{row['kind']} {row['rate_rps']:g}" if row.get("kind") else f"{row['rate_rps']:g}"
+    """'task 60' / '60' (a file without a workload kind); 'task 60 eldr' for a router other than round robin."""
+    label = f"{row['kind']} {row['rate_rps']:g}" if row.get("kind") else f"{row['rate_rps']:g}"
+    policy = row.get("policy", "round_robin")
+    return label if policy == "round_robin" else f"{label} {policy}"
 
 
 def kind_sets(row):
     """The --set that runs a measured row's workload kind (none for the config's own)."""
     return [f"workload.kind={row['kind']}"] if row.get("kind") else []
+
+
+def routing_profile_file(name):
+    return os.path.join(REPO, "models", "routing", f"{name}.json")
+
+
+def gain_pct(cells, router, metric="tpot_sim"):
+    """Percent by which `router`'s value is below the best load balancer's among `cells` (dicts with
+    "router" and `metric`, one kind and rate); None when a router is missing."""
+    by = {c["router"]: c[metric] for c in cells}
+    if router not in by or any(b not in by for b in LOAD_BALANCERS):
+        return None
+    best = min(by[b] for b in LOAD_BALANCERS)
+    return (best - by[router]) / best * 100
+
+
+def fastest(cells, metric="tpot_sim"):
+    """The router with the lowest `metric` among `cells` (ties: the first in ROUTERS order)."""
+    by = {c["router"]: c[metric] for c in cells}
+    return min((r for r in ROUTERS if r in by), key=lambda r: by[r])
 
 
 def model_file(name):

@@ -2,8 +2,8 @@
 """Fit the cost model's free coefficients per model to the measured round-robin curves.
 
 For each model, finds calibration.<hardware> = (decode_bw_efficiency, step_overhead_ms,
-prefill_overhead_ms, step_jump_ms where the block sets step_jump_batch, moe_config_scale where
-it sets moe_config_from_tokens, and step_per_sequence_us where it sets that key, from its value;
+prefill_overhead_ms, step_jump_ms where the block sets step_jump_batch, and the fused-MoE
+configurations' times (moe_time_*) and step_per_sequence_us where the block sets them, from its value;
 the first three are what --start gives) of models/<model>.json
 (see sim/cost/cost_model.cpp and docs/calibration.md) that best reproduce the measured round-robin curves, by default both shipped ones: traces/calibration/rr_task_tpot.csv and
 rr_language_tpot.csv (8P16D MI300X, TPOT P50 and TTFT P50 at 20, 40, 60, 80 and 100 req/s, so 10
@@ -64,19 +64,57 @@ PARAMS = {
     "step_overhead_ms": (10.0, 0.0, np.inf, 3),
     "prefill_overhead_ms": (100.0, 0.0, np.inf, 3),
     "step_jump_ms": (10.0, 0.0, np.inf, 3),
-    "moe_config_scale": (1.0, 0.2, 2.0, 4),
+    # The fused-MoE kernel's configurations past 32 tokens, relative to the first one's streaming time
+    # (docs/calibration.md, "Kernel configurations"): at most 2x slower or 30% faster. BLOCK_SIZE_M 64
+    # (above 96 tokens) is held at 1 by the measured MoE layer (batch 32 and 128 barely differ).
+    "moe_time_m32_n64_k128": (1.0, 0.7, 2.0, 4),
+    "moe_time_m32_n128_k64": (1.0, 0.7, 2.0, 4),
     "step_per_sequence_us": (100.0, 0.0, np.inf, 1),
 }
+# The routing generator's locality inputs of the task kind (models/routing/<model>.json, kinds.task;
+# docs/routing-model.md): how strongly a task label and a sub-topic steer the model's gate, and how
+# much one request mixes two sub-topics. Round robin's curves cannot identify them; the main study of
+# every router can, so they are fitted only with --routers.
+ROUTING = {
+    "task.label_strength": (5.0, 0.25, 5.0, 3),
+    "task.subtopic_strength": (5.0, 0.25, 5.0, 3),
+    "task.request_mix_max": (2.5, 0.0, 1.0, 3),
+}
+PARAMS.update(ROUTING)
 CORE = ["decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms"]  # what --start gives
 # A coefficient that only acts with another key of the block is fitted where that key is set, from
 # the block's value (else the default here).
-OPTIONAL = {"step_jump_ms": ("step_jump_batch", 0.0), "moe_config_scale": ("moe_config_from_tokens", 1.0),
+OPTIONAL = {"step_jump_ms": ("step_jump_batch", 0.0),
+            "moe_time_m32_n64_k128": ("moe_time_m32_n64_k128", 1.0),
+            "moe_time_m32_n128_k64": ("moe_time_m32_n128_k64", 1.0),
             "step_per_sequence_us": ("step_per_sequence_us", 0.0)}
 UNFINISHED_PENALTY = 10.0  # residual per fraction of measured requests left unfinished
 
 
 class BudgetExhausted(Exception):
     pass
+
+
+def router_groups(cells):
+    """The cells of each (kind, rate) that has more than round robin: one main-study cell each."""
+    groups = {}
+    for c in cells:
+        groups.setdefault((c["kind"] or "", c["rate"]), []).append(c)
+    return [g for _, g in sorted(groups.items()) if len(g) > 1]
+
+
+def with_routing_inputs(profile, values):
+    """A copy of a routing profile with the task kind's fitted inputs. The language kind's shared
+    topics take the task kind's label strength (docs/routing-model.md, calibration step 8: a chat
+    turn's topic steers the model as a task does), so it follows."""
+    out = copy.deepcopy(profile)
+    for name, v in values.items():
+        kind, key = name.split(".")
+        out["kinds"][kind][key] = v
+    language = out["kinds"].get("language", {})
+    if language.get("shared_subtopics"):
+        language["subtopic_strength"] = out["kinds"]["task"]["label_strength"]
+        return out
 
 
 def rounded(x, names):
@@ -122,18 +160,28 @@ class ModelFit:
         # --hold: those coefficients stay at the block's value (or the one given) and are not fitted.
         held = dict(args.hold)
         if held:
-            cal = dict(cal or {}, **{n: v for n, v in held.items() if v is not None})
+            cal = dict(cal or {}, **{n: v for n, v in held.items() if v is not None and n not in ROUTING})
             self.doc["calibration"][args.hardware] = cal
         optional = [n for n, (needs, _) in OPTIONAL.items() if cal and needs in cal]
+        # The routing inputs are fitted with the main study of every router; held at a value (an
+        # ablation, or a model predicted from the others' inputs) they apply to round robin's cells too.
+        self.profile = None
+        routing = list(ROUTING) if any(r.get("policy", "round_robin") != "round_robin" for r in measured) else []
+        if routing or any(n in ROUTING for n in held):
+            with open(ec.routing_profile_file(name)) as f:
+                self.profile = json.load(f)
         for n, v in held.items():
-            if n not in CORE + optional:
+            if n in ROUTING and not routing and v is None:
+                raise ec.Fatal(f"--hold {n}: without --routers a routing input is held only at a value given")
+            if n not in CORE + optional + list(ROUTING):
                 raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: --hold {n}: not a coefficient of "
                                f"this block ({OPTIONAL[n][0]} is not set), so holding it would change nothing")
-            if v is None and n not in cal:
+            if v is None and n not in cal and n not in ROUTING:
                 raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: --hold {n}: no value in the "
                                f"block to hold (give --hold {n}=VALUE)")
-        self.held = {n: cal[n] for n in held}
-        self.names = [n for n in CORE + optional if n not in held]
+        self.held = {n: (v if v is not None else self.routing_value(n)) if n in ROUTING else cal[n]
+                     for n, v in held.items()}
+        self.names = [n for n in CORE + optional + routing if n not in held]
         if args.start:
             start = list(args.start)
         elif cal is None:
@@ -144,7 +192,8 @@ class ModelFit:
                 raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: no {missing[0]} (give --start)")
             start = [cal[n] for n in CORE]
         start += [cal.get(n, OPTIONAL[n][1]) for n in optional]
-        start = [v for n, v in zip(CORE + optional, start) if n not in held]
+        start += [self.routing_value(n) for n in routing]
+        start = [v for n, v in zip(CORE + optional + routing, start) if n not in held]
         if not self.names:
             raise ec.Fatal(f"{ec.model_file(name)}: calibration.{args.hardware}: --hold leaves no coefficient to fit")
         self.scale = scales_of(self.names)
@@ -157,10 +206,17 @@ class ModelFit:
         self.fingerprint = fingerprint
         self.t0 = time.time()
 
+    def routing_value(self, name):
+        """A routing input's value in the model's profile (a kind's own, else the profile's)."""
+        kind, key = name.split(".")
+        return float(self.profile["kinds"][kind].get(key, self.profile.get(key, 1.0)))
+
     def model_file_for(self, key, tag):
+        """The candidate's model file and, when routing inputs are fitted, its routing profile."""
+        values = dict(self.held, **dict(zip(self.names, key)))
         doc = copy.deepcopy(self.doc)
         block = dict(doc["calibration"].get(self.args.hardware, {}))  # other keys (moe_layer_overhead_us) kept
-        block.update(dict(zip(self.names, key)))
+        block.update({n: v for n, v in values.items() if n not in ROUTING})
         block["source"] = f"fit_cost.py candidate {tag}"
         doc["calibration"][self.args.hardware] = block
         model = self.doc.get("name", "model")
@@ -169,16 +225,27 @@ class ModelFit:
         mpath = os.path.join(edir, f"{model}.json")
         with open(mpath, "w") as f:
             json.dump(doc, f, indent=2)
-        return edir, mpath
+        ppath = None
+        if self.profile is not None:
+            profile = with_routing_inputs(self.profile, {n: v for n, v in values.items() if n in ROUTING})
+            counts = profile.get("language_counts_file")
+            if counts and not os.path.isabs(counts):
+                profile["language_counts_file"] = os.path.join(ec.REPO, counts)
+            ppath = os.path.join(edir, f"{model}-routing.json")
+            with open(ppath, "w") as f:
+                json.dump(profile, f, indent=2)
+        return edir, mpath, ppath
 
     def simulate(self, key, rows, tag):
         """The cells of `rows` at coefficients `key`: one run each, --jobs at a time."""
         a = self.args
-        edir, mpath = self.model_file_for(key, tag)
+        edir, mpath, ppath = self.model_file_for(key, tag)
         order = sorted(rows, key=lambda r: -r["rate_rps"])  # longest runs first packs the pool best
         dirs = [os.path.join(edir, ec.cell_label(r).replace(" ", "-")) for r in order]
+        sets = [f"workload.routing_profile={ppath}"] if ppath else []
         tasks = [(lambda r=r, d=d: ec.run_eldrsim(a.eldrsim, a.config, d, r["rate_rps"], mpath, a.duration,
-                                                   a.warmup, a.seed, extra_sets=ec.kind_sets(r)))
+                                                   a.warmup, a.seed, router=r.get("policy", "round_robin"),
+                                                   extra_sets=ec.kind_sets(r) + sets))
                  for r, d in zip(order, dirs)]
         summaries = ec.run_many(tasks, a.jobs)
         if not a.keep_runs:
@@ -193,6 +260,7 @@ class ModelFit:
             s = by_cell[ec.cell_label(r)]
             cells.append({
                 "kind": r["kind"], "rate": r["rate_rps"], "label": ec.cell_label(r),
+                "router": r.get("policy", "round_robin"),
                 "tpot_meas": r["tpot_p50_ms"], "tpot_sim": s["tpot_ms"]["p50"],
                 "ttft_meas": r["ttft_p50_ms"], "ttft_sim": s["ttft_ms"]["p50"],
                 "tpot_p99_meas": r["tpot_p99_ms"], "tpot_p99_sim": s["tpot_ms"]["p99"],
@@ -203,10 +271,24 @@ class ModelFit:
         return cells
 
     def residuals(self, cells):
-        """Per cell: TPOT P50 relative error, then sqrt(W) x TTFT P50's; then unfinished penalties."""
+        """Per cell: TPOT P50 relative error, then sqrt(W) x TTFT P50's (round robin's); then, per kind and rate of the
+        main study, sqrt(G) x the error of ELDR's and the domain oracle's gain over the best load
+        balancer and of ELDR's lead over the oracle (points / 100); then unfinished penalties."""
         w = math.sqrt(self.args.ttft_weight)
         res = [(c["tpot_sim"] - c["tpot_meas"]) / c["tpot_meas"] for c in cells]
-        res += [w * (c["ttft_sim"] - c["ttft_meas"]) / c["ttft_meas"] for c in cells]
+        # TTFT is the prefill side's, which decode routers do not change: round robin's cells carry it.
+        res += [w * (c["ttft_sim"] - c["ttft_meas"]) / c["ttft_meas"] for c in cells if c["router"] == "round_robin"]
+        g = math.sqrt(self.args.gain_weight)
+        for group in router_groups(cells):
+            for router in ("eldr", "domain"):
+                sim, meas = ec.gain_pct(group, router), ec.gain_pct(group, router, "tpot_meas")
+                if sim is not None and meas is not None:
+                    res.append(g * (sim - meas) / 100)
+            # Which locality router leads: ELDR's P50 against the domain oracle's.
+            by = {c["router"]: c for c in group}
+            if "eldr" in by and "domain" in by:
+                lead = lambda k: (by["domain"][k] - by["eldr"][k]) / by["domain"][k]  # noqa: E731
+                res.append(g * (lead("tpot_sim") - lead("tpot_meas")))
         res += [UNFINISHED_PENALTY * c["unfinished"] / max(1, c["requests"]) for c in cells]
         return np.array(res, float)
 
@@ -344,8 +426,12 @@ class ModelFit:
 
 # ---- output ----------------------------------------------------------------------------------------
 def objective_text(args):
-    return (f"sum over the cells of (relative error of TPOT P50)^2 + {args.ttft_weight:g} x (relative error of "
-            f"TTFT P50)^2")
+    text = (f"sum over the cells of (relative error of TPOT P50)^2 + {args.ttft_weight:g} x (relative error of "
+            f"TTFT P50{' of the round-robin cells' if getattr(args, 'routers', None) else ''})^2")
+    if getattr(args, "routers", None):
+        text += (f" + {args.gain_weight:g} x per main-study rate (error of ELDR's and the domain oracle's gain over "
+                 f"the best load balancer, and of ELDR's lead over the oracle, in points / 100)^2")
+    return text
 
 
 def optimiser_text(args):
@@ -359,7 +445,12 @@ def data_text(args):
     shipped = sorted(map(ec.split_data_spec, args.data)) == sorted(map(ec.split_data_spec, ec.DEFAULT_DATA))
     files = ", ".join(ec.display_path(ec.split_data_spec(d)[1]) for d in args.data)
     what = "ELDR artifact; round-robin, 8P16D, task and language workloads" if shipped else "round-robin measurements"
-    return f"{files} ({what})"
+    text = f"{files} ({what})"
+    if getattr(args, "routers", None):
+        kind, path = ec.split_data_spec(args.routers)
+        text += (f" with {ec.display_path(path)} (the {kind + ' ' if kind else ''}main study of every router) in "
+                 f"place of its round-robin rows")
+    return text
 
 
 def held_text(fit):
@@ -368,7 +459,13 @@ def held_text(fit):
 
 def source_sentence(fit, args):
     b = fit["best"]
-    cells = ", ".join(c["label"] for c in b["cells"])
+    groups = router_groups(b["cells"])
+    if groups:  # 35 labels would drown the sentence: say which
+        rr = [c["label"] for c in b["cells"] if c["router"] == "round_robin" and not any(c in g for g in groups)]
+        cells = (f"{len(b['cells'])}: round robin at " + ", ".join(rr) + " and every router at " +
+                 ", ".join(g[0]["label"] for g in groups))
+    else:
+        cells = ", ".join(c["label"] for c in b["cells"])
     return (f"Fitted {datetime.date.today().isoformat()} by analysis/fit_cost.py to {data_text(args)}, cells "
             f"{cells} req/s, hardware {args.hardware}: {args.method} over {', '.join(fit['names'])}{held_text(fit)} minimising "
             f"{objective_text(args)} = {b['objective']:.5f} here; {fit['evals']} of at most {args.max_evals} "
@@ -388,6 +485,50 @@ def report_tables(fits):
                          f"{c['ttft_sim']:.1f}", f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):+.1f}",
                          f"{c['distinct']:.1f}", f"{c['batch']:.1f}"])
     return header, rows
+
+
+def fmt_gain(v):
+    return "" if v is None else f"{v:+.1f}"
+
+
+def router_table(fits, source="best"):
+    """Per model and main-study (kind, rate): ELDR's and the domain oracle's gain over the best load
+    balancer, simulated and measured, and the fastest router; then the summary of the gain errors.
+    source "loro": the held-out rate's cells of each leave-one-rate-out fold."""
+    header = ["model", "cell (req/s)", "ELDR gain sim %", "meas %", "err (points)", "domain gain sim %", "meas %",
+              "fastest sim", "fastest meas"]
+    rows, errors, right, cells_n = [], [], 0, 0
+    for f in fits:
+        cells = f["best"]["cells"] if source == "best" else [c for fold in f.get("loro", []) for c in fold["cells"]]
+        for group in router_groups(cells):
+            e_sim, e_meas = ec.gain_pct(group, "eldr"), ec.gain_pct(group, "eldr", "tpot_meas")
+            d_sim, d_meas = ec.gain_pct(group, "domain"), ec.gain_pct(group, "domain", "tpot_meas")
+            f_sim, f_meas = ec.fastest(group), fastest_measured(group)
+            err = None if e_sim is None or e_meas is None else e_sim - e_meas
+            if err is not None:
+                errors.append(err)
+            cells_n += 1
+            right += f_sim in f_meas
+            label = f"{group[0]['kind'] or ''} {group[0]['rate']:g}".strip()
+            rows.append([f["model"], label, fmt_gain(e_sim), fmt_gain(e_meas), fmt_gain(err), fmt_gain(d_sim),
+                         fmt_gain(d_meas), f_sim, "/".join(f_meas)])
+    summary = None
+    if errors:
+        summary = {"gain_err_mean": float(np.mean(np.abs(errors))), "gain_err_max": float(np.max(np.abs(errors))),
+                   "fastest_right": right, "cells": cells_n}
+    return header, rows, summary
+
+
+def fastest_measured(group):
+    """Every router whose measured TPOT P50 is the lowest of its cell (a tie names both)."""
+    best = min(c["tpot_meas"] for c in group)
+    return [r for r in ec.ROUTERS for c in group if c["router"] == r and c["tpot_meas"] == best]
+
+
+def router_summary_text(summary):
+    return (f"ELDR's gain over the best load balancer off by {summary['gain_err_mean']:.2f} points on average, "
+            f"{summary['gain_err_max']:.2f} at worst; the fastest router right in {summary['fastest_right']} of "
+            f"{summary['cells']} cells")
 
 
 def error_summary(cells):
@@ -455,6 +596,14 @@ def write_report(fits, args, fingerprint):
         ec.md_table(header, rows, ["---"] + ["---:"] * (len(header) - 1)),
         "",
     ]
+    rh, rr, rs = router_table(fits)
+    if rr:
+        md += ["## Router gains over the best load balancer (main study)", "", router_summary_text(rs) + ".", "",
+               ec.md_table(rh, rr, ["---", "---"] + ["---:"] * 5 + ["---", "---"]), ""]
+        lh_, lr_, ls_ = router_table(fits, "loro")
+        if lr_:
+            md += ["## Router gains, leave one rate out", "", router_summary_text(ls_) + ".", "",
+                   ec.md_table(lh_, lr_, ["---", "---"] + ["---:"] * 5 + ["---", "---"]), ""]
     if any(f.get("loro") for f in fits):
         lh = ["model", "held-out cell (req/s)", "coefficients of the other rates' fit", "TPOT P50 meas (ms)",
               "predicted (ms)", "err %"]
@@ -501,10 +650,34 @@ def fitted_block(fit, args):
     """The model file's calibration.<hardware> block with the fitted coefficients and this fit's source."""
     doc = ec.load_model(fit["model"])
     cal = dict(doc.get("calibration", {}).get(args.hardware, {}))
-    cal.update(fit["held"])
-    cal.update(dict(zip(fit["names"], fit["best"]["x"])))
+    cal.update({n: v for n, v in fitted_values(fit).items() if n not in ROUTING})
+    cal.pop("source", None)  # last, after the coefficients
     cal["source"] = source_sentence(fit, args)
     return cal
+
+
+def fitted_values(fit):
+    return dict(fit["held"], **dict(zip(fit["names"], fit["best"]["x"])))
+
+
+def write_routing_profile(fit, args):
+    """Update the task kind's fitted routing inputs (and the language topics' tied strength) of
+    models/routing/<model>.json in place; its source gains a sentence saying so."""
+    values = {n: v for n, v in fitted_values(fit).items() if n in ROUTING}
+    if not values:
+        return None
+    path = ec.routing_profile_file(fit["model"])
+    with open(path) as f:
+        doc = json.load(f)
+    doc = with_routing_inputs(doc, values)
+    fitted = ", ".join(f"{n} {v:g}" for n, v in values.items())
+    note = (f" {datetime.date.today().isoformat()}: the task kind's {', '.join(n.split('.')[1] for n in values)} "
+            f"fitted with the cost coefficients to the main study of every router "
+            f"(analysis/fit_cost.py --routers, docs/calibration.md section 3): {fitted}; the language "
+            f"kind's shared topics take the task label strength.")
+    doc["source"] = doc.get("source", "").split(" Router fit ")[0] + " Router fit" + note
+    ec.write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    return path
 
 
 def write_calibration_out(fits, args):
@@ -514,6 +687,17 @@ def write_calibration_out(fits, args):
     doc = {"model": f["model"], "hardware": args.hardware, "calibration": {args.hardware: fitted_block(f, args)}}
     ec.write_atomic(args.calibration_out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return args.calibration_out
+
+
+def with_router_rows(measured, studies):
+    """Each model's rows with the main study's kind replaced by its rows of every router."""
+    out = {}
+    for model, rows in measured.items():
+        study = studies.get(model, [])
+        kinds = {r["kind"] for r in study}
+        out[model] = sorted([r for r in rows if r["kind"] not in kinds] + study,
+                            key=lambda d: (d["kind"] or "", d["rate_rps"], d["policy"] != "round_robin", d["policy"]))
+    return out
 
 
 def main(argv=None):
@@ -550,6 +734,15 @@ def main(argv=None):
                     help="measured curves, one file per workload kind (task= or language=; a plain PATH runs the "
                          "config's own workload); default task=traces/calibration/rr_task_tpot.csv "
                          "language=traces/calibration/rr_language_tpot.csv")
+    ap.add_argument("--routers", nargs="?", const=ec.DEFAULT_ROUTER_DATA, metavar="[KIND=]PATH",
+                    help="also fit to the main study of every decode router (default when given without a "
+                         "path: task=traces/calibration/main_task_all_routers.csv): its rows replace that "
+                         "kind's round-robin rows, the residuals gain ELDR's and the domain oracle's gains over "
+                         "the best load balancer, and the task kind's routing inputs (" + ", ".join(ROUTING) +
+                         ") are fitted too")
+    ap.add_argument("--gain-weight", type=float, default=2.0,
+                    help="weight of the router-gain errors (points / 100) with --routers (default 2: a point of "
+                         "gain counts as 1.4%% of TPOT)")
     ap.add_argument("--loro", action="store_true",
                     help="also report leave-one-rate-out predictions: per rate, a refit on the other rates from "
                          "the all-rate optimum, then the held-out cells simulated")
@@ -580,6 +773,8 @@ def main(argv=None):
         if not os.path.isfile(args.config):
             raise ec.Fatal(f"config not found: {args.config}")
         measured = ec.load_measured(args.data)
+        if args.routers:
+            measured = with_router_rows(measured, ec.load_measured(args.routers, routers=True))
         for m in models:
             if m not in measured:
                 raise ec.Fatal(f"model '{m}' has no rows in {' '.join(args.data)} (has: {', '.join(sorted(measured))})")
@@ -609,6 +804,14 @@ def main(argv=None):
               f"{f['seconds']:.0f} s)")
     print()
     print(ec.text_table(*summary_rows(fits)))
+    rh, rr, rs = router_table(fits)
+    if rr:
+        print()
+        print(ec.text_table(rh, rr))
+        print(f"in sample: {router_summary_text(rs)}")
+        lh, lr, ls = router_table(fits, "loro")
+        if lr:
+            print(f"leave one rate out: {router_summary_text(ls)}")
     csv_path = write_report(fits, args, fingerprint)
     print(f"report: {args.report} and {csv_path}")
     if args.calibration_out:
@@ -616,6 +819,9 @@ def main(argv=None):
     if args.write:
         for f in fits:
             print(f"updated {write_model(f, args)}")
+            profile = write_routing_profile(f, args)
+            if profile:
+                print(f"updated {profile}")
     return 0
 
 

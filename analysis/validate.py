@@ -43,12 +43,15 @@ import fit_cost  # noqa: E402
 
 PROG = "validate"
 CLAIMS_SWEEP = os.path.join(ec.REPO, "configs", "validate", "claims.json")
-LOAD_BALANCERS = ["random", "round_robin", "jsq", "p2c"]
+LOAD_BALANCERS = ec.LOAD_BALANCERS
 TOLERANCE = 2.0  # points around a published range
 # Targets of the round-robin cells (the fidelity issue's "done when").
 TARGETS = [("TPOT P50 mean abs error", "tpot_p50_mean", 3.0), ("TPOT P50 worst cell", "tpot_p50_max", 6.0),
            ("TPOT P99 mean abs error", "tpot_p99_mean", 4.0), ("TTFT P50 mean abs error", "ttft_p50_mean", 5.0)]
 LORO_TARGET = 4.0
+# Targets of the training split, the task study of every router (the fidelity issue's "done when").
+GAIN_MEAN_TARGET, GAIN_MAX_TARGET, GAIN_LORO_TARGET = 2.0, 4.0, 3.0
+TRAINING_TPOT_TARGET, FASTEST_TARGET = 3.0, 13
 
 
 def gain(a, b):
@@ -56,19 +59,58 @@ def gain(a, b):
     return 100.0 * (b - a) / b
 
 
-# ---- 1 and 2: the round-robin cells ------------------------------------------------------------------
-def rr_cells(args, measured, scratch):
-    fit_args = SimpleNamespace(hardware=args.hardware, start=None, max_evals=1, eldrsim=args.eldrsim,
-                               config=ec.DEFAULT_CONFIG, duration=args.duration, warmup=args.warmup, seed=args.seed, jobs=args.jobs, keep_runs=None,
-                               ttft_weight=0.25, diff_step=0.02, method="least_squares", loro=False,
-                               loro_evals=4, hold=[])
+# ---- 1 and 2: the round-robin cells and the training split ---------------------------------------------
+def fit_args_for(args, hold=()):
+    return SimpleNamespace(hardware=args.hardware, start=None, max_evals=1, eldrsim=args.eldrsim,
+                           config=ec.DEFAULT_CONFIG, duration=args.duration, warmup=args.warmup, seed=args.seed,
+                           jobs=args.jobs, keep_runs=None, ttft_weight=0.25, gain_weight=2.0, diff_step=0.02,
+                           method="least_squares", loro=False, loro_evals=4, hold=list(hold))
+
+
+def study_cells(args, measured, scratch):
+    """Per model, at the model files as they are: round robin on both workloads and the task study of
+    every router (the training split), and unless --skip-loro each rate predicted from a refit of every
+    fitted input (cost coefficients and routing inputs) to the other four."""
     out = []
     for m in ec.CALIBRATED_MODELS:
-        f = fit_cost.ModelFit(m, fit_args, measured[m], scratch, None)
+        f = fit_cost.ModelFit(m, fit_args_for(args), measured[m], scratch, None)
         here = f.evaluate(f.start)
         folds = [] if args.skip_loro else f.leave_one_rate_out(here)
         out.append({"model": m, "names": f.names, "best": here, "loro": folds})
     return out
+
+
+def leave_one_model_out(args, measured, scratch, budget=20):
+    """Each model predicted as a new one whose round-robin curves alone were measured: its routing
+    inputs the mean of the other models' (models/routing/*.json), its cost coefficients refitted to its
+    round-robin cells at those inputs (at most `budget` evaluations), then its task study simulated."""
+    inputs = {m: fit_cost.ModelFit(m, fit_args_for(args), measured[m], scratch, None) for m in ec.CALIBRATED_MODELS}
+    values = {m: {n: f.routing_value(n) for n in fit_cost.ROUTING} for m, f in inputs.items()}
+    out = []
+    for m in ec.CALIBRATED_MODELS:
+        others = [values[o] for o in ec.CALIBRATED_MODELS if o != m]
+        hold = [(n, round(sum(v[n] for v in others) / len(others), fit_cost.PARAMS[n][3])) for n in fit_cost.ROUTING]
+        rr = [r for r in measured[m] if r["policy"] == "round_robin"]
+        a = fit_args_for(args, hold)
+        a.max_evals = budget
+        f = fit_cost.ModelFit(m, a, rr, scratch, None)
+        f.prefix = "lomo-"
+        try:
+            f.least_squares()
+        except fit_cost.BudgetExhausted:
+            pass
+        key = f.best()["x"]
+        cells = f.simulate(key, measured[m], "lomo")
+        print(f"[{m}] left out: routing inputs {dict(hold)}, refitted {f.describe(key)}", file=sys.stderr, flush=True)
+        out.append({"model": m, "hold": dict(hold), "x": key, "names": f.names, "cells": cells})
+    return out
+
+
+def rr_only(fits):
+    """The fits with only their round-robin cells (the 30 measured round-robin cells and their LORO)."""
+    keep = lambda cells: [c for c in cells if c["router"] == "round_robin"]  # noqa: E731
+    return [dict(f, best=dict(f["best"], cells=keep(f["best"]["cells"])),
+                 loro=[dict(fold, cells=keep(fold["cells"])) for fold in f["loro"]]) for f in fits]
 
 
 # ---- 3: the claims -------------------------------------------------------------------------------------
@@ -121,10 +163,13 @@ class Claims:
         high = math.inf if hi is None else hi + TOLERANCE
         ok = all(low <= v <= high for v in sims)
         worst = min(values, key=lambda cv: min(cv[1] - low, high - cv[1]))
+        # The published direction: + when the whole range is a gain, - when it is a loss, 0 (none) when
+        # it reaches zero ("on par", "equal or better").
+        sign = 1 if lo is not None and lo > 0 else -1 if hi is not None and hi < 0 else 0
         self.results.append({"claim": claim, "published": published,
                              "sim": f"{min(sims):.1f} to {max(sims):.1f}", "ok": ok,
                              "note": note or (f"furthest out: {worst[0]} {worst[1]:+.1f}" if not ok else ""),
-                             "cells": values, "band": (low, high)})
+                             "cells": values, "band": (low, high), "sign": sign})
 
     def router_gain(self, cells, router, against, metric):
         """Per cell: gain of `router` over `against` (a router, or "best LB": the best of the four by metric)."""
@@ -406,7 +451,87 @@ def target_lines(fits):
     return lines
 
 
-def write_report(stage, args, fits, claims, sweep_rows, fingerprint, seconds):
+def training_section(fits, lomo):
+    """The training split: per model and rate, each router's TPOT P50 error, ELDR's and the domain
+    oracle's gains over the best load balancer and the fastest router, simulated and measured; then the
+    summary in sample, leaving one rate out and leaving one model out. (md lines, csv rows, summaries)"""
+    header = ["model", "rate"] + [f"{r} err %" for r in ec.ROUTERS] + ["ELDR gain sim %", "meas %", "domain gain sim %",
+                                                                        "meas %", "fastest sim", "meas"]
+    rows, csv_rows = [], []
+    for f in fits:
+        for group in fit_cost.router_groups(f["best"]["cells"]):
+            by = {c["router"]: c for c in group}
+            g = lambda r, k="tpot_sim": ec.gain_pct(group, r, k)  # noqa: E731
+            rows.append([f["model"], f"{group[0]['rate']:g}"] +
+                        [f"{ec.rel_err_pct(by[r]['tpot_sim'], by[r]['tpot_meas']):+.1f}" if r in by else ""
+                         for r in ec.ROUTERS] +
+                        [fit_cost.fmt_gain(g("eldr")), fit_cost.fmt_gain(g("eldr", "tpot_meas")),
+                         fit_cost.fmt_gain(g("domain")), fit_cost.fmt_gain(g("domain", "tpot_meas")),
+                         ec.fastest(group), "/".join(fit_cost.fastest_measured(group))])
+            for c in group:
+                csv_rows.append([f["model"], c["kind"], f"{c['rate']:g}", c["router"], c["tpot_meas"],
+                                 f"{c['tpot_sim']:.4f}", c["tpot_p99_meas"], f"{c['tpot_p99_sim']:.4f}",
+                                 f"{c['distinct']:.3f}", f"{c['batch']:.3f}"])
+    cells = [c for f in fits for g in fit_cost.router_groups(f["best"]["cells"]) for c in g]
+    tpot = fit_cost.error_summary(cells)["tpot_p50_mean"] if cells else math.nan
+    _, _, ins = fit_cost.router_table(fits)
+    _, _, loro = fit_cost.router_table(fits, "loro")
+    _, _, out = fit_cost.router_table([{"model": x["model"], "best": {"cells": x["cells"]}} for x in lomo])
+    summaries = {"tpot": tpot, "cells": len(cells), "in": ins, "loro": loro, "lomo": out}
+    return header, rows, csv_rows, summaries
+
+
+def training_targets(s):
+    """(label, value text, limit text, met) of the training split's targets."""
+    out = []
+    if s["in"]:
+        out += [(f"TPOT P50 mean abs error, {s['cells']} task cells", f"{s['tpot']:.2f}%", f"{TRAINING_TPOT_TARGET:g}%",
+                 s["tpot"] <= TRAINING_TPOT_TARGET),
+                ("ELDR vs best load balancer, mean abs error", f"{s['in']['gain_err_mean']:.2f} points",
+                 f"{GAIN_MEAN_TARGET:g}", s["in"]["gain_err_mean"] <= GAIN_MEAN_TARGET),
+                ("ELDR vs best load balancer, worst error", f"{s['in']['gain_err_max']:.2f} points",
+                 f"{GAIN_MAX_TARGET:g}", s["in"]["gain_err_max"] <= GAIN_MAX_TARGET),
+                ("fastest router right", f"{s['in']['fastest_right']} of {s['in']['cells']}",
+                 f"at least {FASTEST_TARGET}", s["in"]["fastest_right"] >= FASTEST_TARGET)]
+    if s["loro"]:
+        out.append(("leave one rate out: ELDR vs best load balancer, mean abs error",
+                    f"{s['loro']['gain_err_mean']:.2f} points", f"{GAIN_LORO_TARGET:g}",
+                    s["loro"]["gain_err_mean"] <= GAIN_LORO_TARGET))
+    return out
+
+
+def language_predictions(sweep_rows):
+    """The language study's main cells as simulated (the test split: no measurement in the repository):
+    {(model, rate): {router: row}}."""
+    cells = {}
+    for r in sweep_rows:
+        if r["sweep"] == "main" and r["workload"] == "language" and r["decode"] == 16:
+            cells.setdefault((r["model"], r["rate_rps"]), {})[r["router"]] = r
+    return cells
+
+
+def summary_lines(fits, train, claims):
+    """The report's summary: one line per question (the README quotes them)."""
+    rr = fit_cost.error_summary([c for f in rr_only(fits) for c in f["best"]["cells"]])
+    lines = [f"- Round robin, 30 cells (both workloads): TPOT P50 mean abs error {rr['tpot_p50_mean']:.2f}%, "
+             f"worst {rr['tpot_p50_max']:.2f}%, P99 {rr['tpot_p99_mean']:.2f}%, TTFT P50 {rr['ttft_p50_mean']:.2f}%."]
+    if train["in"]:
+        lines.append(f"- Training split, {train['cells']} task cells of every router: TPOT P50 mean abs error "
+                     f"{train['tpot']:.2f}%; {fit_cost.router_summary_text(train['in'])}.")
+    for key, what in (("loro", "Leave one rate out"), ("lomo", "Leave one model out")):
+        if train[key]:
+            lines.append(f"- {what}: {fit_cost.router_summary_text(train[key])}.")
+    if claims is not None:
+        signed = [c for c in claims if c.get("sign")]
+        right = sum(1 for c in signed if all(v * c["sign"] > 0 for _, v in c["cells"]))
+        lines.append(f"- Published claims: {sum(c['ok'] for c in claims)} of {len(claims)} within their range "
+                     f"+-{TOLERANCE:g} points; {right} of the {len(signed)} with a sign have it in every cell.")
+    return lines
+
+
+def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, seconds):
+    train_header, train_rows, train_csv, train = training_section(fits, lomo)
+    fits_all, fits = fits, rr_only(fits)
     header, rows, csv_rows = rr_section(fits)
     sum_header, sum_rows = fit_cost.summary_rows(fits)
     md = ["# Validation: eldr-sim against the testbed", "",
@@ -414,6 +539,7 @@ def write_report(stage, args, fits, claims, sweep_rows, fingerprint, seconds):
           f"`{ec.display_path(args.eldrsim)}` (sha256 {fingerprint}), "
           + (f"seed {args.seed}." if args.seeds == 1 else
              f"seed {args.seed} for the round-robin cells, the claims on the mean of seeds 1-{args.seeds}."), "",
+          "## Summary", ""] + summary_lines(fits_all, train, claims) + ["",
           "## Round robin: 30 measured cells", "",
           "Measured: `traces/calibration/rr_task_tpot.csv` and `rr_language_tpot.csv` (ELDR artifact, single "
           "measurements; the testbed's own run-to-run spread at 60 req/s is 1-2.5% at P50, "
@@ -429,6 +555,56 @@ def write_report(stage, args, fits, claims, sweep_rows, fingerprint, seconds):
         md.append(f"| {label} | {value:.2f}% | {limit:g}% | {'yes' if value <= limit else '**no**'} |")
     md += ["", ec.md_table(sum_header, sum_rows, ["---"] + ["---:"] * (len(sum_header) - 1)), "",
            ec.md_table(header, rows, ["---", "---"] + ["---:"] * (len(header) - 2)), ""]
+    if train_rows:
+        md += ["## Training split: the task study of every router", "",
+               "Measured: `traces/calibration/main_task_all_routers.csv` (6 routers x 3 models x 5 rates), what "
+               "`analysis/fit_cost.py --routers` fits the cost coefficients and the routing inputs to. Gains are "
+               "percent below the best load balancer's TPOT P50 (random, round robin, JSQ, P2C); the fastest "
+               "router is the one with the lowest TPOT P50 (a measured tie names both). Leave one rate out: the "
+               "held-out rate's cells simulated at a refit of every fitted input to the other four rates. Leave one "
+               "model out: a model simulated as a new one, its routing inputs the other two models' mean and its "
+               "cost coefficients refitted to its round-robin cells alone.", "",
+               "| target | simulated | limit | met |", "| --- | ---: | ---: | --- |"]
+        for label, value, limit, met in training_targets(train):
+            md.append(f"| {label} | {value} | {limit} | {'yes' if met else '**no**'} |")
+        for key, what in (("loro", "leave one rate out"), ("lomo", "leave one model out")):
+            if train[key]:
+                md.append(f"\nCross-validated, {what}: {fit_cost.router_summary_text(train[key])}.")
+        md += ["", ec.md_table(train_header, train_rows, ["---", "---:"] + ["---:"] * 10 + ["---", "---"]), ""]
+        if lomo:
+            lh, lr, _ = fit_cost.router_table([{"model": x["model"], "best": {"cells": x["cells"]}} for x in lomo])
+            md += ["### Leave one model out", "",
+                   ", ".join(f"{x['model']}: routing inputs " + ", ".join(f"{n.split('.')[1]} {v:g}"
+                                                                          for n, v in x["hold"].items())
+                             for x in lomo) + ".", "",
+                   ec.md_table(lh, lr, ["---", "---"] + ["---:"] * 5 + ["---", "---"]), ""]
+    language = language_predictions(sweep_rows)
+    if language:
+        md += ["## Predictions: the language study of every router", "",
+               "Not measured in the repository (the test split). TPOT P50 (ms) per router, and the gains over the "
+               "best load balancer; every figure is in `language_predictions.csv`.", ""]
+        lrows = []
+        for (m, rate), rs in sorted(language.items(), key=lambda kv: (model_order(kv[0][0]), kv[0][1])):
+            cells = [{"router": r, "tpot_sim": row["tpot_p50_ms"]} for r, row in rs.items()]
+            lrows.append([m, f"{rate:g}"] + [f"{rs[r]['tpot_p50_ms']:.2f}" if r in rs else "" for r in ec.ROUTERS] +
+                         [fit_cost.fmt_gain(ec.gain_pct(cells, "eldr")), fit_cost.fmt_gain(ec.gain_pct(cells, "domain")),
+                          ec.fastest(cells)])
+        md += [ec.md_table(["model", "rate"] + ec.ROUTERS + ["ELDR gain %", "domain gain %", "fastest"], lrows,
+                           ["---", "---:"] + ["---:"] * 8 + ["---"]), ""]
+        with open(os.path.join(stage, "language_predictions.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["model", "rate_rps", "router", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"])
+            for (m, rate), rs in sorted(language.items(), key=lambda kv: (model_order(kv[0][0]), kv[0][1])):
+                for r in ec.ROUTERS:
+                    if r in rs:
+                        w.writerow([m, f"{rate:g}", r] + [rs[r].get(k, "") for k in
+                                                          ("tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms")])
+    if train_csv:
+        with open(os.path.join(stage, "training_cells.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["model", "kind", "rate_rps", "router", "tpot_p50_meas_ms", "tpot_p50_sim_ms",
+                        "tpot_p99_meas_ms", "tpot_p99_sim_ms", "distinct_experts_per_layer", "decode_batch_mean"])
+            w.writerows(train_csv)
     if claims is not None:
         held = sum(c["ok"] for c in claims)
         md += ["## Published router claims (DESIGN.md section 9)", "",
@@ -474,8 +650,8 @@ def write_report(stage, args, fits, claims, sweep_rows, fingerprint, seconds):
                    "Main study: the two consecutive rates (req/s) between which each router's TPOT P50 rises "
                    "most (in ms). On the testbed every router rises most from 40 to 60 req/s for Qwen3-30B-A3B and "
                    "Gemma-4-26B-A4B (the fidelity issue's item d); where a locality router's knee comes later "
-                   "here, its batches reach the MoE configuration's ramp at a higher rate than round robin's "
-                   "(docs/calibration.md section 4).", "",
+                   "here, its smaller batches reach the fused-MoE kernel's BLOCK_SIZE_M 32 window (33-64 sequences) at a "
+                   "higher rate than round robin's (docs/calibration.md section 4).", "",
                    ec.md_table(["model", "workload"] + routers,
                                [[m, w] + [rises[(m, w)].get(r, "") for r in routers] for m, w in keys],
                                ["---", "---"] + ["---"] * len(routers))]
@@ -542,7 +718,8 @@ def main(argv=None):
     t0 = time.time()
     stage = None
     try:
-        measured = ec.load_measured(ec.DEFAULT_DATA)
+        measured = fit_cost.with_router_rows(ec.load_measured(ec.DEFAULT_DATA),
+                                             ec.load_measured(ec.DEFAULT_ROUTER_DATA, routers=True))
         for m in ec.CALIBRATED_MODELS:
             if m not in measured:
                 raise ec.Fatal(f"model '{m}' has no rows in the calibration data")
@@ -551,9 +728,10 @@ def main(argv=None):
         os.makedirs(os.path.dirname(args.out), exist_ok=True)
         stage = tempfile.mkdtemp(prefix=".validate-", dir=os.path.dirname(args.out))
         with ec.ScratchDir(None, prefix="eldr-validate-") as scratch:
-            fits = rr_cells(args, measured, scratch)
+            fits = study_cells(args, measured, scratch)
+            lomo = [] if args.skip_loro else leave_one_model_out(args, measured, scratch)
         claims, sweep_rows = (None, []) if args.skip_claims else run_claims(args, stage)
-        text = write_report(stage, args, fits, claims, sweep_rows, fingerprint, time.time() - t0)
+        text = write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, time.time() - t0)
         publish(stage, args.out)
         stage = None
     except ec.Fatal as e:

@@ -158,8 +158,8 @@ Command add_calibrate_command(CLI::App& app)
   auto o    = std::make_shared<CalibrateOptions>();
   auto* sub = app.add_subcommand(
       "calibrate", "Fit the cost model's coefficients (decode_bw_efficiency, step_overhead_ms, prefill_overhead_ms, and "
-                   "step_jump_ms where the block sets step_jump_batch, moe_config_scale where it sets "
-                   "moe_config_from_tokens) to your own round-robin measurements; writes "
+                   "step_jump_ms where the block sets step_jump_batch, the fused-MoE configurations' moe_time_* where it "
+                   "sets them) to your own round-robin measurements; writes "
                    "the calibration block and prints the fit table");
   sub->add_option("measured", o->measured,
                   "Measured CSV in the format of traces/calibration/rr_task_tpot.csv (model, policy, rate_rps, requests, "

@@ -97,6 +97,9 @@ ModelSpec read_model(JsonReader& r)
            "dense layers need both a count (dense_layers) and a size (dense_layer_MB) above 0");
   m.gemm_dtype = r.choice("gemm_dtype", "bf16", {"bf16", "fp8"});
   m.norm_topk_prob = r.boolean("norm_topk_prob", false);
+  m.moe_kernel     = r.choice("moe_kernel", "fused_moe", {"fused_moe", "matmul_ogs"}) == "matmul_ogs"
+                         ? MoeKernel::matmul_ogs
+                         : MoeKernel::fused_moe;
   if (r.has("chat_template")) {
     auto t                   = r.object("chat_template");
     m.template_prefix_tokens = int(t.require_integer("prefix_tokens", 0, 1 << 16));
@@ -120,23 +123,14 @@ ModelSpec read_model(JsonReader& r)
       c.fail(c.has("step_jump_ms") ? "step_jump_ms" : "step_jump_batch",
              "a step-cost jump needs both the batch size above which it applies (step_jump_batch) and its size "
              "(step_jump_ms)");
-    k.moe_config_from_tokens  = int(c.integer("moe_config_from_tokens", 0, 1, 1 << 20));
-    k.moe_config_below_tokens = int(c.integer("moe_config_below_tokens", 0, 2, 1 << 20));
-    k.moe_config_ramp_tokens  = int(c.integer("moe_config_ramp_tokens", 0, 1, 1 << 20));
-    k.moe_config_scale        = c.number("moe_config_scale", 1, 0.05, 20);
-    if (c.has("moe_config_from_tokens") != c.has("moe_config_scale"))
-      c.fail(c.has("moe_config_scale") ? "moe_config_scale" : "moe_config_from_tokens",
-             "an MoE kernel configuration needs both the token count from which it applies (moe_config_from_tokens) "
-             "and its expert-streaming time scale (moe_config_scale)");
-    for (const char* key : {"moe_config_below_tokens", "moe_config_ramp_tokens"})
-      if (c.has(key) && !c.has("moe_config_from_tokens"))
-        c.fail(key, "needs moe_config_from_tokens (and moe_config_scale): it shapes that configuration's token range");
-    if (c.has("moe_config_ramp_tokens") && k.moe_config_ramp_tokens >= k.moe_config_from_tokens)
-      c.fail("moe_config_ramp_tokens", "must be below moe_config_from_tokens (the scale ramps in over the token "
-                                       "counts [from - ramp, from])");
-    if (c.has("moe_config_below_tokens") && k.moe_config_below_tokens <= k.moe_config_from_tokens)
-      c.fail("moe_config_below_tokens", "must be above moe_config_from_tokens (the configuration's token range is "
-                                        "[from, below))");
+    // The first configuration is the reference (decode_bw_efficiency); the others' times are relative.
+    for (int i = 1; i < kFusedMoeConfigs; ++i) {
+      const std::string key = "moe_time_" + std::string(kFusedMoeConfigNames[size_t(i)]);
+      if (c.has(key) && m.moe_kernel != MoeKernel::fused_moe)
+        c.fail(key, "only the fused_moe kernel has configurations by token count (this model's moe_kernel is "
+                    "matmul_ogs, one configuration in the decode range); remove the key");
+      k.moe_config_time[size_t(i)] = c.number(key, 1, 0.2, 5);
+    }
     c.ignore("source");
     c.finish();
     m.calibration[hw] = k;

@@ -1,11 +1,23 @@
 #pragma once
 // An MoE model's structure and sizes, from a file under models/. Bytes are in the served dtype.
+#include <array>
 #include <map>
+#include <string_view>
 #include <string>
 
 namespace eldr {
 
 class JsonReader;
+
+// The grouped-GEMM path a model's experts run in vLLM on the testbed (ROCm, AITER off): fused_moe is
+// vLLM's Triton fused_moe_kernel (bf16 experts), matmul_ogs triton_kernels' matmul_ogs (MXFP4 experts,
+// GPT-OSS). sim/cost/moe_kernel.hpp says which configuration a layer runs.
+enum class MoeKernel { fused_moe, matmul_ogs };
+
+// The fused-MoE kernel's default bf16 configurations, in order of token count (BLOCK_SIZE_M, _N, _K).
+inline constexpr int kFusedMoeConfigs = 4;
+inline constexpr std::array<std::string_view, kFusedMoeConfigs> kFusedMoeConfigNames = {
+    "m16_n64_k128", "m32_n64_k128", "m32_n128_k64", "m64_n128_k64"};
 
 // Coefficients fitted for one (model, hardware) pair; see docs/calibration.md.
 struct Calibration {
@@ -27,15 +39,11 @@ struct Calibration {
   // HIP/CUDA graph running eagerly (docs/calibration.md section 4). 0: no jump.
   int step_jump_batch = 0;
   double step_jump_s  = 0;
-  // The fused-MoE kernel's tuned configuration changes with the number of tokens a layer routes: from
-  // moe_config_from_tokens tokens (and below moe_config_below_tokens, if set) a layer streams its
-  // experts in moe_config_scale x the time (docs/calibration.md section 4). 0: one configuration.
-  // With moe_config_ramp_tokens > 0 the scale comes in linearly over that many token counts below
-  // moe_config_from_tokens (1 at from - ramp, the full scale at from) instead of at one count.
-  int moe_config_from_tokens  = 0;
-  int moe_config_below_tokens = 0;
-  int moe_config_ramp_tokens  = 0;
-  double moe_config_scale     = 1;
+  // Each fused-MoE configuration's expert-streaming time, relative to the first one's (BLOCK_SIZE_M
+  // 16), whose speed decode_bw_efficiency sets: the kernel streams an active expert's weights at
+  // another fraction of peak under other tile shapes (docs/calibration.md, "Kernel configurations").
+  // Calibration keys moe_time_<configuration name>, for models on the fused_moe kernel.
+  std::array<double, kFusedMoeConfigs> moe_config_time = {1, 1, 1, 1};
   // Set when this block is another hardware's, reused through the hardware file's calibration_from.
   std::string transferred_from;
 };
@@ -71,6 +79,7 @@ struct ModelSpec {
   int dense_layers           = 0;
   double dense_layer_bytes   = 0;  // one dense layer: attention, dense MLP, norms; read every step
   std::string gemm_dtype     = "bf16";  // which peak of the hardware the GEMMs run at: bf16 | fp8
+  MoeKernel moe_kernel       = MoeKernel::fused_moe;  // "moe_kernel" in the model file
   // The gate weights the engine applies (and reports) are the softmax renormalized over the token's
   // top k (true: the Hugging Face config's norm_topk_prob, or a softmax over the top-k logits), or
   // the softmax over every expert taken at the picks (false).

@@ -1,5 +1,7 @@
 #include "sim/cost/cost_model.hpp"
 
+#include "sim/cost/moe_kernel.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
@@ -61,21 +63,21 @@ std::vector<double> as_doubles(std::span<const uint16_t> counts)
 
 double CostModel::expert_read_s(double tokens) const
 {
-  const int from = cal_.moe_config_from_tokens;
-  if (from <= 0 || (cal_.moe_config_below_tokens > 0 && tokens >= cal_.moe_config_below_tokens))
+  if (model_.moe_kernel != MoeKernel::fused_moe)
     return expert_read_s_;
-  // The share of the configuration's scale at this token count: 1 from `from` on, rising linearly
-  // from 0 at from - ramp (a sharp edge without a ramp).
-  const int ramp     = cal_.moe_config_ramp_tokens;
-  const double share = tokens >= from ? 1.0 : ramp > 0 ? std::max(0.0, (tokens - (from - ramp)) / ramp) : 0.0;
-  return expert_read_s_ * (1.0 + (cal_.moe_config_scale - 1.0) * share);
+  return expert_read_s_ * cal_.moe_config_time[size_t(fused_moe_config(tokens))];
 }
 
 double CostModel::moe_layer_s(int batch_tokens, double distinct, double split) const
 {
+  return moe_layer_s(expert_read_s(batch_tokens), batch_tokens, distinct, split);
+}
+
+double CostModel::moe_layer_s(double expert_s, int batch_tokens, double distinct, double split) const
+{
   // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is
   // slower; tensor-split experts share both over `split` GPUs.
-  double memory  = distinct * expert_read_s(batch_tokens) / split;
+  double memory  = distinct * expert_s / split;
   double compute = batch_tokens * expert_flops_ / flops_ / split;
   return moe_overhead_s_ + std::max(memory, compute);
 }
@@ -126,8 +128,10 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
   t += model_.layers * std::max(dense_memory, dense_compute);
   DecodeStepCost c;
   if (layout.ep <= 1) {
+    // The kernel's configuration is the captured graph's (its padded size); the FLOPs are the batch's.
+    const double expert_s = expert_read_s(decode_graph_tokens(batch));
     for (double d : distinct)
-      t += moe_layer_s(batch, d, g);
+      t += moe_layer_s(expert_s, batch, d, g);
   } else {
     if (ranks == nullptr || ranks->ranks != layout.ep)
       throw std::invalid_argument("decode_step: an expert-parallel layout needs its per-rank loads");
@@ -140,7 +144,7 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
       double worst = 0, sum = 0;
       for (int r = 0; r < R; ++r) {
         const size_t i = size_t(l) * size_t(R) + size_t(r);
-        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], batch);
+        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], decode_graph_tokens(batch));
         worst          = std::max(worst, x);
         sum += x;
       }

@@ -16,7 +16,8 @@ expect_error "--jobs 0" "jobs" -- validate --jobs 0
 expect_error "--seeds 0" "seeds" -- validate --seeds 0
 expect_error "an unknown option" "--nope" -- validate --nope
 
-# Short runs (10 s after 200 warm-up requests), no claims, no leave-one-rate-out: 30 cells, ~20 s.
+# Short runs (10 s after 200 warm-up requests), no claims, no cross-validation: the 30 round-robin cells
+# and the 90 of the training split, ~60 s.
 OUT="$TMP/val"
 mkdir -p "$OUT" && echo stale >"$OUT/stale-file"
 if $PY analysis/validate.py --eldrsim "$ELDRSIM" --out "$OUT" --skip-claims --skip-loro --duration 10 \
@@ -32,6 +33,35 @@ check "report.md has the targets table" "grep -q '| TPOT P50 mean abs error |' '
 check "rr_cells.csv has the 30 cells" "[ \$(tail -n +2 '$OUT/rr_cells.csv' | wc -l) -eq 30 ]"
 check "every model and kind appears 5 times" \
   "[ \$(tail -n +2 '$OUT/rr_cells.csv' | cut -d, -f1,2 | sort | uniq -c | awk '\$1 == 5' | wc -l) -eq 6 ]"
+check "training_cells.csv has the 90 task cells of every router" \
+  "[ \$(tail -n +2 '$OUT/training_cells.csv' | cut -d, -f1,3,4 | sort -u | wc -l) -eq 90 ]"
+check "report.md opens with the summary and has the training split's targets" \
+  "grep -q '^## Summary' '$OUT/report.md' && grep -q '| fastest router right |' '$OUT/report.md'"
+
+# The training split's gains and fastest router on hand-made cells (one model, task 60): simulated load
+# balancers 20, 21, 22, 23 ms (best 20), domain 18.6, eldr 18.0 -> ELDR gain (20 - 18) / 20 = 10.0%,
+# domain 7.0%; measured 20, 20.5, 21, 21 (best 20), domain 18.0, eldr 18.6 -> ELDR 7.0%, domain 10.0%:
+# ELDR's error +3.0 points, the fastest wrong (eldr against domain). At 80: the measured domain and eldr
+# tie at 18.0, so the simulated fastest (eldr) is right.
+$PY - <<'PYEOF'
+import sys
+sys.path.insert(0, "analysis")
+import fit_cost as f
+def group(rate, sim, meas):
+    return [{"kind": "task", "rate": rate, "label": f"task {rate}", "router": r, "tpot_sim": s, "tpot_meas": m}
+            for r, s, m in zip(["round_robin", "random", "jsq", "p2c", "domain", "eldr"], sim, meas)]
+cells = group(60, [20, 21, 22, 23, 18.6, 18.0], [20, 20.5, 21, 21, 18.0, 18.6]) + \
+        group(80, [20, 21, 22, 23, 18.6, 18.0], [20, 20.5, 21, 21, 18.0, 18.0])
+_, rows, s = f.router_table([{"model": "m", "best": {"cells": cells}}])
+want = [["m", "task 60", "+10.0", "+7.0", "+3.0", "+7.0", "+10.0", "eldr", "domain"],
+        ["m", "task 80", "+10.0", "+10.0", "+0.0", "+7.0", "+10.0", "eldr", "domain/eldr"]]
+good = rows == want and abs(s["gain_err_mean"] - 1.5) < 1e-9 and abs(s["gain_err_max"] - 3.0) < 1e-9 \
+    and s["fastest_right"] == 1 and s["cells"] == 2
+print(("ok   " if good else "FAIL ") + f"router table {rows} {s}")
+sys.exit(0 if good else 1)
+PYEOF
+rc=$?
+check "the training split's gains and fastest router by hand" "[ $rc -eq 0 ]"
 
 # ELDR with and without its routing overhead, on the same requests: run_pair NAME ARGS... writes
 # $TMP/NAME-on and $TMP/NAME-off; overhead_diff NAME prints the per-request differences (TTFT in ms,

@@ -3,6 +3,7 @@
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/cost/cost_model.hpp"
+#include "sim/cost/moe_kernel.hpp"
 #include "sim/cost/expert_placement.hpp"
 #include "sim/config/experiment.hpp"
 
@@ -175,48 +176,64 @@ TEST_CASE("cost: a decode step of more than step_jump_batch sequences costs step
         plain.prefill_s(InstanceLayout{}, hand_prompts(), kHandDistinct));
 }
 
-TEST_CASE("cost: in its token range an MoE kernel configuration streams the experts in moe_config_scale x the time (toy model by hand)")
+TEST_CASE("cost: decode batches run at vLLM's captured graph sizes (by hand)")
 {
-  Calibration cal            = toy_calibration();
-  cal.moe_config_from_tokens = 5;
-  cal.moe_config_scale       = 0.5;
+  // 1, 2, 4, then multiples of 8 up to 256, multiples of 16 up to 512, unpadded beyond.
+  const std::vector<std::pair<int, int>> cases = {{1, 1},     {2, 2},     {3, 4},     {4, 4},     {5, 8},
+                                                  {8, 8},     {9, 16},    {32, 32},   {33, 40},   {64, 64},
+                                                  {65, 72},   {256, 256}, {257, 272}, {512, 512}, {513, 513}};
+  for (auto [batch, graph] : cases) {
+    CAPTURE(batch);
+    CHECK(decode_graph_tokens(batch) == graph);
+  }
+}
+
+TEST_CASE("cost: the fused-MoE kernel's default configuration by token count (vLLM's rule, by hand)")
+{
+  // BLOCK_SIZE_M 16 up to 32 tokens, 32 up to 96 (N 64 / K 128 up to 64, N 128 / K 64 beyond), 64 beyond.
+  const std::vector<std::pair<double, int>> cases = {{1, 0},  {32, 0}, {33, 1},  {40, 1},   {64, 1},
+                                                     {65, 2}, {96, 2}, {97, 3}, {512, 3}, {8192, 3}};
+  for (auto [tokens, config] : cases) {
+    CAPTURE(tokens);
+    CHECK(fused_moe_config(tokens) == config);
+  }
+  CHECK(kFusedMoeConfigNames[1] == "m32_n64_k128");
+}
+
+TEST_CASE("cost: each fused-MoE configuration streams the experts at its own speed (toy model by hand)")
+{
+  Calibration cal     = toy_calibration();
+  cal.moe_config_time = {1, 0.5, 1, 1.5};
   CostModel plain(toy_model(), toy_hardware(), toy_calibration());
-  CostModel scaled(toy_model(), toy_hardware(), cal);
+  CostModel timed(toy_model(), toy_hardware(), cal);
   const std::vector<uint16_t> distinct = {3, 5};
   AttentionLoad a;
   a.context_tokens  = 1000;
   a.windowed_tokens = 1000;
-  // Batch 4 (under 5 tokens): the 29.2 ms of the hand-computed step. Batch 5: each expert streams in
-  // 0.5 x 2 ms = 1 ms, the layer overhead (4 ms) unchanged: MoE 4 + 3 + 4 + 5 = 16 ms for 24, so 21.2 ms.
-  CHECK(scaled.decode_step_s(4, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
-  CHECK(scaled.decode_step_s(5, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
-  CHECK(scaled.moe_layer_s(5, 10) == doctest::Approx(4e-3 + 10 * 1e-3).epsilon(1e-12));
-  CHECK(plain.decode_step_s(5, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
-  // Prefill is the same kernel, chosen by the batch's token count: 8 x 100 tokens stream the 3 + 5
-  // experts in 1 ms each instead of 2 (their compute, 800 x 1.2e6 / 5e14 = 1.9 us, stays under), so
-  // 8 ms less; one 4-token prompt is under the range and costs the same.
+  // Batch 32 runs the graph of 32 (BLOCK_SIZE_M 16): the reference speed. Batch 33 runs the graph of 40
+  // (BLOCK_SIZE_M 32, N 64): its 3 + 5 experts stream in 0.5 x 2 ms = 1 ms each, 8 ms less; the layer
+  // overhead (4 ms a layer) is unchanged. Batch 65 (graph 72, N 128): time 1 again.
+  CHECK(timed.decode_step_s(32, a, distinct) == plain.decode_step_s(32, a, distinct));
+  CHECK(plain.decode_step_s(33, a, distinct) - timed.decode_step_s(33, a, distinct) ==
+        doctest::Approx(8e-3).epsilon(1e-9));
+  CHECK(timed.decode_step_s(65, a, distinct) == plain.decode_step_s(65, a, distinct));
+  CHECK(timed.moe_layer_s(40, 10) == doctest::Approx(4e-3 + 10 * 1e-3).epsilon(1e-12));
+  // Prefill batches are not padded: 8 x 100 tokens run BLOCK_SIZE_M 64, 1.5 x 2 ms an expert (their
+  // compute, 800 x 1.2e6 / 5e14 = 1.9 us, stays under), 8 ms more; a 40-token prompt 8 ms less.
   std::vector<PrefillPrompt> prompts(8);
   for (auto& p : prompts)
     p.tokens = 100;
-  CHECK(plain.prefill_s(InstanceLayout{}, prompts, distinct) - scaled.prefill_s(InstanceLayout{}, prompts, distinct) ==
+  CHECK(timed.prefill_s(InstanceLayout{}, prompts, distinct) - plain.prefill_s(InstanceLayout{}, prompts, distinct) ==
         doctest::Approx(8e-3).epsilon(1e-9));
-  std::vector<PrefillPrompt> short_prompt = {{4, 0}};
-  CHECK(scaled.prefill_s(InstanceLayout{}, short_prompt, distinct) ==
-        plain.prefill_s(InstanceLayout{}, short_prompt, distinct));
-  // A range with an upper end, [5, 7): batch 6 is in it, batch 7 costs the plain step again
-  // (7 x 5e8 / 5e14 = 7 us of dense compute a layer, still under the 1 ms read).
-  cal.moe_config_below_tokens = 7;
-  CostModel window(toy_model(), toy_hardware(), cal);
-  CHECK(window.decode_step_s(6, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
-  CHECK(window.decode_step_s(7, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
-  // Ramped in over 2 token counts below 5: batch 3 has none of the scale, batch 4 half of it (each
-  // expert 0.75 x 2 ms = 1.5 ms: MoE 4 + 4.5 + 4 + 7.5 = 20 ms for 24, so 25.2 ms), batch 5 all of it.
-  cal.moe_config_ramp_tokens = 2;
-  CostModel ramped(toy_model(), toy_hardware(), cal);
-  CHECK(ramped.decode_step_s(3, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
-  CHECK(ramped.decode_step_s(4, a, distinct) == doctest::Approx(25.2e-3).epsilon(1e-12));
-  CHECK(ramped.decode_step_s(5, a, distinct) == doctest::Approx(21.2e-3).epsilon(1e-12));
-  CHECK(ramped.decode_step_s(7, a, distinct) == doctest::Approx(29.2e-3).epsilon(1e-12));
+  std::vector<PrefillPrompt> short_prompt = {{40, 0}};
+  CHECK(plain.prefill_s(InstanceLayout{}, short_prompt, distinct) -
+            timed.prefill_s(InstanceLayout{}, short_prompt, distinct) ==
+        doctest::Approx(8e-3).epsilon(1e-9));
+  // A model on the matmul_ogs path (GPT-OSS's MXFP4 experts) has one configuration in this range.
+  ModelSpec ogs  = toy_model();
+  ogs.moe_kernel = MoeKernel::matmul_ogs;
+  CHECK(CostModel(ogs, toy_hardware(), cal).decode_step_s(33, a, distinct) ==
+        CostModel(ogs, toy_hardware(), toy_calibration()).decode_step_s(33, a, distinct));
 }
 
 TEST_CASE("cost: sliding-window layers read at most the window")
@@ -393,7 +410,9 @@ TEST_CASE("cost: qwen3-30b MoE layer is 4.7x slower at 128 than at 16 distinct e
 {
   Real r;
   REQUIRE(r.hardware.moe_time_ratio == doctest::Approx(4.7));
-  for (int batch : {16, 32, 64, 128})
+  // At the measurement's batches (32 and 128: the kernel's BLOCK_SIZE_M 16 and 64 configurations, both
+  // at the reference speed); the BLOCK_SIZE_M 32 window streams at its own fitted speed.
+  for (int batch : {16, 32, 128, 256})
     CHECK(r.cost.moe_layer_s(batch, 128) / r.cost.moe_layer_s(batch, 16) ==
           doctest::Approx(r.hardware.moe_time_ratio).epsilon(1e-9));
 }

@@ -62,6 +62,8 @@ RoutingStats stats_of(const std::string& model, const std::string& kind, int req
   opt.batches     = 120;
   opt.batch_sizes = {16, 32, 64, 80};
   opt.pairs       = 3000;
+  if (src->has_subtopics())
+    opt.subtopic = [&src](const Request& r) { return src->primary_subtopic(r); };
   return measure_routing(w.requests, w.calibration, *src, opt);
 }
 
@@ -324,6 +326,10 @@ TEST_CASE("calibration: qwen3-30b-a3b task routing meets the DESIGN section 5 ta
   CHECK(s.top_share_mean > 4 * s.top_share_uniform);        // popularity skew several times uniform
 }
 
+// GPT-OSS-120B and Gemma-4-26B-A4B: their task locality is fitted to the main study of every router
+// (docs/routing-model.md, calibration step 10): one-label batches touch fewer experts than mixed ones,
+// but less so than the paper's pooled 17-21% (as in the real ESFT domains, 5.5-10.4%), and one
+// sub-topic's batches far fewer than one label's.
 TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less (Pearson ~0.70)")
 {
   RoutingStats s = stats_of("gpt-oss-120b", "task");
@@ -331,20 +337,21 @@ TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less 
   for (const auto& b : s.locality)
     if (b.batch >= 32) {
       CAPTURE(b.batch);
-      CHECK(b.reduction() > 0.16);
-      CHECK(b.reduction() < 0.24);
+      CHECK(b.reduction() > 0.08);
+      CHECK(b.reduction() < 0.18);
+      CHECK(b.subtopic_reduction() > 0.25);
     }
-  CHECK(s.spearman_binary < s.spearman_counts_idf);
 }
 
 TEST_CASE("calibration: gemma-4-26b-a4b task routing: prefill predicts decode best (Pearson ~0.92)")
 {
   RoutingStats s = stats_of("gemma-4-26b-a4b", "task");
-  CHECK(s.pearson_prefill_decode == doctest::Approx(0.92).epsilon(0.03));
+  CHECK(s.pearson_prefill_decode > 0.9);
   for (const auto& b : s.locality) {
     CAPTURE(b.batch);
-    CHECK(b.reduction() > 0.16);
-    CHECK(b.reduction() < 0.23);
+    CHECK(b.reduction() > 0.04);
+    CHECK(b.reduction() < 0.14);
+    CHECK(b.subtopic_reduction() > 0.15);
   }
 }
 
@@ -438,13 +445,13 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
 
 TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max override the profile's")
 {
-  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.3 for the task kind,
-  // the profile's drift and its own mix (0.3) for the language kind.
+  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.056 (fitted to the main
+  // study of every router) for the task kind, the profile's drift and its own mix (0.3) for the language kind.
   Experiment x = generated("qwen3-30b-a3b", "task");
   CHECK(x.routing_profile.phase_drift == 0.45);
   CHECK(x.routing_profile.request_mix_max == 1.0);
   CHECK(x.routing_profile.kinds.at("task").phase_drift == 0.75);
-  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.3);
+  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.056);
   CHECK(x.routing_profile.kinds.at("language").phase_drift == 0.45);
   CHECK(x.routing_profile.kinds.at("language").request_mix_max == 0.3);
 
@@ -485,13 +492,13 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   CHECK(ones.gate_per_pick_p95 == 1.0);
 
   // The generator's gates (each token's own, renormalized over the top 8 for Qwen3): a real
-  // correlation, below counts x IDF here; per cell, weights around 1/8, all between 0 and 1.
+  // correlation; per cell, weights around 1/8, all between 0 and 1. (Whether it ranks below counts x
+  // IDF is the paper's claim over every model and workload: `eldrsim validate` checks it.)
   std::unique_ptr<GateSource> gates = make_gate_source(*src);
   REQUIRE(gates);
   opt.token_gates = [&](const Request& r, int t) { return gates->token_gates(r, t).prob; };
   RoutingStats real = measure_routing(w.requests, w.calibration, *src, opt);
   CHECK(real.spearman_gate_prob > 0.3);
-  CHECK(real.spearman_gate_prob < real.spearman_counts_idf);
   CHECK(real.gate_per_pick_p5 > 0);
   CHECK(real.gate_per_pick_p5 < real.gate_per_pick_p50);
   CHECK(real.gate_per_pick_p50 < real.gate_per_pick_p95);

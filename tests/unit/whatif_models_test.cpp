@@ -285,32 +285,15 @@ TEST_CASE("whatif: half-given shared experts or dense layers and a self-referrin
                    j["calibration"]["mi300x"]["step_jump_batch"] = 0;
                  }),
                  "m.json: calibration.mi300x.step_jump_batch: must be between 1 and"));
-  CHECK(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_config_from_tokens"] = 64; }) ==
-        "m.json: calibration.mi300x.moe_config_from_tokens: an MoE kernel configuration needs both the token "
-        "count from which it applies (moe_config_from_tokens) and its expert-streaming time scale (moe_config_scale)");
-  CHECK(contains(model_error([](Json& j) {
-                   j["calibration"]["mi300x"]["moe_config_from_tokens"] = 64;
-                   j["calibration"]["mi300x"]["moe_config_scale"]       = 0;
-                 }),
-                 "m.json: calibration.mi300x.moe_config_scale: must be between 0.05 and"));
+  CHECK(contains(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_time_m32_n64_k128"] = 0.1; }),
+                 "m.json: calibration.mi300x.moe_time_m32_n64_k128: must be between 0.2 and"));
   CHECK(model_error([](Json& j) {
-          j["calibration"]["mi300x"]["moe_config_from_tokens"]  = 64;
-          j["calibration"]["mi300x"]["moe_config_scale"]        = 0.8;
-          j["calibration"]["mi300x"]["moe_config_below_tokens"] = 64;
-        }) == "m.json: calibration.mi300x.moe_config_below_tokens: must be above moe_config_from_tokens (the "
-              "configuration's token range is [from, below))");
-  CHECK(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_config_ramp_tokens"] = 16; }) ==
-        "m.json: calibration.mi300x.moe_config_ramp_tokens: needs moe_config_from_tokens (and moe_config_scale): it "
-        "shapes that configuration's token range");
-  CHECK(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_config_below_tokens"] = 64; }) ==
-        "m.json: calibration.mi300x.moe_config_below_tokens: needs moe_config_from_tokens (and moe_config_scale): it "
-        "shapes that configuration's token range");
-  CHECK(model_error([](Json& j) {
-          j["calibration"]["mi300x"]["moe_config_from_tokens"] = 48;
-          j["calibration"]["mi300x"]["moe_config_scale"]       = 1.3;
-          j["calibration"]["mi300x"]["moe_config_ramp_tokens"] = 48;
-        }) == "m.json: calibration.mi300x.moe_config_ramp_tokens: must be below moe_config_from_tokens (the scale "
-              "ramps in over the token counts [from - ramp, from])");
+          j["moe_kernel"]                                  = "matmul_ogs";
+          j["calibration"]["mi300x"]["moe_time_m32_n128_k64"] = 1.2;
+        }) == "m.json: calibration.mi300x.moe_time_m32_n128_k64: only the fused_moe kernel has configurations by "
+              "token count (this model's moe_kernel is matmul_ogs, one configuration in the decode range); remove "
+              "the key");
+  CHECK(contains(model_error([](Json& j) { j["moe_kernel"] = "cutlass"; }), "m.json: moe_kernel:"));
 
   Json h = load_json_file("models/hardware/h200.json");
   h["calibration_from"] = "h200";
