@@ -18,8 +18,10 @@ MODEL=${CALIBRATE_MODEL:-gpt-oss-120b}
 # Short runs: 40 s of traffic after 1000 warm-up requests (the measurement: 120 s after 3840), at
 # most 6 evaluations (the start, its 3-point Jacobian and 2 trial steps), about 30 s on 2 cores.
 # Short runs shift the optimum by 5-20 % (fit_cost.py), so the tolerance is 15 % of the efficiency
-# and of the prefill overhead, and 1 ms of the step overhead (the committed ones are 0-5 ms).
-# Measured 2026-12-01 for gpt-oss-120b: efficiency -4.7 %, step +0.03 ms, prefill +0.1 %.
+# and of the prefill overhead, and 2 ms of the step overhead (the committed ones are 0-6 ms): the
+# committed block is fitted to the round-robin curves and every router's task study together
+# (fit_cost.py --routers), which the round-robin curve alone cannot see.
+# Measured 2026-12-05 for gpt-oss-120b: efficiency -7.1 %, step -1.34 ms, prefill -2.8 %.
 before=$(cksum <"models/$MODEL.json")
 if "$ELDRSIM" calibrate "$DATA" --model "$MODEL" --hardware mi300x --out "$TMP/cal.json" \
   --duration 40 --warmup 1000 --max-evals 6 -j 2 >"$TMP/stdout" 2>"$TMP/stderr"; then
@@ -36,7 +38,7 @@ import json, sys
 out, committed = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["calibration"]["mi300x"]
 assert out["model"] == sys.argv[3] and out["hardware"] == "mi300x", out
 fit = out["calibration"]["mi300x"]
-tol = {"decode_bw_efficiency": ("rel", 0.15), "step_overhead_ms": ("abs", 1.0), "prefill_overhead_ms": ("rel", 0.15)}
+tol = {"decode_bw_efficiency": ("rel", 0.15), "step_overhead_ms": ("abs", 2.0), "prefill_overhead_ms": ("rel", 0.15)}
 for k, (kind, t) in tol.items():
     c, f = committed[k], fit[k]
     err = abs(f - c) / c if kind == "rel" else abs(f - c)

@@ -6,6 +6,8 @@
 # experts per layer than the oracle's, and that lead is more than 1.5 points larger than with each
 # language's own sub-topics at the same strength and mix (the profile with shared_subtopics false),
 # where only the sub-topics below a language are left for ELDR to find (Qwen3 -4.2% against -1.8%).
+# The topics' strength is set to 2.25 in both profiles: this checks the mechanism, not the calibrated
+# strength (which follows each model's fitted task label strength, routing-model.md step 10).
 # Usage: language_topics.sh PATH/TO/eldrsim (from the project root).
 set -u
 ELDRSIM=${1:?usage: language_topics.sh PATH/TO/eldrsim}
@@ -16,18 +18,20 @@ PY=/usr/bin/python3
 
 models="qwen3-30b-a3b gpt-oss-120b gemma-4-26b-a4b"
 for m in $models; do
-  # The same profile with each language's own sub-topics (relative file paths made absolute).
-  $PY - "models/routing/$m.json" "$TMP/$m-own.json" "$PWD" <<'PYEOF'
+  # The profile with topics of strength 2.25, shared and each language's own (relative file paths made
+  # absolute).
+  $PY - "models/routing/$m.json" "$TMP/$m" "$PWD" <<'PYEOF'
 import json, os, sys
 p = json.load(open(sys.argv[1]))
-p["kinds"]["language"]["shared_subtopics"] = False
+p["kinds"]["language"]["subtopic_strength"] = 2.25
 if p.get("language_counts_file") and not os.path.isabs(p["language_counts_file"]):
     p["language_counts_file"] = os.path.join(sys.argv[3], p["language_counts_file"])
-json.dump(p, open(sys.argv[2], "w"))
+for shared in (True, False):
+    p["kinds"]["language"]["shared_subtopics"] = shared
+    json.dump(p, open(sys.argv[2] + ("-shared.json" if shared else "-own.json"), "w"))
 PYEOF
   for topics in shared own; do
-    profile=()
-    [ $topics = own ] && profile=(--set "workload.routing_profile=$TMP/$m-own.json")
+    profile=(--set "workload.routing_profile=$TMP/$m-$topics.json")
     for router in domain eldr; do
       "$ELDRSIM" run configs/default.json --set model=$m --set workload.kind=language --router $router --rate 60 \
         "${profile[@]}" -q --out "$TMP/$m-$topics-$router" >/dev/null 2>"$TMP/$m-$topics-$router.err" &

@@ -328,7 +328,7 @@ TEST_CASE("calibration: qwen3-30b-a3b task routing meets the DESIGN section 5 ta
 
 // GPT-OSS-120B and Gemma-4-26B-A4B: their task locality is fitted to the main study of every router
 // (docs/routing-model.md, calibration step 10): one-label batches touch fewer experts than mixed ones,
-// but less so than the paper's pooled 17-21% (as in the real ESFT domains, 5.5-10.4%), and one
+// but less so than the paper's pooled 17-21% (as in the real ESFT domains, 5.7-9.7%), and one
 // sub-topic's batches far fewer than one label's.
 TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less (Pearson ~0.70)")
 {
