@@ -114,7 +114,7 @@ def with_routing_inputs(profile, values):
     language = out["kinds"].get("language", {})
     if language.get("shared_subtopics"):
         language["subtopic_strength"] = out["kinds"]["task"]["label_strength"]
-        return out
+    return out
 
 
 def rounded(x, names):

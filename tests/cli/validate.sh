@@ -58,10 +58,18 @@ want = [["m", "task 60", "+10.0", "+7.0", "+3.0", "+7.0", "+10.0", "eldr", "doma
 good = rows == want and abs(s["gain_err_mean"] - 1.5) < 1e-9 and abs(s["gain_err_max"] - 3.0) < 1e-9 \
     and s["fastest_right"] == 1 and s["cells"] == 2
 print(("ok   " if good else "FAIL ") + f"router table {rows} {s}")
-sys.exit(0 if good else 1)
+# A candidate's routing inputs: the language kind's shared topics follow the task label strength; its
+# own sub-topics (shared_subtopics false) keep theirs.
+profile = lambda shared: {"kinds": {"task": {"label_strength": 1.0}, "language": {"shared_subtopics": shared,
+                                                                                  "subtopic_strength": 3.0}}}
+tied = [f.with_routing_inputs(profile(shared), {"task.label_strength": 2.0})["kinds"] for shared in (True, False)]
+ties = [k["task"]["label_strength"] for k in tied] == [2.0, 2.0] and \
+    [k["language"]["subtopic_strength"] for k in tied] == [2.0, 3.0]
+print(("ok   " if ties else "FAIL ") + f"routing inputs of a candidate {tied}")
+sys.exit(0 if good and ties else 1)
 PYEOF
 rc=$?
-check "the training split's gains and fastest router by hand" "[ $rc -eq 0 ]"
+check "the training split's gains and fastest router, and a candidate's routing inputs, by hand" "[ $rc -eq 0 ]"
 
 # ELDR with and without its routing overhead, on the same requests: run_pair NAME ARGS... writes
 # $TMP/NAME-on and $TMP/NAME-off; overhead_diff NAME prints the per-request differences (TTFT in ms,
