@@ -35,8 +35,8 @@ struct Calibration {
   // fixed cost does not grow with the expert's size (docs/calibration.md section 2.5).
   double moe_layer_overhead_s = -1;
   // Decode steps of more than step_jump_batch sequences cost step_jump_s more: engine behaviour that
-  // changes with the batch size outside the MoE layers, such as a batch above the largest captured
-  // HIP/CUDA graph running eagerly (docs/calibration.md section 4). 0: no jump.
+  // changes with the batch size outside the MoE layers, not identified in vLLM's source (decode graphs
+  // are captured up to 512 sequences; docs/calibration.md section 4). 0: no jump.
   int step_jump_batch = 0;
   double step_jump_s  = 0;
   // Each fused-MoE configuration's expert-streaming time, relative to the first one's (BLOCK_SIZE_M
