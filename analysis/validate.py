@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""Hold the simulator against the testbed: the 30 round-robin cells and the published router claims.
+"""Hold the simulator against the testbed: the round-robin cells, the training split and the published claims.
 
 Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] [--skip-claims] [--skip-loro]
        (or `eldrsim validate`, or `make validate`)
 
-1. Round robin, 3 models x 2 workloads (task, language) x 5 rates = 30 cells, with the model files as
-   they are now (models/<model>.json, calibration.<hardware>), full measurement length (120 s after a
-   3840-request warm-up), against traces/calibration/rr_{task,language}_tpot.csv: TPOT P50, P99 and
-   TTFT P50 errors.
-2. Leave-one-rate-out (fit_cost.py --loro from the current coefficients): each rate predicted from the
-   coefficients that fit the other four rates.
+1. Round robin, 3 models x 2 workloads (task, language) x 5 rates = 30 cells, and the training split,
+   the task study of every router (traces/calibration/main_task_all_routers.csv, 90 cells), with the
+   model files and routing profiles as they are now, full measurement length (120 s after a
+   3840-request warm-up): TPOT P50, P99 and TTFT P50 errors, ELDR's and the domain oracle's gains over
+   the best load balancer and the fastest router, simulated against measured.
+2. Cross-validation (unless --skip-loro). Leave one rate out (fit_cost.py --loro from the current
+   inputs): each rate predicted from a refit of the cost coefficients and the routing inputs to the
+   other four. Leave one model out: each model predicted as a new one, its routing inputs the other
+   two models' mean, its cost coefficients refitted to its round-robin cells alone.
 3. The router claims of the ELDR paper (DESIGN.md section 9), from `eldrsim sweep
    configs/validate/claims.json` (239 points): each claim's simulated range over the models and rates it
    covers, against the published one. A claim holds when every simulated value has the published
@@ -19,8 +22,10 @@ Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] 
    (the sweep's combined_seeds.csv, the Spearman figures averaged likewise); the round-robin cells
    stay at one seed, as the measurement is one run.
 
-Writes DIR (default results/validate) atomically: report.md, rr_cells.csv, claims.csv and the sweep's
-combined.csv (and combined_seeds.csv with --seeds); the directory is either the old one or the new
+Writes DIR (default results/validate) atomically: report.md (opening with a summary), rr_cells.csv,
+training_cells.csv, language_predictions.csv (the language study of every router as simulated: the
+test split, not measured here), claims.csv and the sweep's combined.csv (and combined_seeds.csv with
+--seeds); the directory is either the old one or the new
 one, never a mix. Exit 0 when it ran (whether or not the targets are met: the report says), 2 on bad
 input, 1 when a simulation failed.
 """
@@ -702,8 +707,8 @@ def main(argv=None):
                     help="check the claims on the mean over seeds 1..N (default 1: --seed alone); the "
                          "round-robin cells stay at --seed")
     ap.add_argument("--hardware", default="mi300x", help="calibration block (default mi300x)")
-    ap.add_argument("--skip-claims", action="store_true", help="only the round-robin cells (about 1 minute)")
-    ap.add_argument("--skip-loro", action="store_true", help="no leave-one-rate-out predictions")
+    ap.add_argument("--skip-claims", action="store_true", help="only the round-robin cells and the training split, no language predictions")
+    ap.add_argument("--skip-loro", action="store_true", help="no cross-validation (leave one rate out, leave one model out)")
     ap.add_argument("--duration", type=float, default=ec.MEASURED_DURATION_S,
                     help=f"seconds of measured traffic per cell (default {ec.MEASURED_DURATION_S}, the measurement's; "
                          "shorter runs are for testing this script and the report says so)")
