@@ -448,9 +448,13 @@ TEST_CASE("cost: qwen3-30b decode step is strictly increasing in distinct expert
   const double base = r.cost.decode_step_s(64, a, distinct);
   distinct[7]       = 41;
   CHECK(r.cost.decode_step_s(64, a, distinct) > base);
-  // And each extra expert costs one expert read: 9.44e6 B at 5.3e12 B/s x the fitted decode efficiency.
-  const double bw = 5.3e12 * r.model.calibration.at("mi300x").decode_bw_efficiency;
-  CHECK(r.cost.decode_step_s(64, a, distinct) - base == doctest::Approx(9.44e6 / bw).epsilon(1e-6));
+  // And each extra expert costs one expert read: 9.44e6 B at 5.3e12 B/s x the fitted decode efficiency,
+  // streamed at the speed of the kernel configuration a batch of 64 runs (BLOCK_SIZE_M 32, N 64).
+  const Calibration& cal = r.model.calibration.at("mi300x");
+  const double bw        = 5.3e12 * cal.decode_bw_efficiency;
+  REQUIRE(fused_moe_config(decode_graph_tokens(64)) == 1);
+  CHECK(r.cost.decode_step_s(64, a, distinct) - base ==
+        doctest::Approx(9.44e6 / bw * cal.moe_config_time[1]).epsilon(1e-6).scale(0));
 }
 
 TEST_CASE("cost: qwen3-30b decode step grows with context (KV reads)")

@@ -445,13 +445,13 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
 
 TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max override the profile's")
 {
-  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.056 (fitted to the main
+  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.015 (fitted to the main
   // study of every router) for the task kind, the profile's drift and its own mix (0.3) for the language kind.
   Experiment x = generated("qwen3-30b-a3b", "task");
   CHECK(x.routing_profile.phase_drift == 0.45);
   CHECK(x.routing_profile.request_mix_max == 1.0);
   CHECK(x.routing_profile.kinds.at("task").phase_drift == 0.75);
-  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.056);
+  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.015);
   CHECK(x.routing_profile.kinds.at("language").phase_drift == 0.45);
   CHECK(x.routing_profile.kinds.at("language").request_mix_max == 0.3);
 
