@@ -26,7 +26,7 @@ DEFAULT_ROUTER_DATA = f"task={os.path.join(REPO, 'traces', 'calibration', 'main_
 LOAD_BALANCERS = ["random", "round_robin", "jsq", "p2c"]
 ROUTERS = LOAD_BALANCERS + ["domain", "eldr"]
 CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
-# Measured setup of rr_task_tpot.csv (data/README.md, DESIGN.md section 2).
+# Measured setup of rr_task_tpot.csv (data/README.md, docs/design.md section 2).
 MEASURED_DURATION_S = 120
 MEASURED_WARMUP_REQUESTS = 3840
 

@@ -7,7 +7,7 @@ round robin's step time as a function of the batch, T(B) (piecewise linear throu
 flat beyond them). Suppose a locality router's step at equal batch is T(B) x (1 - s): its own batch
 is then the fixed point B' = rate / 16 x 512 x (1 - s) T(B'), and its TPOT P50 gain over round robin
 is 1 - (1 - s) T(B') / T(B). For each cell this prints the s that gives the published ELDR gains over
-the best load balancer, 7.0 / 10.0 / 13.9% (DESIGN.md section 9). Where T rises steeply with B the
+the best load balancer, 7.0 / 10.0 / 13.9% (docs/design.md section 9). Where T rises steeply with B the
 smaller batch amplifies s; where the measured step falls as the batch grows (80-100 req/s for
 Qwen3-30B-A3B and Gemma-4-26B-A4B) a smaller batch is slower and s must exceed the gain.
 docs/calibration.md section 4 reads it.

@@ -13,7 +13,7 @@ Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] 
    inputs): each rate predicted from a refit of the cost coefficients and the routing inputs to the
    other four. Leave one model out: each model predicted as a new one, its routing inputs the other
    two models' mean, its cost coefficients refitted to its round-robin cells alone.
-3. The router claims of the ELDR paper (DESIGN.md section 9), from `eldrsim sweep
+3. The router claims of the ELDR paper (docs/design.md section 9), from `eldrsim sweep
    configs/validate/claims.json` (239 points): each claim's simulated range over the models and rates it
    covers, against the published one. A claim holds when every simulated value has the published
    direction and lies within the published range widened by 2 points on each side. The signature
@@ -612,7 +612,7 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
             w.writerows(train_csv)
     if claims is not None:
         held = sum(c["ok"] for c in claims)
-        md += ["## Published router claims (DESIGN.md section 9)", "",
+        md += ["## Published router claims (docs/design.md section 9)", "",
                f"From `eldrsim sweep configs/validate/claims.json"
                + (f" --seeds {args.seeds}` (every figure the mean over the seeds)" if args.seeds > 1 else "`")
                + " and, for the signatures, `eldrsim trace stats` "

@@ -1,6 +1,6 @@
 // ELDR end to end on the default scenario's generated routing: the offline fit of 1000 calibration
 // requests (prompt and decode profiles, IDF, layer mask, balanced K-means) and one routing decision
-// with a fitted model (16 centroids over the fitted mask) — DESIGN.md section 8's two ELDR budgets.
+// with a fitted model (16 centroids over the fitted mask) — docs/design.md section 8's two ELDR budgets.
 #include "bench/bench_common.hpp"
 #include "sim/routing/eldr_router.hpp"
 

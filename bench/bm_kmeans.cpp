@@ -1,7 +1,7 @@
-// ELDR's clustering: the exact balanced assignment (DESIGN.md section 4: ~1-20 ms at N = 1000-2000,
+// ELDR's clustering: the exact balanced assignment (docs/design.md section 4: ~1-20 ms at N = 1000-2000,
 // K = 16) and the balanced spherical K-means fit of 1000 calibration signatures of Qwen3-30B-A3B's
 // shape (48 layers x 128 experts = 6144 dimensions, K = 16), the K-means share of the offline-fit
-// budget (IDF + layer mask + K-means of 1000 requests: 0.5 s in the ELDR issue, 1 s in DESIGN.md).
+// budget (IDF + layer mask + K-means of 1000 requests: 0.5 s in the ELDR issue, 1 s in docs/design.md).
 #include "sim/common/rng.hpp"
 #include "sim/routing/balanced_assignment.hpp"
 #include "sim/routing/balanced_kmeans.hpp"

@@ -1,4 +1,4 @@
-// Routing decisions: the decode routers (DESIGN.md section 8: under 2 us for K = 16) and the prefill
+// Routing decisions: the decode routers (docs/design.md section 8: under 2 us for K = 16) and the prefill
 // router's consistent hash.
 #include "sim/common/rng.hpp"
 #include "sim/routing/prefill_router.hpp"

@@ -84,7 +84,7 @@ for d in 30 120 480; do
 done
 
 # Linear fit of the scale runs: wall = a + b * requests; a one-hour trace (360,000 requests at
-# 100 req/s) extrapolated from it, against DESIGN.md section 8's "within 40x of S1".
+# 100 req/s) extrapolated from it, against docs/design.md section 8's "within 40x of S1".
 read -r FIT_A FIT_B < <(for i in 5 6 7; do echo "${REQS[i]} ${WALL[i]}"; done |
   awk '{n++; sx += $1; sy += $2; sxx += $1 * $1; sxy += $1 * $2}
        END {b = (n * sxy - sx * sy) / (n * sxx - sx * sx); printf "%.6g %.6g\n", (sy - b * sx) / n, b}')
@@ -113,7 +113,7 @@ mkdir -p "$(dirname "$OUT")"
   echo
   echo "$TABLE"
   echo
-  echo "Budgets (DESIGN.md section 8 / foundation issue):"
+  echo "Budgets (docs/design.md section 8 / foundation issue):"
   echo
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a / b}'; }
   echo "- S1 (round robin) wall $(printf %.3f "${WALL[0]}") s <= 0.4 s: $(verdict "${WALL[0]}" 0.4); $(ratio "${WALL[0]}" "${WALL[1]}") x the sampled mode"

@@ -1,5 +1,5 @@
 // eldrsim validate: the simulator against the testbed, the 30 measured round-robin cells (with
-// leave-one-rate-out predictions) and the published router claims (DESIGN.md section 9), as
+// leave-one-rate-out predictions) and the published router claims (docs/design.md section 9), as
 // results/validate/report.md (analysis/validate.py on Debian's python3 with numpy and scipy).
 #include "sim/app/commands.hpp"
 

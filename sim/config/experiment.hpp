@@ -97,7 +97,7 @@ struct ServingSpec {
   bool decode_prefix_cache   = true;   // with prefix_cache: decode workers cache prompt blocks too
 };
 
-// ELDR's parameters (DESIGN.md section 1); the fitted state lives in a router model file.
+// ELDR's parameters (docs/design.md section 1); the fitted state lives in a router model file.
 struct EldrSpec {
   std::string model_file;             // resolved; empty: fit on the workload's calibration split
   std::string variant = "counts_idf"; // signature variant

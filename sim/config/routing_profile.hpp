@@ -20,7 +20,7 @@ struct LabelLocality {
   bool shared_subtopics = false;
 };
 
-// What the generated routing should reproduce (DESIGN.md section 5), printed by `eldrsim trace stats`
+// What the generated routing should reproduce (docs/design.md section 5), printed by `eldrsim trace stats`
 // beside the measured values and checked by the calibration tests.
 struct RoutingTargets {
   std::map<std::string, std::pair<double, double>> distinct_reduction;  // by workload kind: [lo, hi]

@@ -1,6 +1,6 @@
 #pragma once
 // Step and transfer times of one GPU instance, from the model's sizes, the hardware's peaks and the
-// fitted calibration (DESIGN.md section 6, docs/calibration.md). Pure functions of their inputs.
+// fitted calibration (docs/design.md section 6, docs/calibration.md). Pure functions of their inputs.
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/cost/collectives.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Exact capacity-constrained ("balanced") assignment: put each of N points into one of K clusters so
 // that no cluster holds more than its capacity and the total cost is minimal. It is the assignment
-// step of ELDR's balanced K-means (DESIGN.md sections 1 and 4) and, with capacity 1, the centroid
+// step of ELDR's balanced K-means (docs/design.md sections 1 and 4) and, with capacity 1, the centroid
 // matching of the online refit. It is exact (a min-cost flow optimum, checked against Boost.Graph in
 // tests/unit/balanced_assignment_test.cpp) and fast for small K (a few ms at N = 2000, K = 16).
 #include <span>

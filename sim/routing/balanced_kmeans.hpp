@@ -1,5 +1,5 @@
 #pragma once
-// Spherical K-means over L2-normalised expert signatures: ELDR's offline clustering (DESIGN.md
+// Spherical K-means over L2-normalised expert signatures: ELDR's offline clustering (docs/design.md
 // section 1) and the online refit's warm-started re-run. Similarity is the dot product of unit
 // vectors, a centroid is the normalised mean of its points, and the objective is the total cosine
 // distance sum_i (1 - x_i . c_{a(i)}).

@@ -1,5 +1,5 @@
 #pragma once
-// ELDR's fitted state (DESIGN.md section 1): the signature variant, the greedy layer mask, the IDF
+// ELDR's fitted state (docs/design.md section 1): the signature variant, the greedy layer mask, the IDF
 // table and one centroid per decode worker, fitted offline on the calibration split. Saved as a router
 // model file by `eldrsim fit`, read back by `eldrsim run` (eldr.model_file).
 #include "sim/routing/balanced_kmeans.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// ELDR, expert-locality-aware decode routing (DESIGN.md section 1). The request's signature (from its
+// ELDR, expert-locality-aware decode routing (docs/design.md section 1). The request's signature (from its
 // prompt profile, handed over by the prefill worker) is compared with each decode worker's centroid;
 // candidates are the workers within `tau` of the best similarity (at least two when tau > 0 and
 // min_two is set); the least-loaded candidate wins, lowest index on ties. tau = 0 is pure locality,

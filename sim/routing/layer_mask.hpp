@@ -1,5 +1,5 @@
 #pragma once
-// The ELDR layer mask (DESIGN.md section 1, issue 4 item 2): which layers a signature keeps, chosen by
+// The ELDR layer mask (docs/design.md section 1, issue 4 item 2): which layers a signature keeps, chosen by
 // forward-greedy selection on a calibration set. Over sampled request pairs, the target is the cosine
 // distance of the two requests' decode profiles (all layers); a mask is scored by the Spearman rank
 // correlation between the masked signatures' cosine distance and the target. Starting empty, add the

@@ -1,5 +1,5 @@
 #pragma once
-// ELDR expert signatures (DESIGN.md section 1). A request's prompt routing is summarised as a
+// ELDR expert signatures (docs/design.md section 1). A request's prompt routing is summarised as a
 // PromptProfile: per (layer, expert) how many prompt tokens picked the expert, and optionally the
 // summed gate probabilities and raw gate scores of those picks. A signature keeps the layers of a
 // layer mask (layer_mask.hpp), in mask order, turns each cell into a value by the variant, and is

@@ -1,5 +1,5 @@
 #pragma once
-// Expected distinct experts of a batch (DESIGN.md section 8, docs/model.md section 6). When tokens
+// Expected distinct experts of a batch (docs/design.md section 8, docs/model.md section 6). When tokens
 // draw their experts independently from known laws (TokenLaw), the number of distinct experts a
 // batch activates at layer l has the exact mean
 //

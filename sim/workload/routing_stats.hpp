@@ -1,6 +1,6 @@
 #pragma once
 // Measures the locality properties of an expert-routing source over a workload's requests: the
-// statistics DESIGN.md section 5 sets as targets for the generator, computed the same way for
+// statistics docs/design.md section 5 sets as targets for the generator, computed the same way for
 // generated and replayed (real) routing. Monte-Carlo over sampled requests, batches and pairs;
 // deterministic for a seed.
 #include "sim/workload/expert_routing.hpp"

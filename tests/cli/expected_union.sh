@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# workload.union: the expected unions against the sampled ones on the default scenario (DESIGN.md
+# workload.union: the expected unions against the sampled ones on the default scenario (docs/design.md
 # section 8, docs/model.md section 6), for every router at 20, 60 and 100 req/s: TPOT P50 and the mean
 # distinct experts per layer within 1%, P99 within 1.5%, each as the mean of seeds 1 and 2. The
 # expectation is the exact mean of the law the sampled mode draws from (the palettes' record

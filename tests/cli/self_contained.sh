@@ -30,6 +30,14 @@ else
   ok "no tracked file other than docs refers to the shared data beside the clone"
 fi
 
+# The design the code and docs cite is the repository's own page (docs/design.md), not the team's
+# brief beside the clone. (Spelt in two parts so that this script does not match itself; the fuzz
+# corpus keeps the configs it was seeded with.)
+brief='DESIGN''\.md'
+grep -z -v '^fuzz/corpus/' "$TMP/files" | xargs -0 -r grep -n -I -E -- "$brief" >"$TMP/brief" 2>/dev/null
+check "no tracked file cites the design brief the repository does not have" "[ ! -s '$TMP/brief' ]"
+check "the design page it cites instead is tracked" "grep -qzxF 'docs/design.md' '$TMP/files'"
+
 # What the importers and the routing profiles read by default is in the repository.
 for f in traces/routing/esft_deepseek_v2_lite/esft_{law,intent,summary,translation}_{top6_u8.bin,seqlens.csv} \
   traces/routing/qwen3_30b_a3b_mgsm_expert_token_counts.csv traces/azure2023_conv.csv \

@@ -1,5 +1,5 @@
 // CostModel (sim/cost/cost_model.hpp). Expected values are worked out by hand in the comments from
-// the physical meaning of each term (DESIGN.md section 6), not by re-running the implementation.
+// the physical meaning of each term (docs/design.md section 6), not by re-running the implementation.
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/cost/cost_model.hpp"

@@ -176,7 +176,7 @@ TEST_CASE("eldr: the online refit keeps stable clusters on their workers")
 
 namespace {
 
-// The decision as DESIGN.md section 1 states it, on exact dot() similarities: the reference the
+// The decision as docs/design.md section 1 states it, on exact dot() similarities: the reference the
 // router's bounded-estimate shortcut must reproduce.
 std::pair<int, float> reference_choice(const DenseMatrix& c, std::span<const float> sig, std::span<const int> load,
                                        double tau, bool min_two)

@@ -1,6 +1,6 @@
 // GeneratedRouting (sim/workload/generated_routing.hpp) and the routing statistics
 // (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
-// DESIGN.md section 5 as measured by the same code `eldrsim trace stats` uses.
+// docs/design.md section 5 as measured by the same code `eldrsim trace stats` uses.
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
