@@ -140,11 +140,12 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
     const int R       = ranks->ranks;
     double imbalance  = 0;
     const double msg  = model_.hidden * kActivationBytes;
+    const int tokens  = decode_graph_tokens(batch);  // the kernels' padded token count, once
     for (int l = 0; l < model_.layers; ++l) {
       double worst = 0, sum = 0;
       for (int r = 0; r < R; ++r) {
         const size_t i = size_t(l) * size_t(R) + size_t(r);
-        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], decode_graph_tokens(batch));
+        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], tokens);
         worst          = std::max(worst, x);
         sum += x;
       }
