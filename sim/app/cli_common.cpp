@@ -1,7 +1,9 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/utf8.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -33,7 +35,7 @@ static std::set<std::string>& positive_options()
   return names;
 }
 
-void require_finite_numbers(CLI::App& app)
+void add_input_checks(CLI::App& app)
 {
   static const CLI::Validator finite(
       [](std::string& text) {
@@ -42,14 +44,35 @@ void require_finite_numbers(CLI::App& app)
         return end != text.c_str() && !std::isfinite(v) ? "must be a finite number, got " + text : std::string();
       },
       "");
+  // Every text a user gives ends up in a JSON result (paths and labels too) or names a file: an empty
+  // one means nothing, and one that is not UTF-8 would only fail when the result is written.
+  static const CLI::Validator text(
+      [](std::string& value) -> std::string {
+        if (value.empty())
+          return "must not be empty";
+        if (invalid_utf8_offset(value) != std::string_view::npos)
+          return "is not valid UTF-8 (" + describe_invalid_utf8(value) + "); give UTF-8 text";
+        return {};
+      },
+      "");
   for (CLI::Option* opt : app.get_options()) {
     if (opt->get_type_name().starts_with("FLOAT"))
       opt->check(finite);
+    if (opt->get_type_name().starts_with("TEXT"))
+      opt->check(text);
     if (opt->get_type_name().find(":POSITIVE") != std::string::npos)  // "FLOAT:POSITIVE": the validators' descriptions
       positive_options().insert(opt->get_name());
   }
   for (CLI::App* sub : app.get_subcommands({}))
-    require_finite_numbers(*sub);
+    add_input_checks(*sub);
+}
+
+// The shortest text that reads back as `v` (never "%g"'s rounding: "below 1e+07, got 1e+07").
+static std::string shortest(double v)
+{
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 // CLI11's range message, "Value X not in range MIN to MAX" (limits printed in full, DBL_MAX as 309
@@ -58,7 +81,9 @@ static std::string range_text(const std::string& value, const std::string& lo, c
 {
   const double max = std::strtod(hi.c_str(), nullptr);
   std::string want;
-  if (max >= DBL_MAX)
+  if (max >= DBL_MAX && positive && std::strtod(value.c_str(), nullptr) > 0)
+    want = "a normal positive number, at least " + shortest(DBL_MIN);  // 1e-320 is positive but subnormal
+  else if (max >= DBL_MAX)
     want = positive ? "above 0" : "at least " + lo;
   else
     want = "between " + lo + " and " + hi;
@@ -83,9 +108,7 @@ std::string cli_error_line(const CLI::ParseError& e)
     msg = m.prefix().str() + range_text(m[1].str(), trim(m[2].str()), trim(m[3].str()), positive_options().count(option)) +
           m.suffix().str();
   }
-  for (auto& c : msg)
-    if (c == '\n' || c == '\r')
-      c = ' ';
+  msg = printable_line(msg);
   while (!msg.empty() && msg.back() == ' ')
     msg.pop_back();
   return msg + " (see --help)";

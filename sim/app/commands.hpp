@@ -17,9 +17,9 @@ struct Command {
 
 // `--set KEY=VALUE` options as config overrides (an InputError for a missing '=').
 std::vector<Override> parse_sets(const std::vector<std::string>& sets);
-// Adds a check to every floating-point option of `app` and its subcommands: NaN and infinities are
-// errors (CLI11's ranges let NaN through).
-void require_finite_numbers(CLI::App& app);
+// Adds checks to every option of `app` and its subcommands: NaN and infinities are errors for
+// numbers (CLI11's ranges let NaN through), an empty text or one that is not UTF-8 for text.
+void add_input_checks(CLI::App& app);
 // A CLI11 parse error as one line, range errors as "must be above 0, got 0".
 std::string cli_error_line(const CLI::ParseError& e);
 // Replaces this process by `analysis/<script>` of the project at `root` under Debian's python3 (or

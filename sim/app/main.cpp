@@ -25,7 +25,7 @@ int main(int argc, char** argv)
   commands.push_back(eldr::app::add_trace_gen_command(*trace));
   commands.push_back(eldr::app::add_trace_import_command(*trace));
   commands.push_back(eldr::app::add_trace_stats_command(*trace));
-  eldr::app::require_finite_numbers(app);
+  eldr::app::add_input_checks(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

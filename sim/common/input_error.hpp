@@ -5,6 +5,10 @@
 
 namespace eldr {
 
+// `text` as one printable line of UTF-8: newlines, control characters and bytes that are not UTF-8
+// written as escapes (\n, \x1b, \xff).
+std::string printable_line(const std::string& text);
+
 class InputError : public std::runtime_error {
 public:
   InputError(const std::string& file, const std::string& field, const std::string& problem);

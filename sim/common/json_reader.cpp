@@ -1,5 +1,6 @@
 #include "sim/common/json_reader.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -141,11 +142,13 @@ const Json* JsonReader::find(const std::string& key)
   return &*it;
 }
 
+// The shortest text that reads back as `v`, so a bound and a value that differ never print alike
+// (as 1e+07 and 10000000.000001 would at six digits).
 static std::string describe(double v)
 {
-  std::ostringstream s;
-  s << v;
-  return s.str();
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 static std::string range_text(double min, double max)

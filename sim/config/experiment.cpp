@@ -1,4 +1,5 @@
 #include "sim/config/experiment.hpp"
+#include "sim/common/utf8.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -66,11 +67,17 @@ double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gp
   return double(gpus) * hw.hbm_bytes * memory_fraction - m.weight_bytes();
 }
 
+// Requests of one run, measured and warm-up each: a request costs about 500 bytes while the run lasts
+// (1.2 million took 580 MB), so ten million stay within a workstation's memory.
+constexpr long kMaxRunRequests = 10000000;
+
 void apply_override(Json& doc, const Override& o, const std::string& file)
 {
   const auto& [path, text] = o;
   if (path.empty())
     throw InputError(file, "--set", "empty key in '=" + text + "'");
+  require_utf8(path, file, "--set key '" + path + "'");
+  require_utf8(text, file, "--set " + path);
   Json value;
   try {
     value = parse_json_guarded(text, file, "--set " + path);
@@ -351,10 +358,16 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
   // Absent: rate x duration. Given, it is a count: at least 1 (0 is an error, not "the default").
   x.workload.measured_requests_given = w.has("measured_requests");
-  x.workload.measured_requests       = w.integer("measured_requests", 0, 1, 100000000);
-  if (!x.workload.measured_requests_given)
-    x.workload.measured_requests = std::max(1L, long(x.workload.rate_rps * x.workload.duration_s + 0.5));
-  x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, 100000000);
+  x.workload.measured_requests       = w.integer("measured_requests", 0, 1, kMaxRunRequests);
+  if (!x.workload.measured_requests_given) {
+    const double n = x.workload.rate_rps * x.workload.duration_s + 0.5;  // rounded by the cast below
+    if (n > double(kMaxRunRequests))
+      w.fail("rate_rps", "rate_rps x duration_s is " + std::to_string(long(n)) + " requests, more than the " +
+                             std::to_string(kMaxRunRequests) +
+                             " a run may hold in memory; lower rate_rps or duration_s, or set measured_requests");
+    x.workload.measured_requests = std::max(1L, long(n));
+  }
+  x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, kMaxRunRequests);
   x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
   x.workload.drain_after_warmup = w.boolean("drain_after_warmup", true);
   // Absent: no horizon. Given, a duration above 0 (0 is not "none").

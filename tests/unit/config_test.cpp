@@ -196,7 +196,7 @@ TEST_CASE("config: null is never a default")
   CHECK(r.is_null("n"));
   CHECK(contains(input_error_of([] { load_experiment(kDefault, {{"router", "null"}}); }), "router: is null"));
   CHECK(contains(input_error_of([] { load_experiment(kDefault, {{"workload.measured_requests", "0"}}); }),
-                 "workload.measured_requests: must be between 1 and 1e+08, got 0"));
+                 "workload.measured_requests: must be between 1 and 1e+07, got 0"));
 }
 
 TEST_CASE("config: an input error quoting a huge value is cut to a readable length")
