@@ -10,7 +10,7 @@ build=${1:?usage: fuzz/run.sh BUILD_DIR [LIBFUZZER_LIMIT] [HARNESS...]}
 limit=${2:--max_total_time=60}
 shift $(( $# >= 2 ? 2 : 1 ))
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config model hardware cluster trace_manifest trace_requests routing_file azure mooncake vllm json)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config model hardware cluster trace_manifest trace_requests routing_file azure mooncake vllm json strings)
 
 seeds() {  # the project's own inputs of each kind
   case $1 in
@@ -25,6 +25,7 @@ seeds() {  # the project's own inputs of each kind
     mooncake)       ls fuzz/seeds/mooncake.jsonl ;;
     vllm)           ls fuzz/seeds/vllm.jsonl ;;
     json)           ls fuzz/seeds/json-* ;;
+    strings)        ls fuzz/seeds/strings-* ;;
   esac
 }
 
