@@ -79,7 +79,14 @@ std::string differences(const Json& a, const Json& b)
     const Json& w = b[k];
     if (v == w)
       continue;
-    auto text = [](const Json& j) { return j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, Json::error_handler_t::replace); };
+    auto text = [](const Json& j) {
+      if (j.is_number_float()) {  // 20, not 20.0
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.9g", j.get<double>());
+        return std::string(buf);
+      }
+      return j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    };
     out += (out.empty() ? "" : ", ") + k + " " + text(v) + " vs " + text(w);
   }
   return out;
