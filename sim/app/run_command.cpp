@@ -69,7 +69,16 @@ int run(const RunOptions& o)
                  o.config.c_str(), x.model.name.c_str(), x.router.c_str(), x.topology.prefill.instances,
                  x.topology.decode.instances, x.workload.rate_rps, measured, long(w.requests.size()) - measured);
   // The progress line is rewritten in place: on a terminal only (a log would get it \r-joined).
-  RunRecorder rec = run_simulation(x, w, *routing, {.progress = !o.quiet && ::isatty(2)});
+  const bool progress = !o.quiet && ::isatty(2);
+  RunRecorder rec = [&] {
+    try {
+      return run_simulation(x, w, *routing, {.progress = progress});
+    } catch (...) {
+      if (progress)
+        std::fputc('\n', stderr);  // the error goes on a line of its own, not onto the progress line
+      throw;
+    }
+  }();
   if (auto broken = check_run_invariants(x, w, rec, rec.stopped_at_horizon)) {
     std::fprintf(stderr, "eldrsim: internal error: invariant violated: %s (no results written)\n", broken->c_str());
     return 1;

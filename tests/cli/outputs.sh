@@ -117,6 +117,11 @@ expect_error "compare: another router" "c_jsq: not comparable with $TMP/c_rr: ro
 expect_error "compare: another seed" "seed 1 vs 9" -- compare "$TMP/c_rr" "$TMP/c_seed"
 expect_error "compare: another request count" "requests 60 vs 50" -- compare "$TMP/c_rr" "$TMP/c_50"
 expect_error "compare: another model" "model qwen3-30b-a3b vs gpt-oss-120b" -- compare "$TMP/c_rr" "$TMP/c_model"
+cp -r "$TMP/tr" "$TMP/tr2"
+"$ELDRSIM" run "$DEFAULT" --set workload.kind=trace --set workload.trace="$TMP/tr2" --set workload.arrivals=trace \
+  --set workload.warmup_requests=5 --set workload.calibration_requests=10 -q --router round_robin --out "$TMP/lab3" 2>/dev/null
+expect_error "compare: another trace" "workload.trace tr vs tr2" -- compare "$TMP/lab1" "$TMP/lab3"
+expect_error "compare: a trace against a generated workload" "workload.kind trace vs task" -- compare "$TMP/lab1" "$TMP/c_rr"
 "$ELDRSIM" compare "$TMP/c_rr" "$TMP/c_jsq" --allow-different >"$TMP/allow.out" 2>&1
 rc=$?
 check "--allow-different compares, the differences as a note" \
