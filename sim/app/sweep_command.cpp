@@ -298,7 +298,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   }
   Progress progress(which.size(), which.size() - todo.size(), quiet);
   for (const auto& line : redo)
-    progress.note(line);
+    progress.note(line, true);  // even when quiet: a result went bad since it was written
   if (todo.empty())
     return 0;
   const RoutingCache cache(out);

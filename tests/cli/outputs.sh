@@ -103,7 +103,8 @@ check "... 1 of 3 done, 2 rerun, the results whole again" \
   'grep -q "1 of 3 points already done" "$TMP/rs.err" && "$ELDRSIM" table "$R" "$R2" >/dev/null && cmp -s "$TMP/rs/combined.csv" "$TMP/rs.combined"'
 printf '{"router": ' >"$R/summary.json"
 "$ELDRSIM" sweep "$TMP/rs.json" -q --out "$TMP/rs" 2>"$TMP/rs2.err"
-check "a cut summary.json: run again" '"$ELDRSIM" table "$R" >/dev/null 2>&1 && cmp -s "$TMP/rs/combined.csv" "$TMP/rs.combined"'
+check "a cut summary.json: run again, the note printed under -q too" \
+  '"$ELDRSIM" table "$R" >/dev/null 2>&1 && cmp -s "$TMP/rs/combined.csv" "$TMP/rs.combined" && [ $(wc -l <"$TMP/rs2.err") = 1 ] && grep -q "^sweep: rs/router=jsq: running it again: .*summary.json" "$TMP/rs2.err"'
 
 # ---------------------------------------------------------------- 3. compare refuses different configurations
 run60=("$DEFAULT" --requests 60 --set workload.warmup_requests=0 -q)
