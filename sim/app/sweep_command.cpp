@@ -259,8 +259,8 @@ std::string how_it_ended(const ChildExit& e)
 {
   if (e.signal == 0)
     return "exit " + std::to_string(e.code);
-  const std::string meaning = signal_meaning(e.signal);
-  return "killed by " + signal_name(e.signal) + " (signal " + std::to_string(e.signal) + ")" +
+  const std::string meaning = signal_meaning(e.signal), name = signal_name(e.signal);
+  return "killed by " + name + (name.starts_with("SIG") ? " (signal " + std::to_string(e.signal) + ")" : "") +
          (meaning.empty() ? "" : ": " + meaning);
 }
 
