@@ -1,8 +1,10 @@
 // eldrsim compare BASELINE CURRENT: TPOT distributions of the runs present in both, side by side,
 // with a two-sample Kolmogorov-Smirnov test; exit 1 when one got worse beyond the tolerances.
 #include "sim/app/commands.hpp"
+#include "sim/common/csv.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/percentiles.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/metrics/result_check.hpp"
 
@@ -27,36 +29,67 @@ struct CompareOptions {
   double tol_abs_ms = 0.05;                      // changes below this never count
   double ks_alpha = 0.01, ks_d = 0.1;
   bool require_all = false;
+  bool allow_different = false;
 };
 
 struct Run {
   std::string router;
   std::vector<double> tpot;
+  std::string dir;
+  Json identity;  // what must match for two runs to be comparable (comparable_fields)
 };
 
-std::vector<std::string> split_csv_line(const std::string& line)
+// What makes two runs one configuration: compare is a regression check of one configuration across
+// builds (or one deliberate change), so runs that differ in any of these are not comparable unless
+// --allow-different. Top-level summary.json fields (present in the committed baseline too), and from
+// the resolved config, when both summaries have it, the workload kind and trace (by its directory
+// name: paths differ between machines).
+const char* const kIdentityFields[] = {"router", "model", "hardware", "seed", "rate_rps", "prefill_instances",
+                                       "decode_instances", "requests"};
+const char kIdentityHelp[] =
+    "Runs are comparable when they agree on router, model, hardware, seed, rate_rps, prefill and decode "
+    "instances, the number of measured requests, and (when both summaries hold their config) workload kind and "
+    "trace; otherwise compare names the differences and exits 2 (--allow-different compares anyway)";
+
+Json run_identity(const Json& s)
 {
-  std::vector<std::string> cells;
-  std::string cur;
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')
-        cur += '"', ++i;
-      else if (c == '"')
-        quoted = false;
-      else
-        cur += c;
-    } else if (c == '"')
-      quoted = true;
-    else if (c == ',')
-      cells.push_back(std::move(cur)), cur.clear();
-    else if (c != '\r')
-      cur += c;
+  Json id = Json::object();
+  for (const char* k : kIdentityFields)
+    id[k] = s.contains(k) ? s[k] : Json(nullptr);
+  if (s.contains("config") && s["config"].is_object() && s["config"].contains("workload") &&
+      s["config"]["workload"].is_object()) {
+    const Json& w         = s["config"]["workload"];
+    id["workload.kind"]   = w.contains("kind") ? w["kind"] : Json("task");
+    id["workload.trace"]  = w.contains("trace") && w["trace"].is_string()
+                                ? Json(fs::path(w["trace"].get<std::string>()).lexically_normal().filename().string())
+                                : Json(nullptr);
+    if (id["workload.trace"] == Json(""))  // "traces/x/": the directory's own name
+      id["workload.trace"] = fs::path(w["trace"].get<std::string>()).lexically_normal().parent_path().filename().string();
   }
-  cells.push_back(std::move(cur));
-  return cells;
+  return id;
+}
+
+// "router eldr vs round_robin, seed 1 vs 2": the fields in which two runs differ (empty: comparable).
+std::string differences(const Json& a, const Json& b)
+{
+  std::string out;
+  for (const auto& [k, v] : a.items()) {
+    if (!b.contains(k))
+      continue;  // a config-derived field only one side has
+    const Json& w = b[k];
+    if (v == w)
+      continue;
+    auto text = [](const Json& j) {
+      if (j.is_number_float()) {  // 20, not 20.0
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.9g", j.get<double>());
+        return std::string(buf);
+      }
+      return j.is_string() ? j.get<std::string>() : j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    };
+    out += (out.empty() ? "" : ", ") + k + " " + text(v) + " vs " + text(w);
+  }
+  return out;
 }
 
 // Measured requests' TPOT from requests.csv (the same rows as summary.json's percentiles); `measured`
@@ -64,13 +97,14 @@ std::vector<std::string> split_csv_line(const std::string& line)
 std::vector<double> read_tpot(const std::string& file, long& measured_rows)
 {
   measured_rows = 0;
-  std::ifstream in(file);
+  std::ifstream in(file, std::ios::binary);
   if (!in)
     throw InputError(file, "", "cannot open");
-  std::string line;
-  if (!std::getline(in, line))
+  std::vector<std::string> header, cells;
+  long lines = 0;
+  bool open_quote = false;
+  if (!csv_read_record(in, header, lines, open_quote))
     throw InputError(file, "", "empty file");
-  auto header = split_csv_line(line);
   auto col    = [&](const char* name) {
     auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end())
@@ -79,12 +113,11 @@ std::vector<double> read_tpot(const std::string& file, long& measured_rows)
   };
   size_t measured = col("measured"), tpot = col("tpot_ms");
   std::vector<double> v;
-  long row = 1;
-  while (std::getline(in, line)) {
-    ++row;
-    if (line.empty())
-      continue;
-    auto cells = split_csv_line(line);
+  for (long row = lines + 1; csv_read_record(in, cells, lines, open_quote); row = lines + 1) {
+    if (open_quote)
+      throw InputError(file, "line " + std::to_string(row), "a quoted field is never closed: cut short");
+    if (cells.size() == 1 && cells[0].empty())
+      continue;  // a blank line
     if (cells.size() != header.size())
       throw InputError(file, "line " + std::to_string(row), std::to_string(cells.size()) + " cells, header has " +
                                                                std::to_string(header.size()));
@@ -118,7 +151,9 @@ std::map<std::string, Run> find_runs(const std::string& root)
     std::string key = fs::relative(d, root, ec).lexically_normal().string();
     Json s          = read_verified_summary(d.string());
     Run r;
-    r.router = s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
+    r.router   = s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
+    r.dir      = d.string();
+    r.identity = run_identity(s);
     long rows = 0;
     r.tpot    = read_tpot((d / "requests.csv").string(), rows);
     if (!s.contains("requests") || !s["requests"].is_number_integer() || s["requests"].get<long>() != rows)
@@ -156,6 +191,25 @@ int compare(const CompareOptions& o)
       only_cur.push_back(k);
   if (common.empty())
     throw InputError(o.current, "", "no run in common with " + o.baseline + " (runs are matched by their path)");
+  // Runs of different configurations are no regression check: refused unless asked for.
+  std::vector<std::string> notes;
+  for (const auto& k : common) {
+    const std::string diff = differences(base[k].identity, cur[k].identity);
+    if (diff.empty())
+      continue;
+    if (!o.allow_different) {
+      size_t others = 0;
+      for (const auto& j : common)
+        others += j != k && !differences(base[j].identity, cur[j].identity).empty();
+      throw InputError(cur[k].dir, "", "not comparable with " + base[k].dir + ": " + diff +
+                                           (others ? " (and " + std::to_string(others) + " more runs differ)" : "") +
+                                           "; compare checks one configuration for regressions: pass --allow-different "
+                                           "to compare different ones");
+    }
+    notes.push_back("note: " + (k == "." ? std::string("the runs") : k) + " differ: " + diff);
+  }
+  for (const auto& n : notes)
+    std::printf("%s\n", n.c_str());
   size_t width = 6;
   for (const auto& k : common)
     width = std::max(width, k.size());
@@ -234,6 +288,10 @@ Command add_compare_command(CLI::App& app)
   sub->add_option("--ks-d", o->ks_d, "KS statistic above which a significant upward shift is a regression")->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--require-all", o->require_all, "Also fail when a baseline run is missing from the current results");
+  sub->add_flag("--allow-different", o->allow_different,
+                "Compare runs of different configurations (another router, model, seed, ...), printing the "
+                "differences as a note, instead of exit 2");
+  sub->footer(std::string(kIdentityHelp) + ".\n\n" + kExitCodesHelp);
   return {sub, [o] { return compare(*o); }};
 }
 

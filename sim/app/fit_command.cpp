@@ -6,6 +6,7 @@
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 namespace eldr::app {
@@ -22,6 +23,10 @@ struct FitOptions {
 int fit(const FitOptions& o)
 {
   check_output_file(o.out);  // before the fit, not after it
+  std::error_code ec;
+  const InterruptNote note(o.out + ": not written" +
+                               (std::filesystem::exists(o.out, ec) ? ", the earlier file intact" : ""),
+                           {atomic_temporary(o.out)});
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
   auto routing = make_routing_source(x, w, o.routing_cache);
@@ -51,6 +56,7 @@ Command add_fit_command(CLI::App& app)
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (as `run`)");
+  sub->footer(kExitCodesHelp);
   return {sub, [o] { return fit(*o); }};
 }
 

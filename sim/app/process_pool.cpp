@@ -69,7 +69,7 @@ static pid_t spawn(const ChildTask& t, pid_t parent, const sigset_t& child_mask)
   return pid;
 }
 
-bool run_tasks(std::vector<ChildTask> tasks, int jobs)
+int run_tasks(std::vector<ChildTask> tasks, int jobs)
 {
   if (jobs < 1)
     jobs = 1;
@@ -83,7 +83,7 @@ bool run_tasks(std::vector<ChildTask> tasks, int jobs)
   ::signal(SIGCHLD, SIG_DFL);  // an ignored SIGCHLD (inherited) would reap the children behind our back
   sigset_t before;
   ::sigprocmask(SIG_BLOCK, &wanted, &before);
-  bool interrupted = false;
+  int interrupted = 0;  // the signal that stopped the pool
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   try {
     while ((!queue.empty() && !interrupted) || !running.empty()) {
@@ -106,7 +106,7 @@ bool run_tasks(std::vector<ChildTask> tasks, int jobs)
         siginfo_t info{};
         int sig = ::sigwaitinfo(&wanted, &info);
         if (sig > 0 && sig != SIGCHLD && !interrupted) {
-          interrupted = true;
+          interrupted = sig;
           for (const auto& [child, task] : running)
             ::kill(child, SIGINT);
         }
@@ -117,11 +117,13 @@ bool run_tasks(std::vector<ChildTask> tasks, int jobs)
         continue;
       auto [i, start] = it->second;
       running.erase(it);
-      int code    = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-      double cpu  = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ChildExit e;
+      e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      e.code   = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + e.signal;
+      e.cpu_s  = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+      e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (tasks[i].done)
-        tasks[i].done(code, cpu, wall);
+        tasks[i].done(e);
     }
   } catch (...) {
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
@@ -138,7 +140,7 @@ bool run_tasks(std::vector<ChildTask> tasks, int jobs)
   while (::sigtimedwait(&chld, nullptr, &zero) > 0) {
   }
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
-  return !interrupted;
+  return interrupted;
 }
 
 int usable_cpus()

@@ -7,18 +7,24 @@
 
 namespace eldr::app {
 
+// How a child ended.
+struct ChildExit {
+  int code   = 0;  // its exit status, or 128 + the signal that killed it
+  int signal = 0;  // the signal that killed it (WTERMSIG), 0 when it exited
+  double cpu_s = 0, wall_s = 0;  // its CPU time (user + system) and wall time
+};
+
 struct ChildTask {
   std::function<void()> prepare;  // runs just before the child starts (makes its directory, say)
   std::vector<std::string> argv;
   std::string log;  // stdout and stderr of the child
-  // Exit code (or 128 + signal), the child's CPU time (user + system) and wall time, in seconds.
-  std::function<void(int exit_code, double cpu_s, double wall_s)> done;
+  std::function<void(const ChildExit&)> done;
 };
 
 // Runs `tasks` with at most `jobs` at once; returns when all are done. On SIGINT, SIGTERM or SIGHUP
-// it starts no more tasks, passes the signal to the running ones, waits for them (their `done` sees
-// 130 or so) and returns false; the signals are held while it runs. True when every task ran.
-bool run_tasks(std::vector<ChildTask> tasks, int jobs);
+// it starts no more tasks, passes SIGINT to the running ones, waits for them (their `done` sees 130
+// or so) and returns that signal's number; the signals are held while it runs. 0 when every task ran.
+int run_tasks(std::vector<ChildTask> tasks, int jobs);
 
 // Points (or processes) that may run at once: the CPUs this process may use (its affinity mask,
 // and a cgroup v2 cpu.max quota), at least 1.

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <unistd.h>
 
 namespace eldr::app {
 
@@ -67,7 +68,17 @@ int run(const RunOptions& o)
     std::fprintf(stderr, "eldrsim: %s, %s, %s, %d prefill + %d decode, %.0f req/s, %ld measured + %ld warm-up requests\n",
                  o.config.c_str(), x.model.name.c_str(), x.router.c_str(), x.topology.prefill.instances,
                  x.topology.decode.instances, x.workload.rate_rps, measured, long(w.requests.size()) - measured);
-  RunRecorder rec = run_simulation(x, w, *routing, {.progress = !o.quiet});
+  // The progress line is rewritten in place: on a terminal only (a log would get it \r-joined).
+  const bool progress = !o.quiet && ::isatty(2);
+  RunRecorder rec = [&] {
+    try {
+      return run_simulation(x, w, *routing, {.progress = progress});
+    } catch (...) {
+      if (progress)
+        std::fputc('\n', stderr);  // the error goes on a line of its own, not onto the progress line
+      throw;
+    }
+  }();
   if (auto broken = check_run_invariants(x, w, rec, rec.stopped_at_horizon)) {
     std::fprintf(stderr, "eldrsim: internal error: invariant violated: %s (no results written)\n", broken->c_str());
     return 1;
@@ -113,6 +124,7 @@ Command add_run_command(CLI::App& app)
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (sweep "
                   "passes one to its points); results are the same with or without it");
+  sub->footer(kExitCodesHelp);
   return {sub, [o] { return run(*o); }};
 }
 

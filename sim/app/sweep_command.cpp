@@ -3,10 +3,12 @@
 #include "sim/app/commands.hpp"
 #include "sim/app/process_pool.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/csv.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
+#include "sim/metrics/result_check.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -51,8 +53,11 @@ fs::path fit_file(const std::string& out, const SweepPoint& p)
   return fs::absolute(fs::path(out) / ".eldr-fits" / (p.fit_key + ".json"));
 }
 
-// A point is done when its directory (only ever renamed into place whole) records the same run.
-bool point_done(const std::string& out, const SweepPoint& p)
+// A point is done when its directory (only ever renamed into place whole) records the same run and
+// its files check out as `table` and `compare` check them (result_check.hpp): a file cut or edited
+// since is not a result. `why`: what is wrong with a directory that records this run but fails the
+// check (empty when the point is simply not there).
+bool point_done(const std::string& out, const SweepPoint& p, std::string* why = nullptr)
 {
   fs::path d = point_dir(out, p);
   std::error_code ec;
@@ -60,8 +65,17 @@ bool point_done(const std::string& out, const SweepPoint& p)
     return false;
   try {
     Json j = load_json_file((d / "point.json").string());
-    return j.is_object() && j.contains("identity") && j["identity"] == p.identity();
+    if (!j.is_object() || !j.contains("identity") || j["identity"] != p.identity())
+      return false;  // another run's results: replaced
   } catch (const InputError&) {
+    return false;
+  }
+  try {
+    read_verified_summary(d.string());
+    return true;
+  } catch (const InputError& e) {
+    if (why)
+      *why = e.what();
     return false;
   }
 }
@@ -175,6 +189,19 @@ std::string fmt_duration(double s)
   return buf;
 }
 
+// Whether the progress line (on a terminal, rewritten in place) is open: anything else printed to
+// stderr ends it first (end_progress_line), so nothing is glued onto it.
+bool g_progress_open = false;
+
+void end_progress_line()
+{
+  if (g_progress_open)
+    std::fputc('\n', stderr);
+  g_progress_open = false;
+}
+
+// On a terminal one line rewritten in place; elsewhere (a log file, a pipe) a whole line per point.
+// Failures are printed even when quiet: errors never are.
 class Progress {
 public:
   Progress(size_t total, size_t skipped, bool quiet)
@@ -188,20 +215,36 @@ public:
     ++done_;
     ++now_;
     failed_ += ok ? 0 : 1;
-    if (quiet_)
+    if (quiet_) {
+      if (!ok)
+        std::fprintf(stderr, "sweep: %s\n", what.c_str());
       return;
+    }
     double el  = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     double eta = double(total_ - done_) * el / double(now_);
-    std::fprintf(stderr, "%ssweep: %zu/%zu done%s, elapsed %s, ETA %s  %s%s", tty_ ? "\r\033[K" : "", done_, total_,
-                 failed_ ? (", " + std::to_string(failed_) + " failed").c_str() : "", fmt_duration(el).c_str(),
-                 fmt_duration(eta).c_str(), what.c_str(), tty_ ? "" : "\n");
-    if (tty_ && done_ == total_)
-      std::fprintf(stderr, "\n");
+    const std::string line = "sweep: " + std::to_string(done_) + "/" + std::to_string(total_) + " done" +
+                             (failed_ ? ", " + std::to_string(failed_) + " failed" : "") + ", elapsed " +
+                             fmt_duration(el) + ", ETA " + fmt_duration(eta) + "  " + what;
+    if (!tty_) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+      return;
+    }
+    if (!ok) {  // a failure stays on the screen, on its own line
+      end_progress_line();
+      std::fprintf(stderr, "%s\n", line.c_str());
+      return;
+    }
+    std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    g_progress_open = true;
+    if (done_ == total_)
+      end_progress_line();
   }
-  void note(const std::string& line)
+  void note(const std::string& line, bool error = false)
   {
-    if (!quiet_)
-      std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", line.c_str());
+    if (quiet_ && !error)
+      return;
+    end_progress_line();
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
 
 private:
@@ -210,8 +253,30 @@ private:
   std::chrono::steady_clock::time_point start_;
 };
 
+// How a child ended, for a failure line and its log: "exit 1", or "killed by SIGKILL (signal 9):
+// usually the kernel's out-of-memory killer".
+std::string how_it_ended(const ChildExit& e)
+{
+  if (e.signal == 0)
+    return "exit " + std::to_string(e.code);
+  const std::string meaning = signal_meaning(e.signal), name = signal_name(e.signal);
+  return "killed by " + name + (name.starts_with("SIG") ? " (signal " + std::to_string(e.signal) + ")" : "") +
+         (meaning.empty() ? "" : ": " + meaning);
+}
+
+// Appends `line` to the log file `path` (a child's log, which may not exist).
+void append_line(const fs::path& path, const std::string& line)
+{
+  if (FILE* f = std::fopen(path.c_str(), "a")) {
+    std::fprintf(f, "%s\n", line.c_str());
+    std::fclose(f);
+  }
+}
+
 // Thrown when Ctrl-C stopped the points (their temporaries are gone); sweep() reports it.
-struct Interrupted {};
+struct Interrupted {
+  int signal;
+};
 // A child's exit code (or 128 + signal) after an interrupt.
 bool interrupted(int code) { return code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
 
@@ -222,10 +287,18 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   const std::string self = self_executable();
   remove_stale_temporaries(out, plan);
   std::vector<size_t> todo;
-  for (size_t i : which)
-    if (!point_done(out, plan.points[i]))
+  std::vector<std::string> redo;  // points whose results are there but fail the check
+  for (size_t i : which) {
+    std::string why;
+    if (!point_done(out, plan.points[i], &why)) {
       todo.push_back(i);
+      if (!why.empty())
+        redo.push_back("sweep: " + plan.points[i].sweep + "/" + plan.points[i].name + ": running it again: " + why);
+    }
+  }
   Progress progress(which.size(), which.size() - todo.size(), quiet);
+  for (const auto& line : redo)
+    progress.note(line, true);  // even when quiet: a result went bad since it was written
   if (todo.empty())
     return 0;
   const RoutingCache cache(out);
@@ -235,25 +308,28 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   for (size_t i : todo)
     if (fit && plan.points[i].fit_eldr && !fs::exists(fit_file(out, plan.points[i])))
       fits.emplace(plan.points[i].fit_key, i);
-  std::set<std::string> failed_fits;
+  std::map<std::string, std::string> failed_fits;  // fit key -> how it failed and where its log is
   if (!fits.empty()) {
     std::vector<ChildTask> tasks;
     fs::create_directories(fs::path(out) / ".eldr-fits");
     for (const auto& [key, i] : fits) {
       std::string file = fit_file(out, plan.points[i]).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({nullptr, fit_argv(self, plan.points[i], file, cache.dir), log, [&, key, log](int code, double, double) {
-                         if (code != 0 && !interrupted(code)) {
-                           failed_fits.insert(key);
-                           progress.note("sweep: ELDR fit failed (exit " + std::to_string(code) + "), see " + log);
+      tasks.push_back({nullptr, fit_argv(self, plan.points[i], file, cache.dir), log, [&, key, log](const ChildExit& e) {
+                         if (e.code != 0 && !interrupted(e.code)) {
+                           const std::string how = how_it_ended(e);
+                           if (e.signal != 0)
+                             append_line(log, "eldrsim sweep: the fit was " + how);
+                           failed_fits[key] = how + ", see " + log;
+                           progress.note("sweep: ELDR fit failed (" + how + "), see " + log, true);
                          }
                        }});
     }
     if (!quiet)
       std::fprintf(stderr, "sweep: fitting ELDR %zu time%s for %zu points\n", fits.size(), fits.size() > 1 ? "s" : "",
                    todo.size());
-    if (!run_tasks(std::move(tasks), jobs))
-      throw Interrupted{};
+    if (int sig = run_tasks(std::move(tasks), jobs))
+      throw Interrupted{sig};
   }
 
   size_t failures   = 0;
@@ -266,7 +342,11 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     fs::path failed_log = final_dir.parent_path() / (p.name + ".failed.log");
     if (fit && p.fit_eldr && failed_fits.contains(p.fit_key)) {
       ++failures;
-      progress.finished(false, p.sweep + "/" + p.name + " (its ELDR fit failed)");
+      // The point's own log says where the fit's is, so "<point>.failed.log" is always there.
+      std::error_code ec;
+      fs::create_directories(failed_log.parent_path(), ec);
+      write_file_atomically(failed_log.string(), "not run: its ELDR fit failed (" + failed_fits[p.fit_key] + ")\n");
+      progress.finished(false, p.sweep + "/" + p.name + " FAILED: its ELDR fit failed (" + failed_fits[p.fit_key] + ")");
       continue;
     }
     fs::path tmp = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
@@ -279,8 +359,10 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       if (!fs::create_directories(tmp, ec) && ec)
         throw InputError(out, "", "cannot create a point's directory: " + ec.message());
     };
-    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model, cache.dir), log, [&, tmp, final_dir, failed_log, i](int code, double cpu, double wall) {
+    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model, cache.dir), log, [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
                        const SweepPoint& q = plan.points[i];
+                       const int code      = e.code;
+                       const double cpu = e.cpu_s, wall = e.wall_s;
                        std::error_code ec;
                        if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
                          fs::remove_all(tmp, ec);
@@ -291,7 +373,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                          // Timings stay here, out of combined.csv (which is byte-identical across runs).
                          Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
                          cpu_total += cpu;
-                         write_file_atomically((tmp / "point.json").string(), rec.dump(2) + "\n");
+                         write_file_atomically((tmp / "point.json").string(), rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
                          publish(tmp, final_dir);
                          fs::remove(failed_log, ec);
                          progress.finished(true, q.sweep + "/" + q.name);
@@ -299,33 +381,23 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                          ++failures;
                          fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
                          fs::remove_all(tmp, ec);
-                         progress.finished(false, q.sweep + "/" + q.name + " FAILED (exit " + std::to_string(code) +
-                                                      "), see " + failed_log.string());
+                         const std::string how =
+                             code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
+                         // A killed run wrote nothing about it: the log says what happened.
+                         append_line(failed_log, "eldrsim sweep: the run ended: " + how);
+                         progress.finished(false, q.sweep + "/" + q.name + " FAILED (" + how + "), see " +
+                                                      failed_log.string());
                        }
                      }});
   }
   size_t ran = tasks.size();
-  if (!run_tasks(std::move(tasks), jobs))
-    throw Interrupted{};
+  if (int sig = run_tasks(std::move(tasks), jobs))
+    throw Interrupted{sig};
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!quiet && ran > 0)
     std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran, wall,
                  cpu_total, cpu_total / double(ran), jobs);
   return failures;
-}
-
-void csv_cell(std::string& row, const std::string& v)
-{
-  if (!row.empty())
-    row += ",";
-  if (v.find_first_of(",\"\n") == std::string::npos) {
-    row += v;
-    return;
-  }
-  row += "\"";
-  for (char c : v)
-    row += c == '"' ? std::string("\"\"") : std::string(1, c);
-  row += "\"";
 }
 
 std::string num(double v)
@@ -425,7 +497,7 @@ size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
       ++missing;
       continue;
     }
-    Json s          = load_json_file((point_dir(out, p) / "summary.json").string());
+    Json s          = load_json_file((point_dir(out, p) / "summary.json").string());  // checked by point_done
     std::string row;
     param_cells(row, plan, p, true);
     std::string gkey = p.sweep + "/" + p.group;
@@ -536,7 +608,7 @@ int emit_slurm(const SweepCli& o, const SweepPlan& plan, const std::string& out)
 
 int sweep(const SweepCli& o)
 {
-  install_interrupt_handler();  // until run_tasks takes the signals: one line, exit 130
+  install_interrupt_handler();  // until run_tasks takes the signals: one line, exit 128 + the signal
   SweepOptions so;
   so.seeds   = o.seeds;
   so.sets    = parse_sets(o.sets);
@@ -574,21 +646,28 @@ int sweep(const SweepCli& o)
     which.push_back(size_t(o.point));
   for (size_t i = 0; o.point < 0 && i < plan.points.size(); ++i)
     which.push_back(i);
+  // Outside run_tasks (which takes the signals itself) the handler says this: points are published
+  // whole, so whatever finished is kept.
+  const InterruptNote note(out + ": finished points kept (the same command resumes)");
   size_t failures = 0;
   try {
     failures = run_points(plan, which, out, o.point >= 0 ? 1 : jobs, !o.no_fit, o.quiet);
-  } catch (const Interrupted&) {
+  } catch (const Interrupted& i) {
     size_t done = 0;
-    for (size_t i : which)
-      done += point_done(out, plan.points[i]);
-    std::fprintf(stderr, "%seldrsim: error: %s: interrupted with %zu of %zu points done (the same command resumes)\n",
-                 ::isatty(2) && !o.quiet ? "\n" : "", out.c_str(), done, which.size());
-    return 130;
+    for (size_t k : which)
+      done += point_done(out, plan.points[k]);
+    end_progress_line();
+    std::fprintf(stderr, "eldrsim: error: interrupted by %s: %s: %zu of %zu points done, kept (the same command resumes)\n",
+                 signal_name(i.signal).c_str(), out.c_str(), done, which.size());
+    return 128 + i.signal;
+  } catch (...) {
+    end_progress_line();  // main prints the error on a line of its own
+    throw;
   }
   if (o.point >= 0)
     return failures == 0 ? 0 : 1;
   size_t missing  = merge(plan, out, o.quiet);
-  if (failures > 0 && !o.quiet)
+  if (failures > 0)  // even when quiet: errors never are
     std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
   return failures == 0 && missing == 0 ? 0 : 1;
 }
@@ -618,7 +697,8 @@ Command add_sweep_command(CLI::App& app)
                   "Write a Slurm job array (points.sbatch), a merge step (merge.sbatch) and submit.sh into DIR; run nothing");
   sub->add_option("--slurm-options", o->slurm_options,
                   "Extra #SBATCH lines for --emit-slurm, separated by ';', e.g. '--partition=cpu;--time=00:10:00'");
-  sub->add_flag("--quiet,-q", o->quiet, "No progress lines");
+  sub->add_flag("--quiet,-q", o->quiet, "No progress lines (failures are still printed)");
+  sub->footer(kExitCodesHelp);
   return {sub, [o] { return sweep(*o); }};
 }
 

@@ -10,6 +10,8 @@
 
 namespace eldr {
 
+std::string atomic_temporary(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+
 void write_file_atomically(const std::string& path, const std::string& contents)
 {
   namespace fs = std::filesystem;
@@ -20,7 +22,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     if (ec)
       throw InputError(target.parent_path().string(), "", "cannot create directory: " + ec.message());
   }
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp = atomic_temporary(path);
   int fd          = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     throw InputError(path, "", std::string("cannot write: ") + std::strerror(errno));  // the file asked for, not its temporary

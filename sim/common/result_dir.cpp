@@ -1,4 +1,5 @@
 #include "sim/common/result_dir.hpp"
+#include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
 
 #include <algorithm>
@@ -23,25 +24,11 @@ const std::vector<std::string> kResultFiles = {"requests.csv", "steps.csv", "win
 
 namespace {
 
-// What the signal handler removes and prints: built before it is published, never changed after.
-struct Cleanup {
-  std::vector<std::string> files;  // staged files and their write_file_atomically temporaries
-  std::string dir;
-  std::string message;
-};
-std::atomic<const Cleanup*> g_cleanup{nullptr};
-const char kInterrupted[] = "eldrsim: error: interrupted\n";
+std::atomic<const InterruptNote::Block*> g_note{nullptr};
+bool g_tty = false;  // stderr is a terminal: a progress line may be open
 
-extern "C" void on_interrupt(int)
+void write_all(const char* msg, size_t len)
 {
-  const Cleanup* c = g_cleanup.load();
-  if (c) {
-    for (const auto& f : c->files)
-      ::unlink(f.c_str());
-    ::rmdir(c->dir.c_str());
-  }
-  const char* msg = c ? c->message.c_str() : kInterrupted;
-  size_t len      = c ? c->message.size() : sizeof kInterrupted - 1;
   while (len > 0) {
     ssize_t n = ::write(2, msg, len);
     if (n <= 0)
@@ -49,7 +36,39 @@ extern "C" void on_interrupt(int)
     msg += n;
     len -= size_t(n);
   }
-  ::_exit(130);
+}
+
+void write_str(const char* s) { write_all(s, std::strlen(s)); }
+
+}  // namespace
+
+// Built whole before it is published, never changed after.
+struct InterruptNote::Block {
+  std::vector<std::string> files, dirs;
+  std::string note;
+};
+
+namespace {
+
+extern "C" void on_interrupt(int sig)
+{
+  const InterruptNote::Block* b = g_note.load();
+  if (b) {
+    for (const auto& f : b->files)
+      ::unlink(f.c_str());
+    for (const auto& d : b->dirs)
+      ::rmdir(d.c_str());
+  }
+  if (g_tty)
+    write_str("\r\033[K");  // clears a progress line left open
+  write_str("eldrsim: error: interrupted by ");
+  write_str(sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal");
+  if (b && !b->note.empty()) {
+    write_str(": ");
+    write_all(b->note.data(), b->note.size());
+  }
+  write_str("\n");
+  ::_exit(128 + sig);
 }
 
 sigset_t interrupt_signals()
@@ -96,14 +115,16 @@ bool only_results(const fs::path& dir)
   return !ec;
 }
 
-// Swaps in what the handler cleans up, with the signals blocked (so it never sees a freed one).
-void set_cleanup(const Cleanup* c)
+// Publishes `b` for the handler with the signals blocked (so it never sees one being freed); the one
+// it replaces.
+const InterruptNote::Block* publish(const InterruptNote::Block* b)
 {
   const sigset_t block = interrupt_signals();
   sigset_t old;
   ::sigprocmask(SIG_BLOCK, &block, &old);
-  delete g_cleanup.exchange(c);
+  const InterruptNote::Block* before = g_note.exchange(b);
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  return before;
 }
 
 }  // namespace
@@ -115,8 +136,58 @@ std::string owner_suffix()
   return std::string("@") + host + "@" + std::to_string(::getpid());
 }
 
+InterruptNote::InterruptNote(const std::string& note, std::vector<std::string> files, std::vector<std::string> dirs)
+    : mine_(new Block{std::move(files), std::move(dirs), note}), previous_(publish(mine_))
+{
+}
+
+InterruptNote::~InterruptNote()
+{
+  publish(previous_);
+  delete mine_;
+}
+
+std::string signal_name(int sig)
+{
+  switch (sig) {
+  case SIGINT: return "SIGINT";
+  case SIGTERM: return "SIGTERM";
+  case SIGHUP: return "SIGHUP";
+  case SIGKILL: return "SIGKILL";
+  case SIGSEGV: return "SIGSEGV";
+  case SIGABRT: return "SIGABRT";
+  case SIGBUS: return "SIGBUS";
+  case SIGFPE: return "SIGFPE";
+  case SIGILL: return "SIGILL";
+  case SIGPIPE: return "SIGPIPE";
+  case SIGXCPU: return "SIGXCPU";
+  case SIGXFSZ: return "SIGXFSZ";
+  case SIGQUIT: return "SIGQUIT";
+  default: return "signal " + std::to_string(sig);
+  }
+}
+
+std::string signal_meaning(int sig)
+{
+  switch (sig) {
+  case SIGKILL: return "usually the kernel's out-of-memory killer (or a batch system's memory or time limit)";
+  case SIGSEGV:
+  case SIGBUS:
+  case SIGILL:
+  case SIGFPE: return "a crash: a bug, please report it with the command line";
+  case SIGABRT: return "an abort: a failed check or an uncaught error, please report it with the command line";
+  case SIGXCPU: return "the CPU time limit (ulimit -t or a batch system's)";
+  case SIGXFSZ: return "the file size limit (ulimit -f)";
+  case SIGTERM:
+  case SIGINT:
+  case SIGHUP: return "stopped from outside (kill, a batch system, a closed terminal)";
+  default: return "";
+  }
+}
+
 void install_interrupt_handler()
 {
+  g_tty = ::isatty(2);
   struct sigaction sa{};
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);
@@ -132,7 +203,7 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
   const auto st    = fs::status(dir, ec);
   if (fs::exists(st) && !fs::is_directory(st))
     throw InputError(target, "", "exists and is not a directory");
-  const std::string pid = std::to_string(::getpid()), tag = ".eldr-tmp" + owner_suffix();
+  const std::string tag = ".eldr-tmp" + owner_suffix();
   if (fs::is_directory(st)) {
     // A symbolic link to a directory is written through (swapping would replace the link).
     mode_    = only_results(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? Mode::swap : Mode::in_place;
@@ -150,21 +221,19 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
   if (::mkdir(staging_.c_str(), 0755) != 0)
     throw InputError(target, "", std::string("cannot write results here: ") + std::strerror(errno));
   target_ = dir.string();
-  auto* c = new Cleanup;
+  std::vector<std::string> files;
   for (const auto& f : kResultFiles) {
-    c->files.push_back(staging_ + "/" + f);
-    c->files.push_back(staging_ + "/" + f + ".tmp." + pid);
+    files.push_back(staging_ + "/" + f);
+    files.push_back(atomic_temporary(staging_ + "/" + f));
   }
-  c->dir     = staging_;
-  // On a terminal the run's progress line has no newline yet.
-  c->message = std::string(::isatty(2) ? "\n" : "") + "eldrsim: error: " + target +
-               ": interrupted, no results written (earlier ones are intact)\n";
-  set_cleanup(c);
+  const bool earlier = fs::exists(dir / "summary.json", ec);
+  note_ = std::make_unique<InterruptNote>(target + ": no results written" + (earlier ? ", earlier ones intact" : ""),
+                                          std::move(files), std::vector<std::string>{staging_});
 }
 
 StagedDirectory::~StagedDirectory()
 {
-  set_cleanup(nullptr);
+  note_.reset();
   if (!committed_) {
     std::error_code ec;
     fs::remove_all(staging_, ec);
@@ -220,7 +289,7 @@ void StagedDirectory::commit()
   }
   }
   committed_ = true;
-  delete g_cleanup.exchange(nullptr);  // the signals are blocked
+  note_.reset();  // the signals are blocked
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 

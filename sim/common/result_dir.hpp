@@ -1,11 +1,55 @@
 #pragma once
 // A results directory appears whole: files are written into a staging directory and moved into
 // place at the end, so a reader sees the old results or the new ones, never a mix. Ctrl-C (SIGINT,
-// SIGTERM, SIGHUP) removes the staging directory, prints one line and exits 130.
+// SIGTERM, SIGHUP) removes the staging directory, prints one line and exits 128 + the signal.
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace eldr {
+
+// The exit statuses of every command, for --help and the docs.
+inline constexpr const char kExitCodesHelp[] =
+    "Exit status:\n"
+    "  0      done\n"
+    "  1      a failure the output explains: compare found a regression (or --require-all a missing run),\n"
+    "         sweep points failed or have no results, a run broke an internal invariant; or an internal\n"
+    "         error (a bug: the line says so)\n"
+    "  2      bad input (command line, config, trace, results directory): one line 'eldrsim: error: ...'\n"
+    "  3      run: results written, but some measured requests did not finish (see summary.json)\n"
+    "  128+N  interrupted by signal N: 130 SIGINT (Ctrl-C), 143 SIGTERM, 129 SIGHUP; one line\n"
+    "         'eldrsim: error: interrupted by SIGNAL: ...' says what was kept; no partial output is left\n";
+
+// Interrupts, one convention for every command. SIGINT, SIGTERM and SIGHUP (install_interrupt_handler)
+// remove the files and directories the command registered, print one line
+//   eldrsim: error: interrupted by SIGTERM: <note>
+// ("eldrsim: error: interrupted by SIGTERM" when nothing is registered), and exit 128 + the signal
+// number (130, 143, 129). On a terminal the line first clears a progress line left open.
+//
+// A command registers, before the work starts, an InterruptNote naming its output and what an
+// interruption keeps, and the temporaries to remove, and keeps it alive over the work:
+//   InterruptNote note(out + ": not written, the earlier file is intact", {atomic_temporary(out)});
+//   ... work, then write_file_atomically(out, ...) ...
+// Everything is copied and formatted when the note is made and published whole (an atomic pointer,
+// swapped with the signals blocked), so the handler only reads finished memory and calls unlink,
+// rmdir, write and _exit (async-signal-safe). Notes nest: the newest one is in force, and its
+// destructor puts back the one before (destroy them in reverse order, as scopes do).
+class InterruptNote {
+public:
+  // `files` are unlinked, then `dirs` removed (rmdir: each must be empty by then, so list a
+  // directory's files first). Paths as given (relative ones against the working directory).
+  explicit InterruptNote(const std::string& note, std::vector<std::string> files = {},
+                         std::vector<std::string> dirs = {});
+  ~InterruptNote();
+  InterruptNote(const InterruptNote&)            = delete;
+  InterruptNote& operator=(const InterruptNote&) = delete;
+
+  struct Block;  // what the handler reads
+
+private:
+  const Block* mine_;
+  const Block* previous_;
+};
 
 // The files a run writes; summary.json is always moved last (its presence marks a complete result).
 extern const std::vector<std::string> kResultFiles;
@@ -30,6 +74,7 @@ private:
   std::string target_, staging_;
   enum class Mode { absent, swap, in_place } mode_;
   bool committed_ = false;
+  std::unique_ptr<InterruptNote> note_;  // removes the staging directory on an interrupt
 };
 
 // Creates `dir` if needed and checks that files can be made in it: an InputError naming `dir`
@@ -41,6 +86,11 @@ void check_output_file(const std::string& path);
 
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (again after SimGrid installs its own).
 void install_interrupt_handler();
+
+// "SIGINT", "SIGTERM", "SIGKILL", ... or "signal N"; and what a signal killing a child usually means
+// ("usually the kernel's out-of-memory killer" for SIGKILL), empty when nothing useful can be said.
+std::string signal_name(int sig);
+std::string signal_meaning(int sig);
 
 // "@HOST@PID": whose temporary a directory is (results directories may be shared between hosts).
 std::string owner_suffix();

@@ -1,6 +1,7 @@
 #include "sim/metrics/result_writer.hpp"
 #include "sim/cache/cached_profile.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/csv.hpp"
 #include "sim/common/result_dir.hpp"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 namespace eldr {
 
@@ -219,7 +221,9 @@ std::string requests_csv(const Workload& w, const RunRecorder& rec)
   out.reserve(w.requests.size() * 160);
   for (const Request& r : w.requests) {
     const RequestRecord& q = rec.requests()[r.id];
-    out += std::to_string(r.id) + "," + w.labels[r.label] + "," + (r.measured ? "1" : "0") + "," +
+    out += std::to_string(r.id) + ",";
+    csv_append_field(out, w.labels[r.label]);  // labels come from traces: any text
+    out += std::string(",") + (r.measured ? "1" : "0") + "," +
            std::to_string(r.prompt_tokens) + "," + std::to_string(r.output_tokens) + "," +
            std::to_string(q.prefill_worker) + "," + std::to_string(q.decode_worker);
     for (double v : {q.arrival_s, q.prefill_start_s, q.first_token_s, q.kv_start_s, q.kv_end_s, q.decode_admit_s,
@@ -271,32 +275,36 @@ std::string steps_csv(const RunRecorder& rec)
 
 std::vector<TpotWindow> tpot_windows(const Workload& w, const RunRecorder& rec, double window_s)
 {
-  std::vector<std::vector<double>> tpot;
+  // Sparse: at a tiny rate the measured span holds millions of windows, nearly all empty.
+  std::map<size_t, std::pair<std::vector<double>, long>> by_index;  // TPOTs, refits
   for (const Request& r : w.requests) {
     const RequestRecord& q = rec.requests()[r.id];
     if (!r.measured || q.finish_count != 1)
       continue;
     const double t = q.finish_s - rec.measured_start_s;
     const size_t i = size_t(std::max(0.0, std::floor(t / window_s)));
-    if (tpot.size() <= i)
-      tpot.resize(i + 1);
-    tpot[i].push_back((q.finish_s - q.first_token_s) / double(r.output_tokens - 1) * 1e3);
+    by_index[i].first.push_back((q.finish_s - q.first_token_s) / double(r.output_tokens - 1) * 1e3);
   }
-  std::vector<TpotWindow> out(tpot.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i].start_s  = double(i) * window_s;
-    out[i].end_s    = double(i + 1) * window_s;
-    out[i].requests = long(tpot[i].size());
-    if (!tpot[i].empty()) {
-      Percentiles p = summarize(std::move(tpot[i]));
-      out[i].p50_ms = p.p50;
-      out[i].p99_ms = p.p99;
-    }
-  }
+  // Refits up to the last window with a finished request (as when every window was listed).
+  const size_t end = by_index.empty() ? 0 : by_index.rbegin()->first + 1;
   for (double t : rec.refit_times_s) {
     const double rel = t - rec.measured_start_s;
-    if (rel >= 0 && !out.empty() && size_t(rel / window_s) < out.size())
-      ++out[size_t(rel / window_s)].refits;
+    if (rel >= 0 && rel / window_s < double(end))
+      ++by_index[size_t(rel / window_s)].second;
+  }
+  std::vector<TpotWindow> out;
+  out.reserve(by_index.size());
+  for (auto& [i, v] : by_index) {
+    TpotWindow& win = out.emplace_back();
+    win.start_s     = double(i) * window_s;
+    win.end_s       = double(i + 1) * window_s;
+    win.requests    = long(v.first.size());
+    win.refits      = v.second;
+    if (!v.first.empty()) {
+      Percentiles p = summarize(std::move(v.first));
+      win.p50_ms    = p.p50;
+      win.p99_ms    = p.p99;
+    }
   }
   return out;
 }
@@ -368,7 +376,9 @@ std::string decisions_csv(const Workload& w, const RunRecorder& rec)
   out.reserve(rec.decisions.size() * 256);
   char buf[64];
   for (const DecisionRecord& d : rec.decisions) {
-    out += std::to_string(d.id) + "," + w.labels[w.requests[d.id].label] + ",";
+    out += std::to_string(d.id) + ",";
+    csv_append_field(out, w.labels[w.requests[d.id].label]);
+    out += ",";
     append_value(out, d.time_s);
     out += "," + std::to_string(d.chosen) + ",";
     for (size_t i = 0; i < d.in_flight.size(); ++i)
@@ -443,7 +453,9 @@ void write_results(const std::string& out_dir, const Experiment& x, const Worklo
     j["drift"] = drift_json(x, w, rec, windows);
   j["files"] = files;
   // summary.json last: its presence marks a complete result.
-  write_file_atomically((d / "summary.json").string(), j.dump(2) + "\n");
+  // Never throws (invalid UTF-8 in a free-text config key is replaced by U+FFFD): the simulation's
+  // work is not thrown away over a description.
+  write_file_atomically((d / "summary.json").string(), j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace eldr

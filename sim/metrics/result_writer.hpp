@@ -33,6 +33,8 @@ struct RunSummary {
 };
 
 // TPOT of the measured requests per window of their finish time (docs/whatif.md "Drift study").
+// Only windows with a finished measured request or a refit are listed (in time order): a gap between
+// two windows' start_s is windows in which nothing finished.
 struct TpotWindow {
   double start_s = 0, end_s = 0;  // from the measured phase's start
   long requests  = 0;             // measured requests finished in [start_s, end_s)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `eldrsim compare BASELINE CURRENT`: passes (exit 0) on identical results and on an improvement,
-# fails (exit 1) on a deliberate regression (the same runs under more load), honours settable
-# tolerances, and exits 2 with one line on bad input.
+# fails (exit 1) on a deliberate regression (the same runs under more load, compared with
+# --allow-different), honours settable tolerances, and exits 2 with one line on bad input and on runs
+# of different configurations.
 # Usage: compare.sh PATH/TO/eldrsim   (run from the project root)
 set -u
 ELDRSIM=${1:?usage: compare.sh PATH/TO/eldrsim}
@@ -26,21 +27,25 @@ rc=$?
 check "no change: exit 0, PASS" '[ $rc = 0 ] && grep -q "^PASS: 0 of 2 runs regressed" "$TMP/same.out"'
 check "the table lists both routers with KS D 0" '[ $(grep -c "^cmp/router=.* 0.000 " "$TMP/same.out") = 2 ]'
 
-"$ELDRSIM" compare "$TMP/base" "$TMP/slow" >"$TMP/slow.out" 2>&1
+"$ELDRSIM" compare "$TMP/base" "$TMP/slow" >/dev/null 2>"$TMP/diff.err"
+rc=$?
+check "runs at another rate are not comparable: exit 2, one line naming the difference" \
+  '[ $rc = 2 ] && [ $(wc -l <"$TMP/diff.err") = 1 ] && grep -q "rate_rps 20 vs 60 (and 1 more runs differ).*--allow-different" "$TMP/diff.err"'
+"$ELDRSIM" compare "$TMP/base" "$TMP/slow" --allow-different >"$TMP/slow.out" 2>&1
 rc=$?
 check "a regression: exit 1, FAIL" '[ $rc = 1 ] && grep -q "^FAIL: 2 of 2 runs regressed" "$TMP/slow.out"'
 check "the verdict says why" 'grep -q "REGRESSION: P50 +[0-9.]*% > 2%" "$TMP/slow.out" && grep -q "distribution shifted up" "$TMP/slow.out"'
 
-"$ELDRSIM" compare "$TMP/slow" "$TMP/base" >"$TMP/better.out" 2>&1
+"$ELDRSIM" compare "$TMP/slow" "$TMP/base" --allow-different >"$TMP/better.out" 2>&1
 rc=$?
 check "an improvement passes" '[ $rc = 0 ]'
 
-"$ELDRSIM" compare "$TMP/base" "$TMP/slow" --tol-p50 1000 --tol-p95 1000 --tol-p99 1000 --ks-d 1 >"$TMP/tol.out" 2>&1
+"$ELDRSIM" compare "$TMP/base" "$TMP/slow" --allow-different --tol-p50 1000 --tol-p95 1000 --tol-p99 1000 --ks-d 1 >"$TMP/tol.out" 2>&1
 rc=$?
 check "tolerances are settable" '[ $rc = 0 ] && grep -q "P50 1000%" "$TMP/tol.out"'
 
 # One run against one run (directories holding summary.json directly).
-"$ELDRSIM" compare "$TMP/base/cmp/router=eldr" "$TMP/slow/cmp/router=eldr" >"$TMP/one.out" 2>&1
+"$ELDRSIM" compare "$TMP/base/cmp/router=eldr" "$TMP/slow/cmp/router=eldr" --allow-different >"$TMP/one.out" 2>&1
 rc=$?
 check "single run directories compare" '[ $rc = 1 ] && grep -q "^eldr " "$TMP/one.out"'
 

@@ -179,7 +179,7 @@ wait $pid
 rc=$?
 check "Ctrl-C during a run exits 130" '[ $rc = 130 ]'
 # (Under ASan the sanitizer's own makecontext warnings come first: `make sanitize`.)
-check "... with one line" '[ $(grep -cv "^==\|^False positive\|^For details" "$TMP/int.err") = 1 ] && grep -q "^eldrsim: error: $TMP/keep: interrupted" "$TMP/int.err"'
+check "... with one line" '[ $(grep -cv "^==\|^False positive\|^For details" "$TMP/int.err") = 1 ] && grep -qx "eldrsim: error: interrupted by SIGINT: $TMP/keep: no results written, earlier ones intact" "$TMP/int.err"'
 check "... the old results intact" 'cmp -s "$TMP/keep/summary.json" "$TMP/keep.summary" && "$ELDRSIM" table "$TMP/keep" >/dev/null'
 check "... no staging directory left" '[ -z "$(find "$TMP" -name "*.eldr-tmp@*")" ]'
 
@@ -194,7 +194,7 @@ kill -INT $pid
 wait $pid
 rc=$?
 check "Ctrl-C during a sweep exits 130" '[ $rc = 130 ]'
-check "... with one error line" '[ $(grep -c "^eldrsim: error: " "$TMP/sw.err") = 1 ] && grep -q "interrupted with 0 of 6 points done" "$TMP/sw.err"'
+check "... with one error line" '[ $(grep -c "^eldrsim: error: " "$TMP/sw.err") = 1 ] && grep -q "interrupted by SIGINT: $TMP/bigsw: 0 of 6 points done, kept" "$TMP/sw.err"'
 check "... and no temporaries left" '[ -z "$(find "$TMP/bigsw" -name ".tmp.*" -o -name "*.eldr-tmp@*" -o -name "*.failed.log")" ]'
 
 # ---------------------------------------------------------------- the default -j: the CPUs we may use
