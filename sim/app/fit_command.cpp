@@ -56,7 +56,6 @@ Command add_fit_command(CLI::App& app)
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (as `run`)");
-  sub->footer(kExitCodesHelp);
   return {sub, [o] { return fit(*o); }};
 }
 

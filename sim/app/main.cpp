@@ -25,6 +25,11 @@ int main(int argc, char** argv)
   commands.push_back(eldr::app::add_trace_gen_command(*trace));
   commands.push_back(eldr::app::add_trace_import_command(*trace));
   commands.push_back(eldr::app::add_trace_stats_command(*trace));
+  // Every command documents the same exit codes (compare adds its own note before them).
+  app.footer(eldr::kExitCodesHelp);
+  for (auto& c : commands)
+    if (c.sub->get_footer().empty())
+      c.sub->footer(eldr::kExitCodesHelp);
   eldr::app::add_input_checks(app);
   try {
     app.parse(argc, argv);
@@ -35,7 +40,7 @@ int main(int argc, char** argv)
     std::fprintf(stderr, "eldrsim: error: %s\n", eldr::app::cli_error_line(e).c_str());
     return 2;
   }
-  eldr::install_interrupt_handler();  // Ctrl-C: one line, exit 130 (run and sweep add their own cleanup)
+  eldr::install_interrupt_handler();  // a signal: one line, exit 128 + N (commands register what to remove)
   try {
     for (auto& c : commands)
       if (c.sub->parsed())

@@ -124,7 +124,6 @@ Command add_run_command(CLI::App& app)
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (sweep "
                   "passes one to its points); results are the same with or without it");
-  sub->footer(kExitCodesHelp);
   return {sub, [o] { return run(*o); }};
 }
 

@@ -698,7 +698,6 @@ Command add_sweep_command(CLI::App& app)
   sub->add_option("--slurm-options", o->slurm_options,
                   "Extra #SBATCH lines for --emit-slurm, separated by ';', e.g. '--partition=cpu;--time=00:10:00'");
   sub->add_flag("--quiet,-q", o->quiet, "No progress lines (failures are still printed)");
-  sub->footer(kExitCodesHelp);
   return {sub, [o] { return sweep(*o); }};
 }
 

@@ -128,7 +128,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   char* argv[] = {arg0, arg1, nullptr};
 #endif
   sg4::Engine engine(&argc, argv);
-  install_interrupt_handler();  // over SimGrid's own SIGINT handler: one line, exit 130
+  install_interrupt_handler();  // over SimGrid's own SIGINT handler: one line, exit 128 + N
   Platform platform = build_platform(engine, x.cluster);
 
   CostModel cost(x.model, x.hardware, x.calibration);
