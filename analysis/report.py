@@ -320,13 +320,18 @@ def sort_table(p, columns):
     return p.loc[keys]
 
 
+def md_cell(v):
+    """A cell on one line of a Markdown table: a label's newline or bar would break the row."""
+    return " ".join(fmt(v).split()).replace("|", "\\|")
+
+
 def md_table(p):
     idx = p.index.names if isinstance(p.index, pd.MultiIndex) else [p.index.name]
-    head = [str(n) for n in idx] + [fmt(c) if not isinstance(c, str) else c for c in p.columns]
+    head = [md_cell(n) for n in idx] + [md_cell(c) for c in p.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for key, row in p.iterrows():
         key = key if isinstance(key, tuple) else (key,)
-        lines.append("| " + " | ".join([fmt(k) for k in key] + [fmt(v) for v in row]) + " |")
+        lines.append("| " + " | ".join([md_cell(k) for k in key] + [md_cell(v) for v in row]) + " |")
     return "\n".join(lines)
 
 
@@ -348,10 +353,12 @@ class Report:
         self.title = title
 
     def text(self, s):
+        s = " ".join(s.split())  # a label's newline would end the paragraph
         self.md += [s, ""]
         self.html.append(f"<p>{html.escape(s)}</p>")
 
     def heading(self, s):
+        s = " ".join(s.split())
         self.md += [f"## {s}", ""]
         self.html.append(f"<h2>{html.escape(s)}</h2>")
 

@@ -201,7 +201,7 @@ try:
     err = None
 except v.ec.Fatal as e:
     err = (str(e), e.code)
-good = err is not None and err[1] == 1 and err[0].endswith("row 4: tpot_p99_ms: not a number")
+good = err is not None and err[1] == 1 and err[0].endswith("line 4: tpot_p99_ms: not a number: ''")
 print(("ok   " if good else "FAIL ") + f"a missing mean: {err}")
 if not good:
     fails.append("missing mean")
