@@ -224,7 +224,7 @@ def run_eldrsim(eldrsim, config, out_dir, rate, model, duration_s, warmup, seed,
             time.sleep(2)
             continue
         msg = (p.stderr or "").strip().splitlines()
-        raise Fatal(f"eldrsim failed (exit {p.returncode}) at {rate:g} req/s: "
+        raise Fatal(f"eldrsim failed (exit {p.returncode}) at {rate!r} req/s: "
                     f"{msg[-1] if msg else 'no message'} [command: {' '.join(cmd)}]", 1)
     raise Fatal(f"eldrsim could not be run: {last} [command: {' '.join(cmd)}]", 1)
 
@@ -455,10 +455,10 @@ def read_csv_rows(path, what="", hint=""):
         with open(path, newline="", encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError:
-        raise Fatal(f"{path}: not UTF-8 text (a CSV is expected)") from None
+        raise Fatal(f"{path}: not a readable CSV (not UTF-8 text)") from None
     if not text.strip():
         raise Fatal(f"{path}: header: empty file")
-    reader = csv.reader(io.StringIO(text, newline=""))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)  # strict: an unclosed quote is an error
     try:
         header = next(reader)
         rows = []
@@ -471,7 +471,8 @@ def read_csv_rows(path, what="", hint=""):
                             f"an unquoted comma)")
             rows.append((line, dict(zip(header, cells))))
     except csv.Error as e:
-        raise Fatal(f"{path}: line {reader.line_num}: not valid CSV ({e})") from None
+        why = "EOF inside string: a quoted field never closed, the file was cut" if "end of data" in str(e) else str(e)
+        raise Fatal(f"{path}: not a readable CSV ({why}; line {reader.line_num})") from None
     seen = set()
     for h in header:
         if h in seen:
@@ -512,7 +513,12 @@ def check_output_path(path, what="output"):
         raise Fatal(f"{path}: {what}: is a directory; give a file path")
     if os.path.lexists(path) and not os.path.isfile(path):
         raise Fatal(f"{path}: {what}: is not a regular file (a device, FIFO or socket); give a file path")
-    d = os.path.dirname(os.path.abspath(path))
+    check_dir_writable(os.path.dirname(os.path.abspath(path)), path, what)
+    return path
+
+
+def check_dir_writable(d, path, what):
+    """Directory `d` (of output `path`) exists and can be written, or can be created."""
     probe = d
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
@@ -525,7 +531,6 @@ def check_output_path(path, what="output"):
     except OSError as e:
         raise Fatal(f"{path}: {what}: cannot write in {probe}: {e.strerror} (write elsewhere, or fix the "
                     f"permissions)") from None
-    return path
 
 
 class OutputSet:
@@ -535,14 +540,21 @@ class OutputSet:
 
     def __init__(self):
         self.staged = []  # (final path, temporary path)
+        self.made = []  # directories made for it
 
     def add(self, path, text=None, write=None):
         """Stage `text`, or what write(temporary_path) writes."""
         d = os.path.dirname(os.path.abspath(path))
-        os.makedirs(d, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{os.path.basename(path)}.tmp-")
-        register_temp(tmp)
+        top = d
+        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
+            top = os.path.dirname(top)
+        tmp = None
         try:
+            if not os.path.exists(d):  # made for this set: removed again if the set is not written
+                self.made.append(register_temp(top))
+                os.makedirs(d)
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{os.path.basename(path)}.tmp-")
+            register_temp(tmp)
             with os.fdopen(fd, "w", newline="") as f:
                 if text is not None:
                     f.write(text)
@@ -551,13 +563,19 @@ class OutputSet:
             mode = os.stat(path).st_mode & 0o777 if os.path.isfile(path) else 0o644
             os.chmod(tmp, mode)
         except OSError as e:
+            if tmp:
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+                release_temp(tmp)
             raise Fatal(describe_os_error(OSError(e.errno, e.strerror, path))) from None
         self.staged.append((path, tmp))
         return path
 
     def add_csv(self, path, header, rows):
         buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
+        w = csv.writer(buf)  # RFC 4180 line ends: with "\n" alone a CR inside a label would go unquoted
         w.writerow(header)
         w.writerows(rows)
         return self.add(path, buf.getvalue())
@@ -568,6 +586,8 @@ class OutputSet:
             for path, tmp in self.staged:
                 os.replace(tmp, path)
                 release_temp(tmp)
+            for d in self.made:
+                release_temp(d)
             set_kept("outputs written")
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
@@ -580,6 +600,9 @@ class OutputSet:
             except OSError:
                 pass
             release_temp(tmp)
+        for d in self.made:
+            shutil.rmtree(d, ignore_errors=True)
+            release_temp(d)
         self.staged = []
 
 

@@ -123,7 +123,11 @@ def check_points(results, df, path):
 
 def tpot_of(results, sweep, point):
     """Measured requests' TPOT of one point (as summary.json counts them)."""
-    p = ec.check_input_file(os.path.join(results, sweep, point, "requests.csv"))
+    p = os.path.join(results, sweep, point, "requests.csv")
+    if not os.path.lexists(p):
+        raise InputProblem(f"{p}: No such file or directory (the point's run is incomplete: rerun `eldrsim sweep` "
+                           f"with the same --out)")
+    ec.check_input_file(p)
     r = pd.read_csv(p, usecols=["measured", "tpot_ms"])
     return np.sort(pd.to_numeric(r[r["measured"] == 1]["tpot_ms"], errors="coerce").dropna().to_numpy(float))
 
@@ -399,7 +403,10 @@ def main(argv=None):
     if os.path.lexists(final) and not os.path.isdir(final):
         raise InputProblem(f"{final}: --out: exists and is not a directory; give a directory")
     parent = os.path.dirname(os.path.abspath(final))
-    ec.check_output_path(os.path.join(parent, "report"), "--out")
+    try:
+        ec.check_dir_writable(parent, final, "--out")
+    except ec.Fatal as e:
+        raise InputProblem(f"{final}: cannot write the report here ({str(e).split(': ', 2)[-1]})") from None
     os.makedirs(parent, exist_ok=True)
     # Written into a temporary sibling and renamed into place: the report directory is the old one or the
     # new one, whole; a failure or a signal leaves no temporary behind.

@@ -734,7 +734,7 @@ def main(argv=None):
     t0 = time.time()
     if os.path.lexists(args.out) and not os.path.isdir(args.out):
         raise ec.Fatal(f"{args.out}: --out: exists and is not a directory; give a directory")
-    ec.check_output_path(os.path.join(os.path.dirname(args.out), "report.md"), "--out")
+    ec.check_dir_writable(os.path.dirname(args.out), args.out, "--out")
     ec.set_kept(f"no files written, {ec.display_path(args.out)} not changed")
     measured = fit_cost.with_router_rows(ec.load_measured(ec.DEFAULT_DATA),
                                          ec.load_measured(ec.DEFAULT_ROUTER_DATA, routers=True))
