@@ -10,7 +10,7 @@ ELDRSIM=${1:?usage: analysis_interrupt.sh PATH/TO/eldrsim}
 [ -f configs/default.json ] || { echo "run from the project root (no configs/default.json here)"; exit 1; }
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-interrupt.XXXXXX")
 TINY="$TMP/tiny"
-trap 'umount "$TINY" 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'umount "$TINY" "$TMP/copy/models" 2>/dev/null; rm -rf "$TMP"' EXIT
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 DATA=traces/calibration/rr_task_tpot.csv
@@ -151,6 +151,24 @@ except ec.Fatal as e:
 PYEOF
   check "an output set with one write failing: all old, no temporary" \
     "grep -q 'second.json: No space left on device' '$TMP/set.out' && [ \"\$(cat '$TMP/first.json')\" = old ] && ! ls -A '$TMP' | grep -q tmp- && ! ls -A '$TINY' | grep -q tmp-"
+  # fit_cost.py --write: the report, the block and the model file as one set. A copy of the project whose
+  # models/ is a full tmpfs: the model file cannot be written, so neither are the others.
+  COPY="$TMP/copy"
+  mkdir -p "$COPY/models" && cp -r analysis configs traces "$COPY/"
+  if mount -t tmpfs -o size=64k tmpfs "$COPY/models" 2>/dev/null; then
+    cp models/*.json "$COPY/models/"
+    ln -s "$PWD/models/hardware" "$COPY/models/hardware" && ln -s "$PWD/models/routing" "$COPY/models/routing"
+    dd if=/dev/zero of="$COPY/models/fill" bs=1k count=256 2>/dev/null
+    before=$(cksum <"$COPY/models/$MODEL.json")
+    $PY "$COPY/analysis/fit_cost.py" --models $MODEL --write --eldrsim "$PWD/$ELDRSIM" --max-evals 1 --duration 5 \
+      --warmup 10 --report "$TMP/w/r.md" --calibration-out "$TMP/w/cal.json" >/dev/null 2>"$TMP/w.err"
+    rc=$?
+    check "fit_cost.py --write onto a full disk: exit 2, one error line naming the model file" \
+      "[ $rc = 2 ] && [ \$(grep -c '^eldrsim: error: ' '$TMP/w.err') = 1 ] && tail -1 '$TMP/w.err' | grep -q 'models/$MODEL.json: No space left on device'"
+    check "fit_cost.py --write onto a full disk: the model file, no report and no block (all or none)" \
+      "[ \"\$(cksum <'$COPY/models/$MODEL.json')\" = \"$before\" ] && [ ! -e '$TMP/w' ] && ! ls -A '$COPY/models' | grep -q tmp-"
+    umount "$COPY/models"
+  fi
   umount "$TINY"
 else
   ok "full disk: skipped (needs root to mount a tiny tmpfs)"
