@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -315,6 +316,7 @@ InputError = Fatal
 
 _TEMPS = []          # temporary files and directories to remove on an error or a signal
 _CHILDREN = set()    # simulator processes running, ended on a signal
+_CHILDREN_LOCK = threading.RLock()  # no child starts between a signal's check and its termination
 _STATE = {"kept": "no files written, earlier ones intact", "stopping": False}
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -356,7 +358,8 @@ def warn(msg):
 
 
 def _stop_children():
-    _STATE["stopping"] = True
+    with _CHILDREN_LOCK:
+        _STATE["stopping"] = True
     for p in list(_CHILDREN):
         try:
             p.terminate()
@@ -400,6 +403,12 @@ def run_main(main, argv=None):
         return 2
     except KeyboardInterrupt:  # SIGINT arriving before the handler was installed
         _on_signal(signal.SIGINT, None)
+    except Exception as e:  # noqa: BLE001 (a bug, not the user's input: still one line, and no temporaries)
+        remove_temps()
+        where = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "analysis script"
+        print(error_line(f"{where}: internal error: {type(e).__name__}: {e} (please report it with the command "
+                         f"line)"), file=sys.stderr)
+        return 1
 
 
 def describe_os_error(e, what=None):
@@ -415,10 +424,11 @@ def describe_os_error(e, what=None):
 
 def run_child(cmd, **kw):
     """subprocess.run(cmd, capture_output=True, text=True) that a signal ends with this script."""
-    if _STATE["stopping"]:
-        raise Fatal("interrupted", 1)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    _CHILDREN.add(p)
+    with _CHILDREN_LOCK:
+        if _STATE["stopping"]:
+            raise Fatal("interrupted", 1)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        _CHILDREN.add(p)
     try:
         out, err = p.communicate()
     finally:

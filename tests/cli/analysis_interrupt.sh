@@ -160,7 +160,7 @@ PYEOF
     ln -s "$PWD/models/hardware" "$COPY/models/hardware" && ln -s "$PWD/models/routing" "$COPY/models/routing"
     dd if=/dev/zero of="$COPY/models/fill" bs=1k count=256 2>/dev/null
     before=$(cksum <"$COPY/models/$MODEL.json")
-    $PY "$COPY/analysis/fit_cost.py" --models $MODEL --write --eldrsim "$PWD/$ELDRSIM" --max-evals 1 --duration 5 \
+    $PY "$COPY/analysis/fit_cost.py" --models $MODEL --write --eldrsim "$(realpath "$ELDRSIM")" --max-evals 1 --duration 5 \
       --warmup 10 --report "$TMP/w/r.md" --calibration-out "$TMP/w/cal.json" >/dev/null 2>"$TMP/w.err"
     rc=$?
     check "fit_cost.py --write onto a full disk: exit 2, one error line naming the model file" \
