@@ -794,8 +794,11 @@ def main(argv=None):
             outputs += [(ec.routing_profile_file(m), "routing profile") for m in models]
     for path, what in outputs:
         ec.check_output_path(path, what)
-    if len({os.path.realpath(p) for p, _ in outputs}) != len(outputs):
-        raise ec.Fatal(f"{args.report}: --report: its .md or .csv is also another output; give them different names")
+    seen = {}
+    for path, what in outputs:
+        other = seen.setdefault(os.path.realpath(path), what)
+        if other != what:
+            raise ec.Fatal(f"{path}: {what}: also the {other}; give the outputs different paths")
     if args.keep_runs:
         ec.set_kept(f"no files written, earlier ones intact; the runs so far are in {args.keep_runs}")
     ec.wait_for_binary(args.eldrsim, prog=PROG)

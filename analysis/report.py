@@ -470,7 +470,7 @@ def build(args, df, seeds, out):
         rep.image(fig_vs_rate(main_df, out), "TPOT P50 and P99 against load")
         at = main_df[main_df["rate_rps"] == rate]
         p50, note = table(at, ["model", "workload"], "router", "tpot_p50_ms")
-        p99, _ = table(at, ["model", "workload"], "router", "tpot_p99_ms")
+        p99 = table(at, ["model", "workload"], "router", "tpot_p99_ms")[0].reindex_like(p50)
         cells = p50.copy().astype(object)
         for r in p50.index:
             for c in p50.columns:

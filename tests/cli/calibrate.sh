@@ -173,6 +173,8 @@ expect_error "--report under a file" "plainfile/r.md: report: cannot create its 
   calibrate $DATA --model "$MODEL" --out "$TMP/x.json" --report "$TMP/plainfile/r.md"
 expect_error "--out a device" "/dev/full: calibration block: is not a regular file" -- \
   calibrate $DATA --model "$MODEL" --out /dev/full
+expect_error "--out the same file as the report's CSV" "x.csv: calibration block: also the report CSV" -- \
+  calibrate $DATA --model "$MODEL" --out "$TMP/x.csv" --report "$TMP/x.md"
 [ -e "$TMP/x.json" ] && bad "a failing calibrate wrote $TMP/x.json" || ok "no failing calibrate wrote an output"
 check "no temporary file is left beside the outputs" "! ls -a '$TMP' '$TMP/q' '$TMP/one' | grep -q 'tmp-'"
 
