@@ -387,10 +387,15 @@ def _on_signal(signum, frame):
     os._exit(128 + signum)
 
 
+def install_signal_handlers():
+    if threading.current_thread() is threading.main_thread():
+        for s in _SIGNALS:
+            signal.signal(s, _on_signal)
+
+
 def run_main(main, argv=None):
     """Runs a script's main(argv) under the convention above; returns its exit status."""
-    for s in _SIGNALS:
-        signal.signal(s, _on_signal)
+    install_signal_handlers()
     try:
         return main(argv)
     except Fatal as e:
@@ -462,7 +467,8 @@ def read_csv_rows(path, what="", hint=""):
     header (a file cut mid-row) and a last line without its newline (cut)."""
     check_input_file(path, what, hint)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name.
+        with open(path, newline="", encoding="utf-8-sig") as f:
             text = f.read()
     except UnicodeDecodeError:
         raise Fatal(f"{path}: not a readable CSV (not UTF-8 text)") from None
@@ -623,3 +629,7 @@ class ArgumentParser(argparse.ArgumentParser):
         remove_temps()
         print(error_line(f"{self.prog}: {message} (see --help)"), file=sys.stderr)
         sys.exit(2)
+
+
+# At import, before a script's heavy imports: a signal during them is reported as any other.
+install_signal_handlers()

@@ -47,11 +47,12 @@ import os
 import sys
 import time
 
-import numpy as np
-from scipy import optimize
-
+# First: its signal handlers then cover the second that numpy and scipy take to import.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eldr_common as ec  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy import optimize  # noqa: E402
 
 PROG = "fit_cost"
 # The fitted coefficients: calibration key -> (scale, lower, upper, decimals). Optimiser coordinates
@@ -781,7 +782,8 @@ def main(argv=None):
     for m in models:
         if m not in measured:
             files = " ".join(ec.split_data_spec(d)[1] for d in args.data)
-            raise ec.Fatal(f"{files}: model: no round_robin rows for '{m}' (has: {', '.join(sorted(measured)) or 'none'})")
+            have = ", ".join(sorted(measured)) or "none"
+            raise ec.Fatal(f"{files}: model: no round_robin rows for '{m}' (has: {have})")
         ec.load_model(m)
         ec.warn_single_rate(m, measured[m])
     # Every output is checked before the fit, which may take an hour: a fit is never lost at its end.

@@ -27,15 +27,16 @@ import signal
 import sys
 import tempfile
 
-import matplotlib
+# First: its signal handlers then cover the second that matplotlib and pandas take to import.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eldr_common as ec  # noqa: E402
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import eldr_common as ec  # noqa: E402
 
 ROUTER_ORDER = ["random", "round_robin", "jsq", "p2c", "domain", "eldr"]
 COLORS = {"random": "tab:gray", "round_robin": "tab:blue", "jsq": "tab:orange", "p2c": "tab:purple",

@@ -21,7 +21,7 @@ export TMPDIR="$TMP/scratch"
 
 # wait_for PATTERN FILE...: until a file matching the glob exists or a line matches (at most 120 s).
 wait_for_line() {
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 1500); do
     grep -q "$1" "$2" 2>/dev/null && return 0
     sleep 0.2
   done
@@ -43,6 +43,7 @@ interrupted() {
 # --- calibrate: SIGTERM and SIGHUP during the fit.
 mkdir -p "$TMP/cal" && echo '{"old": true}' >"$TMP/cal/cal.json"
 for sig in TERM HUP; do
+  rm -f "$TMP/cal.err"  # the last run's lines must not be waited for
   "$ELDRSIM" calibrate $DATA --model $MODEL --out "$TMP/cal/cal.json" --max-evals 6 --duration 40 --warmup 1000 \
     >/dev/null 2>"$TMP/cal.err" &
   pid=$!
