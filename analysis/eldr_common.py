@@ -518,7 +518,8 @@ def number_cell(path, line, column, text, lo=None, hi=None, lo_open=False, range
             want = f"{'above' if lo_open else 'at least'} {lo!r}"
         else:
             want = f"at most {hi!r}"
-        raise Fatal(f"{where}: must be {want}{range_name}, got {text} ({v!r})")
+        got = text if text.strip() == repr(v) else f"{text.strip()} (= {v!r})"
+        raise Fatal(f"{where}: must be {want}{range_name}, got {got}")
     return v
 
 

@@ -66,20 +66,20 @@ int calibrate(const CalibrateOptions& o)
                      "runs on hardware '" + x.hardware.name + "', not --hardware '" + o.hardware +
                          "': give --config an experiment of the measured cluster (its cluster file names the hardware)");
   check_measured(o.measured);
-  if (!(o.duration > 0))
-    throw InputError("--duration", "", "must be positive");
-
-  std::string report = o.report;
-  if (report.empty()) {
-    fs::path p = fs::absolute(o.out);
-    report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
-  }
   auto num = [](double v) {
     std::ostringstream s;
     s.precision(17);
     s << v;
     return s.str();
   };
+  if (!(o.duration > 0))
+    throw InputError("--duration", "", "must be above 0, got " + num(o.duration));
+
+  std::string report = o.report;
+  if (report.empty()) {
+    fs::path p = fs::absolute(o.out);
+    report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
+  }
   std::vector<std::string> args = {"--models", o.model, "--hardware", o.hardware, "--data",
                                    o.measured, "--config", config, "--eldrsim", this_binary(), "--calibration-out",
                                    o.out, "--report", report, "--duration", num(o.duration), "--warmup",
