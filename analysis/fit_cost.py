@@ -27,7 +27,9 @@ shift the coefficients by 5-20 %.
 
 Without --write nothing outside the report and a temporary directory is touched. With --write the
 calibration block of each fitted models/<model>.json is updated in place (other content and key order
-kept) and its "source" records this fit.
+kept) and its "source" records this fit. Every output is checked before the first run and all are written
+together at the end (the report, --calibration-out, --write's files): an error, a full disk or a signal
+leaves the old ones, and no temporary file.
 
 `eldrsim calibrate MEASURED.csv --model M --hardware H --out FILE` (README, "Bring your own cluster")
 runs this script on a user's own measurements with --calibration-out FILE: the fitted block goes to
