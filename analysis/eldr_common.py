@@ -3,14 +3,21 @@
 Runs `eldrsim run` as separate processes (one SimGrid engine per process), a few in parallel, and
 reads the measured round-robin calibration curve. Standard library + numpy/pandas only.
 """
+import argparse
 import csv
+import errno
 import hashlib
+import io
 import json
+import math
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,7 +47,8 @@ class Fatal(Exception):
 
 
 def die(prog, msg, code=2):
-    print(f"{prog}: error: {msg}", file=sys.stderr)
+    remove_temps()
+    print(error_line(msg), file=sys.stderr)
     sys.exit(code)
 
 
@@ -60,40 +68,62 @@ def split_data_spec(spec):
     return None, os.path.abspath(spec)
 
 
+# workload.rate_rps's range in the simulator's config reader (sim/config/experiment.cpp), both ends allowed.
+RATE_MIN, RATE_MAX = 1e-6, 1e7
+MEASURED_FORMAT = "the format of traces/calibration/rr_task_tpot.csv"
+
+
 def load_measured(specs, routers=False):
     """Measured curves -> {model: [row dict sorted by (kind, rate, policy)]}, numeric fields as floats
     and "kind" the workload the file was measured on (None: the config's own). `specs`: a 'KIND=PATH'
     or 'PATH' string, or a list of them (one file per workload kind). Round-robin rows only, unless
-    `routers`: then every decode router's rows (the main study of traces/calibration/)."""
+    `routers`: then every decode router's rows (the main study of traces/calibration/). Every row used
+    is checked: a rate the simulator accepts, positive finite latencies, one row per rate and router."""
     if isinstance(specs, str):
         specs = [specs]
     need = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
+    latencies = ["tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
     by_model, kinds = {}, set()
     for spec in specs:
         kind, path = split_data_spec(spec)
         if kind in kinds:
             raise Fatal(f"{path}: a second file for workload '{kind or 'of the config'}' (one file per kind)")
         kinds.add(kind)
-        if not os.path.isfile(path):
-            raise Fatal(f"calibration data not found: {path} (use --data)")
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        if not rows or any(c not in rows[0] for c in need):
-            raise Fatal(f"{path}: expected columns {', '.join(need)}")
-        for r in rows:
+        header, rows = read_csv_rows(path, "measured data")
+        for c in need:
+            if c not in header:
+                raise Fatal(f"{path}: header: no column '{c}' ({MEASURED_FORMAT})")
+        seen = {}
+        for line, r in rows:
             if r["policy"] != "round_robin" and not routers:
                 continue
-            d = dict(r, kind=kind, file=path)
-            for k in ("rate_rps", "requests", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
-                if k in d and d[k] != "":
-                    try:
-                        d[k] = float(d[k])
-                    except ValueError:
-                        raise Fatal(f"{path}: {k}: not a number: '{d[k]}'")
+            d = dict(r, kind=kind, file=path, line=line)
+            d["rate_rps"] = number_cell(path, line, "rate_rps", r["rate_rps"], RATE_MIN, RATE_MAX,
+                                        range_name=" req/s (the simulator's range of workload.rate_rps)")
+            for k in latencies:
+                d[k] = number_cell(path, line, k, r[k], 0.0, lo_open=True)
+            if r.get("requests", "") != "":
+                d["requests"] = number_cell(path, line, "requests", r["requests"], 0.0)
+            key = (r["model"], r["policy"], d["rate_rps"])
+            if key in seen:
+                raise Fatal(f"{path}: line {line}: rate_rps: {r['rate_rps']} req/s appears twice for {r['model']} "
+                            f"{r['policy']} (also line {seen[key]}; keep one)")
+            seen[key] = line
             by_model.setdefault(r["model"], []).append(d)
     for v in by_model.values():
         v.sort(key=lambda d: (d["kind"] or "", d["rate_rps"], d["policy"] != "round_robin", d["policy"]))
     return by_model
+
+
+def warn_single_rate(model, rows):
+    """One rate cannot tell the cost model's coefficients apart: a warning, the fit still runs."""
+    for kind in dict.fromkeys(r["kind"] for r in rows):
+        rates = {r["rate_rps"] for r in rows if r["kind"] == kind}
+        if len(rates) == 1:
+            r = next(r for r in rows if r["kind"] == kind)
+            warn(f"{r['file']}: rate_rps: only {r['rate_rps']!r} req/s for {model}: one rate cannot separate "
+                 f"decode_bw_efficiency from step_overhead_ms (both move TPOT at one load alike), so the fitted "
+                 f"pair is unidentifiable; measure at two rates or more")
 
 
 def cell_label(row):
@@ -169,10 +199,10 @@ def run_eldrsim(eldrsim, config, out_dir, rate, model, duration_s, warmup, seed,
                 router="round_robin", extra_sets=(), retries=5):
     """One `eldrsim run`; returns the parsed summary.json. Exit code 3 (unfinished requests) still
     yields a summary: the caller decides what to do with `unfinished`."""
-    cmd = [eldrsim, "run", config, "--router", router, "--rate", f"{rate:g}", "--seed", str(seed),
+    cmd = [eldrsim, "run", config, "--router", router, "--rate", repr(float(rate)), "--seed", str(seed),
            "--out", out_dir, "-q",
            "--set", f"model={model}",
-           "--set", f"workload.duration_s={duration_s:g}",
+           "--set", f"workload.duration_s={float(duration_s)!r}",
            "--set", f"workload.warmup_requests={int(warmup)}"]
     for s in extra_sets:
         cmd += ["--set", s]
@@ -180,7 +210,7 @@ def run_eldrsim(eldrsim, config, out_dir, rate, model, duration_s, warmup, seed,
     for attempt in range(retries):
         wait_for_binary(eldrsim)
         try:
-            p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+            p = run_child(cmd, cwd=REPO)
         except OSError as e:  # binary replaced between the check and exec ("text file busy", ENOENT)
             last = str(e)
             time.sleep(2)
@@ -195,7 +225,7 @@ def run_eldrsim(eldrsim, config, out_dir, rate, model, duration_s, warmup, seed,
             time.sleep(2)
             continue
         msg = (p.stderr or "").strip().splitlines()
-        raise Fatal(f"eldrsim failed (exit {p.returncode}) at {rate:g} req/s: "
+        raise Fatal(f"eldrsim failed (exit {p.returncode}) at {rate!r} req/s: "
                     f"{msg[-1] if msg else 'no message'} [command: {' '.join(cmd)}]", 1)
     raise Fatal(f"eldrsim could not be run: {last} [command: {' '.join(cmd)}]", 1)
 
@@ -225,12 +255,13 @@ class ScratchDir:
             os.makedirs(self.keep, exist_ok=True)
             self.path = self.keep
         else:
-            self.path = tempfile.mkdtemp(prefix=self.prefix)
+            self.path = register_temp(tempfile.mkdtemp(prefix=self.prefix))
         return self.path
 
     def __exit__(self, *exc):
         if not self.keep:
             shutil.rmtree(self.path, ignore_errors=True)
+            release_temp(self.path)
         return False
 
 
@@ -275,3 +306,331 @@ def display_path(p):
     a = os.path.abspath(p)
     r = os.path.relpath(a, REPO)
     return a if r.startswith("..") and not a.startswith(os.path.dirname(REPO)) else r
+
+
+# ---- errors, signals and outputs shared by every script's main ------------------------------------------
+# Convention (README, "Errors"): bad input is one stderr line `eldrsim: error: FILE: FIELD: problem`, exit
+# 2; a signal is one line `eldrsim: error: interrupted by SIGNAME: what was kept`, exit 128 + its number;
+# neither leaves a temporary file or a half-written set of outputs.
+InputError = Fatal
+
+_TEMPS = []          # temporary files and directories to remove on an error or a signal
+_CHILDREN = set()    # simulator processes running, ended on a signal
+_CHILDREN_LOCK = threading.RLock()  # no child starts between a signal's check and its termination
+_STATE = {"kept": "no files written, earlier ones intact", "stopping": False}
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def set_kept(text):
+    """What an interruption leaves, for its message ("no files written, earlier ones intact")."""
+    _STATE["kept"] = text
+
+
+def register_temp(path):
+    _TEMPS.append(path)
+    return path
+
+
+def release_temp(path):
+    if path in _TEMPS:
+        _TEMPS.remove(path)
+
+
+def remove_temps():
+    for p in reversed(list(_TEMPS)):
+        try:
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            elif os.path.lexists(p):
+                os.remove(p)
+        except OSError:
+            pass
+        release_temp(p)
+
+
+def error_line(msg):
+    """One line: newlines in a message (a path, a CSV cell) would split it."""
+    return "eldrsim: error: " + " ".join(str(msg).split())
+
+
+def warn(msg):
+    print("eldrsim: warning: " + " ".join(str(msg).split()), file=sys.stderr, flush=True)
+
+
+def _stop_children():
+    with _CHILDREN_LOCK:
+        _STATE["stopping"] = True
+    for p in list(_CHILDREN):
+        try:
+            p.terminate()
+        except OSError:
+            pass
+    for p in list(_CHILDREN):
+        try:
+            p.wait(timeout=5)
+        except (subprocess.TimeoutExpired, OSError):
+            p.kill()
+
+
+def _on_signal(signum, frame):
+    # Everything is done here and the process ends at once: unwinding would wait for the worker threads,
+    # which wait for their simulator runs.
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    _stop_children()
+    remove_temps()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    os.write(2, (error_line(f"interrupted by {signal.Signals(signum).name}: {_STATE['kept']}") + "\n").encode())
+    os._exit(128 + signum)
+
+
+def install_signal_handlers():
+    if threading.current_thread() is threading.main_thread():
+        for s in _SIGNALS:
+            signal.signal(s, _on_signal)
+
+
+def run_main(main, argv=None):
+    """Runs a script's main(argv) under the convention above; returns its exit status."""
+    install_signal_handlers()
+    try:
+        return main(argv)
+    except Fatal as e:
+        remove_temps()
+        print(error_line(e), file=sys.stderr)
+        return e.code
+    except OSError as e:  # a user path the script could not read or write
+        remove_temps()
+        print(error_line(describe_os_error(e)), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # SIGINT arriving before the handler was installed
+        _on_signal(signal.SIGINT, None)
+    except Exception as e:  # noqa: BLE001 (a bug, not the user's input: still one line, and no temporaries)
+        remove_temps()
+        where = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "analysis script"
+        print(error_line(f"{where}: internal error: {type(e).__name__}: {e} (please report it with the command "
+                         f"line)"), file=sys.stderr)
+        return 1
+
+
+def describe_os_error(e, what=None):
+    """'FILE: problem' in the OS's words (not "[Errno 28] ..."), with the fix where there is an obvious one."""
+    why = e.strerror or str(e)
+    if e.errno == errno.ENOSPC:
+        why += " (free some space or write elsewhere)"
+    elif e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        why += " (write elsewhere, or fix the permissions)"
+    parts = [p for p in (e.filename, what, why) if p]
+    return ": ".join(str(p) for p in parts)
+
+
+def run_child(cmd, **kw):
+    """subprocess.run(cmd, capture_output=True, text=True) that a signal ends with this script."""
+    with _CHILDREN_LOCK:
+        if _STATE["stopping"]:
+            raise Fatal("interrupted", 1)
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        _CHILDREN.add(p)
+    try:
+        out, err = p.communicate()
+    finally:
+        _CHILDREN.discard(p)
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
+
+
+# ---- user files -------------------------------------------------------------------------------------------
+def check_input_file(path, what="", hint=""):
+    """A user's input: a regular file that can be read. Not found, a directory and a special file (which
+    could block or never end: /dev/zero, a FIFO) are told apart."""
+    where = f"{path}: {what}" if what else path
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise Fatal(f"{where}: not found" + (f" ({hint})" if hint else "")) from None
+    except OSError as e:
+        raise Fatal(f"{where}: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise Fatal(f"{where}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise Fatal(f"{where}: is not a regular file (a device, FIFO or socket)")
+    if not os.access(path, os.R_OK):
+        raise Fatal(f"{where}: not readable (fix its permissions)")
+    return path
+
+
+def read_csv_rows(path, what="", hint=""):
+    """A CSV as (header, [(line number, row dict)]) by the csv module (quoted fields work). Errors: a
+    special file, not UTF-8, no header, a duplicated column, a row with another number of cells than the
+    header (a file cut mid-row) and a last line without its newline (cut)."""
+    check_input_file(path, what, hint)
+    try:
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name.
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            text = f.read()
+    except UnicodeDecodeError:
+        raise Fatal(f"{path}: not a readable CSV (not UTF-8 text)") from None
+    if not text.strip():
+        raise Fatal(f"{path}: header: empty file")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)  # strict: an unclosed quote is an error
+    try:
+        header = next(reader)
+        rows = []
+        for cells in reader:
+            line = reader.line_num
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) != len(header):
+                raise Fatal(f"{path}: line {line}: {len(cells)} cells, the header has {len(header)} (a row cut or "
+                            f"an unquoted comma)")
+            rows.append((line, dict(zip(header, cells))))
+    except csv.Error as e:
+        why = "EOF inside string: a quoted field never closed, the file was cut" if "end of data" in str(e) else str(e)
+        raise Fatal(f"{path}: not a readable CSV ({why}; line {reader.line_num})") from None
+    seen = set()
+    for h in header:
+        if h in seen:
+            raise Fatal(f"{path}: header: column '{h}' appears twice (keep one)")
+        seen.add(h)
+    if not text.endswith(("\n", "\r")):
+        raise Fatal(f"{path}: line {reader.line_num}: the last line has no end of line (the file was cut; "
+                    f"write it again)")
+    return header, rows
+
+
+def number_cell(path, line, column, text, lo=None, hi=None, lo_open=False, range_name=""):
+    """A CSV cell as a finite float within [lo, hi] (lo excluded with lo_open); one-line errors that give
+    the bound and the value in full (repr: never two roundings that print alike)."""
+    where = f"{path}: line {line}: {column}"
+    try:
+        v = float(text)
+    except ValueError:
+        raise Fatal(f"{where}: not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise Fatal(f"{where}: must be a finite number, got {text!r}")
+    below = lo is not None and (v < lo or (lo_open and v == lo))
+    if below or (hi is not None and v > hi):
+        if lo is not None and hi is not None:
+            want = f"between {lo!r} and {hi!r}"
+        elif lo is not None:
+            want = f"{'above' if lo_open else 'at least'} {lo!r}"
+        else:
+            want = f"at most {hi!r}"
+        got = text if text.strip() == repr(v) else f"{text.strip()} (= {v!r})"
+        raise Fatal(f"{where}: must be {want}{range_name}, got {got}")
+    return v
+
+
+def check_output_path(path, what="output"):
+    """Before a long computation: `path` can be written (its directory exists or can be created and is
+    writable, it is not a directory or a special file), so a fit is not lost at its end."""
+    if os.path.isdir(path):
+        raise Fatal(f"{path}: {what}: is a directory; give a file path")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        raise Fatal(f"{path}: {what}: is not a regular file (a device, FIFO or socket); give a file path")
+    check_dir_writable(os.path.dirname(os.path.abspath(path)), path, what)
+    return path
+
+
+def check_dir_writable(d, path, what):
+    """Directory `d` (of output `path`) exists and can be written, or can be created."""
+    probe = d
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise Fatal(f"{path}: {what}: cannot create its directory: {probe} is not a directory")
+    try:  # a real file, not os.access: root passes every access check, a read-only mount does not
+        fd, tmp = tempfile.mkstemp(dir=probe, prefix=".eldr-probe-")
+        os.close(fd)
+        os.remove(tmp)
+    except OSError as e:
+        raise Fatal(f"{path}: {what}: cannot write in {probe}: {e.strerror} (write elsewhere, or fix the "
+                    f"permissions)") from None
+
+
+class OutputSet:
+    """Files written as a set: each into a temporary file beside it, all renamed at commit(). On an error or
+    a signal before commit() the temporaries go and the old files stay; commit() holds signals off so that
+    the set is either the old one or the new one."""
+
+    def __init__(self):
+        self.staged = []  # (final path, temporary path)
+        self.made = []  # directories made for it
+
+    def add(self, path, text=None, write=None):
+        """Stage `text`, or what write(temporary_path) writes."""
+        d = os.path.dirname(os.path.abspath(path))
+        top = d
+        while not os.path.exists(os.path.dirname(top)) and os.path.dirname(top) != top:
+            top = os.path.dirname(top)
+        tmp = None
+        try:
+            if not os.path.exists(d):  # made for this set: removed again if the set is not written
+                self.made.append(register_temp(top))
+                os.makedirs(d)
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{os.path.basename(path)}.tmp-")
+            register_temp(tmp)
+            with os.fdopen(fd, "w", newline="") as f:
+                if text is not None:
+                    f.write(text)
+            if write is not None:
+                write(tmp)
+            mode = os.stat(path).st_mode & 0o777 if os.path.isfile(path) else 0o644
+            os.chmod(tmp, mode)
+        except OSError as e:
+            if tmp:
+                try:
+                    os.remove(tmp)
+                except OSError:
+                    pass
+                release_temp(tmp)
+            raise Fatal(describe_os_error(OSError(e.errno, e.strerror, path))) from None
+        self.staged.append((path, tmp))
+        return path
+
+    def add_csv(self, path, header, rows):
+        buf = io.StringIO()
+        w = csv.writer(buf)  # RFC 4180 line ends: with "\n" alone a CR inside a label would go unquoted
+        w.writerow(header)
+        w.writerows(rows)
+        return self.add(path, buf.getvalue())
+
+    def commit(self):
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            for path, tmp in self.staged:
+                os.replace(tmp, path)
+                release_temp(tmp)
+            for d in self.made:
+                release_temp(d)
+            set_kept("outputs written")
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        self.staged = []
+
+    def discard(self):
+        for _, tmp in self.staged:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            release_temp(tmp)
+        for d in self.made:
+            shutil.rmtree(d, ignore_errors=True)
+            release_temp(d)
+        self.staged = []
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with its errors as one line (not usage plus a message), exit 2."""
+
+    def error(self, message):
+        remove_temps()
+        print(error_line(f"{self.prog}: {message} (see --help)"), file=sys.stderr)
+        sys.exit(2)
+
+
+# At import, before a script's heavy imports: a signal during them is reported as any other.
+install_signal_handlers()

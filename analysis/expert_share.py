@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "analysis"))
+import eldr_common as ec  # noqa: E402
 
 
-def main():
+def main(argv=None):
     combined = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "results/validate/combined.csv"
-    if not combined.is_file():
-        print(f"eldrsim: error: {combined}: file not found (run `build/eldrsim validate` first)", file=sys.stderr)
-        sys.exit(2)
+    ec.check_input_file(str(combined), "", "run `build/eldrsim validate` first")
     sim = pd.read_csv(combined)
     if not {"sweep", "model", "workload", "router", "rate_rps", "decode_batch_mean", "distinct_experts_mean"} <= set(sim.columns):
         print(f"eldrsim: error: {combined}: not a validate combined.csv (columns missing)", file=sys.stderr)
@@ -53,4 +53,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(ec.run_main(main))

@@ -27,7 +27,9 @@ shift the coefficients by 5-20 %.
 
 Without --write nothing outside the report and a temporary directory is touched. With --write the
 calibration block of each fitted models/<model>.json is updated in place (other content and key order
-kept) and its "source" records this fit.
+kept) and its "source" records this fit. Every output is checked before the first run and all are written
+together at the end (the report, --calibration-out, --write's files): an error, a full disk or a signal
+leaves the old ones, and no temporary file.
 
 `eldrsim calibrate MEASURED.csv --model M --hardware H --out FILE` (README, "Bring your own cluster")
 runs this script on a user's own measurements with --calibration-out FILE: the fitted block goes to
@@ -47,11 +49,12 @@ import os
 import sys
 import time
 
-import numpy as np
-from scipy import optimize
-
+# First: its signal handlers then cover the second that numpy and scipy take to import.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eldr_common as ec  # noqa: E402
+
+import numpy as np  # noqa: E402
+from scipy import optimize  # noqa: E402
 
 PROG = "fit_cost"
 # The fitted coefficients: calibration key -> (scale, lower, upper, decimals). Optimiser coordinates
@@ -134,7 +137,7 @@ def parse_hold(spec, ap):
         ap.error(f"--hold {spec}: '{value}' is not a number")
     lo, hi = PARAMS[key][1], PARAMS[key][2]
     if not lo <= v <= hi:
-        ap.error(f"--hold {spec}: outside the coefficient's range [{lo:g}, {hi:g}]")
+        ap.error(f"--hold {spec}: outside the coefficient's range [{lo!r}, {hi!r}], got {v!r}")
     return key, v
 
 
@@ -559,7 +562,11 @@ def summary_rows(fits):
     return header, rows
 
 
-def write_report(fits, args, fingerprint):
+def report_csv_path(args):
+    return os.path.splitext(args.report)[0] + ".csv"
+
+
+def write_report(fits, args, fingerprint, outs):
     header, rows = report_tables(fits)
     coef_header = ["model"] + sorted({n for f in fits for n in f["names"]}, key=list(PARAMS).index) + \
         ["objective", "evaluations", "stop", "wall (s)"]
@@ -614,24 +621,25 @@ def write_report(fits, args, fingerprint):
                     lr.append([f["model"], c["label"], ", ".join(f"{v:g}" for v in fold["x"]), f"{c['tpot_meas']:.2f}",
                                f"{c['tpot_sim']:.2f}", f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):+.1f}"])
         md += ["## Leave-one-rate-out predictions", "", ec.md_table(lh, lr, ["---", "---", "---"] + ["---:"] * 3), ""]
-    ec.write_atomic(args.report, "\n".join(md))
-    csv_path = os.path.splitext(args.report)[0] + ".csv"
-    lines = ["model,kind,rate_rps,tpot_p50_meas_ms,tpot_p50_sim_ms,tpot_err_pct,ttft_p50_meas_ms,ttft_p50_sim_ms,"
-             "ttft_err_pct,tpot_p99_meas_ms,tpot_p99_sim_ms,distinct_experts_per_layer,decode_batch_mean,unfinished,"
-             "coefficients"]
+    outs.add(args.report, "\n".join(md))
+    csv_path = report_csv_path(args)
+    header = ["model", "kind", "rate_rps", "tpot_p50_meas_ms", "tpot_p50_sim_ms", "tpot_err_pct", "ttft_p50_meas_ms",
+              "ttft_p50_sim_ms", "ttft_err_pct", "tpot_p99_meas_ms", "tpot_p99_sim_ms", "distinct_experts_per_layer",
+              "decode_batch_mean", "unfinished", "coefficients"]
+    lines = []
     for fit in fits:
-        coefs = ";".join(f"{n}={v:g}" for n, v in zip(fit["names"], fit["best"]["x"]))
+        coefs = ";".join(f"{n}={v!r}" for n, v in zip(fit["names"], fit["best"]["x"]))
         for c in fit["best"]["cells"]:
-            lines.append(",".join(str(v) for v in [
+            lines.append([str(v) for v in [
                 fit["model"], c["kind"] or "", f"{c['rate']:g}", c["tpot_meas"], f"{c['tpot_sim']:.4f}",
                 f"{ec.rel_err_pct(c['tpot_sim'], c['tpot_meas']):.2f}", c["ttft_meas"], f"{c['ttft_sim']:.3f}",
                 f"{ec.rel_err_pct(c['ttft_sim'], c['ttft_meas']):.2f}", c["tpot_p99_meas"], f"{c['tpot_p99_sim']:.4f}",
-                f"{c['distinct']:.2f}", f"{c['batch']:.2f}", c["unfinished"], coefs]))
-    ec.write_atomic(csv_path, "\n".join(lines) + "\n")
+                f"{c['distinct']:.2f}", f"{c['batch']:.2f}", c["unfinished"], coefs]])
+    outs.add_csv(csv_path, header, lines)
     return csv_path
 
 
-def write_model(fit, args):
+def write_model(fit, args, outs):
     """Update calibration.<hardware> of models/<model>.json in place, keeping everything else."""
     path = ec.model_file(fit["model"])
     with open(path) as f:
@@ -640,7 +648,7 @@ def write_model(fit, args):
     reformat = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" != original
     # Existing keys keep their place; missing ones are appended.
     doc.setdefault("calibration", {})[args.hardware] = fitted_block(fit, args)
-    ec.write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    outs.add(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     if reformat:
         print(f"{PROG}: note: {path} was not in json.dumps(indent=2) layout; it was re-indented", file=sys.stderr)
     return path
@@ -660,7 +668,7 @@ def fitted_values(fit):
     return dict(fit["held"], **dict(zip(fit["names"], fit["best"]["x"])))
 
 
-def write_routing_profile(fit, args):
+def write_routing_profile(fit, args, outs):
     """Update the task kind's fitted routing inputs (and the language topics' tied strength) of
     models/routing/<model>.json in place; its source gains a sentence saying so."""
     values = {n: v for n, v in fitted_values(fit).items() if n in ROUTING}
@@ -676,16 +684,16 @@ def write_routing_profile(fit, args):
             f"(analysis/fit_cost.py --routers, docs/calibration.md section 3): {fitted}; the language "
             f"kind's shared topics take the task label strength.")
     doc["source"] = doc.get("source", "").split(" Router fit ")[0] + " Router fit" + note
-    ec.write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    outs.add(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return path
 
 
-def write_calibration_out(fits, args):
+def write_calibration_out(fits, args, outs):
     """--calibration-out: {"model", "hardware", "calibration": {hardware: block}} of one fitted model, the
     block to paste into models/<model>.json's "calibration" (eldrsim calibrate writes it)."""
     f = fits[0]
     doc = {"model": f["model"], "hardware": args.hardware, "calibration": {args.hardware: fitted_block(f, args)}}
-    ec.write_atomic(args.calibration_out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    outs.add(args.calibration_out, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return args.calibration_out
 
 
@@ -701,7 +709,7 @@ def with_router_rows(measured, studies):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="fit_cost.py", description=__doc__.split("\n\n")[0],
+    ap = ec.ArgumentParser(prog="fit_cost.py", description=__doc__.split("\n\n")[0],
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", nargs="+", default=[",".join(ec.CALIBRATED_MODELS)],
@@ -769,30 +777,57 @@ def main(argv=None):
         args.calibration_out = os.path.abspath(args.calibration_out)
         if len(models) != 1:
             ap.error("--calibration-out needs exactly one model in --models")
-    try:
-        if not os.path.isfile(args.config):
-            raise ec.Fatal(f"config not found: {args.config}")
-        measured = ec.load_measured(args.data)
+    ec.check_input_file(args.config, "config")
+    measured = ec.load_measured(args.data)
+    if args.routers:
+        measured = with_router_rows(measured, ec.load_measured(args.routers, routers=True))
+    for m in models:
+        if m not in measured:
+            files = " ".join(ec.split_data_spec(d)[1] for d in args.data)
+            have = ", ".join(sorted(measured)) or "none"
+            raise ec.Fatal(f"{files}: model: no round_robin rows for '{m}' (has: {have})")
+        ec.load_model(m)
+        ec.warn_single_rate(m, measured[m])
+    # Every output is checked before the fit, which may take an hour: a fit is never lost at its end.
+    outputs = [(args.report, "report"), (report_csv_path(args), "report CSV")]
+    if args.calibration_out:
+        outputs.append((args.calibration_out, "calibration block"))
+    if args.write:
+        outputs += [(ec.model_file(m), "model file") for m in models]
         if args.routers:
-            measured = with_router_rows(measured, ec.load_measured(args.routers, routers=True))
+            outputs += [(ec.routing_profile_file(m), "routing profile") for m in models]
+    for path, what in outputs:
+        ec.check_output_path(path, what)
+    seen = {}
+    for path, what in outputs:
+        other = seen.setdefault(os.path.realpath(path), what)
+        if other != what:
+            raise ec.Fatal(f"{path}: {what}: also the {other}; give the outputs different paths")
+    if args.keep_runs:
+        ec.set_kept(f"no files written, earlier ones intact; the runs so far are in {args.keep_runs}")
+    ec.wait_for_binary(args.eldrsim, prog=PROG)
+    fingerprint = ec.binary_fingerprint(args.eldrsim)
+    fits = []
+    with ec.ScratchDir(args.keep_runs, prefix="eldr-fit-") as scratch:
         for m in models:
-            if m not in measured:
-                raise ec.Fatal(f"model '{m}' has no rows in {' '.join(args.data)} (has: {', '.join(sorted(measured))})")
-            ec.load_model(m)
-        ec.wait_for_binary(args.eldrsim, prog=PROG)
-        fingerprint = ec.binary_fingerprint(args.eldrsim)
-        fits = []
-        with ec.ScratchDir(args.keep_runs, prefix="eldr-fit-") as scratch:
-            for m in models:
-                fits.append(ModelFit(m, args, measured[m], scratch, fingerprint).fit())
-        now = ec.binary_fingerprint(args.eldrsim) if os.path.isfile(args.eldrsim) else "missing"
-        if now != fingerprint:
-            print(f"{PROG}: warning: {args.eldrsim} changed during the fit ({fingerprint} -> {now}); "
-                  f"rerun for a consistent result", file=sys.stderr)
-    except ec.Fatal as e:
-        ec.die(PROG, e, e.code)
-    except KeyboardInterrupt:
-        ec.die(PROG, "interrupted; no model file was changed", 130)
+            fits.append(ModelFit(m, args, measured[m], scratch, fingerprint).fit())
+    now = ec.binary_fingerprint(args.eldrsim) if os.path.isfile(args.eldrsim) else "missing"
+    if now != fingerprint:
+        ec.warn(f"{args.eldrsim} changed during the fit ({fingerprint} -> {now}); rerun for a consistent result")
+
+    # All outputs staged beside their targets, then renamed together: old files or new ones, never a mix.
+    outs = ec.OutputSet()
+    csv_path = write_report(fits, args, fingerprint, outs)
+    written = [f"report: {args.report} and {csv_path}"]
+    if args.calibration_out:
+        written.append(f"calibration block: {write_calibration_out(fits, args, outs)}")
+    if args.write:
+        for f in fits:
+            written.append(f"updated {write_model(f, args, outs)}")
+            profile = write_routing_profile(f, args, outs)
+            if profile:
+                written.append(f"updated {profile}")
+    outs.commit()
 
     header, rows = report_tables(fits)
     print()
@@ -812,18 +847,9 @@ def main(argv=None):
         lh, lr, ls = router_table(fits, "loro")
         if lr:
             print(f"leave one rate out: {router_summary_text(ls)}")
-    csv_path = write_report(fits, args, fingerprint)
-    print(f"report: {args.report} and {csv_path}")
-    if args.calibration_out:
-        print(f"calibration block: {write_calibration_out(fits, args)}")
-    if args.write:
-        for f in fits:
-            print(f"updated {write_model(f, args)}")
-            profile = write_routing_profile(f, args)
-            if profile:
-                print(f"updated {profile}")
+    print("\n".join(written))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ec.run_main(main))

@@ -20,11 +20,13 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "analysis"))
+import eldr_common as ec  # noqa: E402
 ROUTING = ROOT / "traces/routing"
 MIN_PICKS = 100  # RoutingStats::kMinGateCellPicks
 
 
-def main():
+def main(argv=None):
     counts = pd.read_csv(ROUTING / "qwen3_30b_a3b_mgsm_expert_token_counts.csv")
     gates = pd.read_csv(ROUTING / "qwen3_30b_a3b_mgsm_expert_gate_sums.csv")
     experts = [c for c in counts.columns if c.startswith("e")]
@@ -41,7 +43,11 @@ def main():
           f"{per_token.min():.4f}-{per_token.max():.4f}; a cell's gate value per pick "
           f"(cells with >= {MIN_PICKS} picks: {keep.sum()}) P5/P50/P95 {p5:.3f} / {p50:.3f} / {p95:.3f}")
     if len(sys.argv) > 1:
-        stats = json.loads(Path(sys.argv[1]).read_text())
+        ec.check_input_file(sys.argv[1])  # a FIFO or /dev/zero would block or never end
+        try:
+            stats = json.loads(Path(sys.argv[1]).read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ec.Fatal(f"{sys.argv[1]}: not `eldrsim trace stats --json` output ({e})") from None
         sim = stats.get("gate_per_pick")
         if sim is None:
             print(f"eldrsim: error: {sys.argv[1]}: gate_per_pick: absent (the routing source has no gate values)", file=sys.stderr)
@@ -51,4 +57,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(ec.run_main(main))

@@ -30,16 +30,17 @@ import pandas as pd  # noqa: E402
 ROUTER_ORDER = ["random", "round_robin", "jsq", "p2c", "oracle", "domain_oracle", "eldr"]
 
 
-class InputProblem(Exception):
-    pass
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eldr_common as ec  # noqa: E402
+
+InputProblem = ec.Fatal
 
 
 def load_router(path):
     summary_path = os.path.join(path, "summary.json")
     requests_path = os.path.join(path, "requests.csv")
     for p in (summary_path, requests_path):
-        if not os.path.isfile(p):
-            raise InputProblem(f"missing file: {p}")
+        ec.check_input_file(p)  # a FIFO or a device would block the reader
     try:
         with open(summary_path) as f:
             summary = json.load(f)
@@ -179,17 +180,13 @@ def plot_bars(routers, results_dir):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = ec.ArgumentParser(prog="plot_routers.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results_dir", metavar="RESULTS_DIR",
                     help="directory with one subdirectory per router (summary.json + requests.csv)")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the files written")
     args = ap.parse_args(argv)
-    try:
-        routers = find_routers(args.results_dir)
-    except InputProblem as e:
-        print(f"plot_routers: error: {e}", file=sys.stderr)
-        return 2
+    routers = find_routers(args.results_dir)
     for r in routers:
         check_against_summary(r)
     written = plot_cdf(routers, args.results_dir) + plot_bars(routers, args.results_dir)
@@ -200,4 +197,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ec.run_main(main))

@@ -23,9 +23,15 @@ import argparse
 import html
 import os
 import shutil
+import signal
 import sys
+import tempfile
 
-import matplotlib
+# First: its signal handlers then cover the second that matplotlib and pandas take to import.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eldr_common as ec  # noqa: E402
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -41,8 +47,11 @@ METRICS = [("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p95_ms", "TPOT P95 (ms)"), (
            ("distinct_experts_mean", "distinct experts/layer")]
 
 
-class InputProblem(Exception):
-    pass
+InputProblem = ec.Fatal
+# combined.csv: the point's keys, then its metrics from this column on (sim/app/sweep_command.cpp).
+FIRST_METRIC = "requests"
+NUMERIC_KEYS = ["rate_rps", "prefill", "decode", "seed"]  # always written
+OPTIONAL_NUMBERS = ["tau"]  # empty where not set
 
 
 def ordered(values, order):
@@ -50,34 +59,76 @@ def ordered(values, order):
     return sorted(values, key=lambda v: (order.index(v) if v in order else len(order), str(v)))
 
 
+def read_table(path, need, seeds_file=False):
+    """A sweep's CSV read as `table` and `compare` read it: every row has every column (a cut row or file is
+    an error), numbers parse; -> DataFrame with the numeric columns as floats, the others as text."""
+    header, rows = ec.read_csv_rows(path, "", "not the results of `eldrsim sweep`")
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise InputProblem(f"{path}: header: columns missing: {', '.join(sorted(missing))}")
+    if not rows:
+        raise InputProblem(f"{path}: no points")
+    if FIRST_METRIC in header:
+        metrics = header[header.index(FIRST_METRIC):]
+    else:  # combined_seeds.csv: "seeds", then each metric's mean and interval
+        metrics = header[header.index("seeds"):] if "seeds" in header else []
+    required = [c for c in NUMERIC_KEYS if c in header and not (seeds_file and c == "seed")]
+    optional = [c for c in OPTIONAL_NUMBERS + metrics if c in header and c not in required]
+    records = []
+    for line, r in rows:
+        for c in required:
+            r[c] = ec.number_cell(path, line, c, r[c])
+        for c in optional:
+            r[c] = float("nan") if r[c] == "" else ec.number_cell(path, line, c, r[c])
+        records.append(r)
+    return pd.DataFrame.from_records(records, columns=header), header
+
+
 def load(results):
     path = os.path.join(results, "combined.csv")
-    if not os.path.isfile(path):
-        raise InputProblem(f"{path}: missing (not the results of `eldrsim sweep`)")
-    try:
-        df = pd.read_csv(path)
-    except UnicodeDecodeError:
-        raise InputProblem(f"{path}: not a readable CSV (not UTF-8 text)")
-    except Exception as e:  # pandas raises several types
-        why = str(e).replace("Error tokenizing data. C error: ", "") or type(e).__name__
-        raise InputProblem(f"{path}: not a readable CSV ({why})")
-    need = {"sweep", "point", "model", "workload", "router", "rate_rps", "decode", "tau", "kmeans", "variant",
-            "tpot_p50_ms", "tpot_p99_ms"}
-    missing = need - set(df.columns)
-    if missing:
-        raise InputProblem(f"{path}: columns missing: {', '.join(sorted(missing))}")
-    if df.empty:
-        raise InputProblem(f"{path}: no points")
+    need = ["sweep", "point", "model", "workload", "router", "rate_rps", "decode", "tau", "kmeans", "variant", "seed",
+            "tpot_p50_ms", "tpot_p99_ms"]
+    df, header = read_table(path, need)
+    if FIRST_METRIC not in header:
+        raise InputProblem(f"{path}: header: columns missing: {FIRST_METRIC}")
+    df.attrs["keys"] = header[:header.index(FIRST_METRIC)]
+    check_points(results, df, path)
     seeds = None
     spath = os.path.join(results, "combined_seeds.csv")
-    if os.path.isfile(spath):
-        seeds = pd.read_csv(spath)
+    if os.path.lexists(spath):
+        seeds, _ = read_table(spath, ["sweep", "point", "seeds"], seeds_file=True)
     return df, seeds
+
+
+def check_points(results, df, path):
+    """Every point with results in the sweep's directories is a row of combined.csv (a file cut at a line's
+    end loses points silently otherwise), and no point is there twice."""
+    dup = df["point"][df.duplicated(["sweep", "point"], keep=False)]
+    if len(dup):
+        raise InputProblem(f"{path}: point: {dup.iloc[0]} appears twice (rerun `eldrsim sweep` with the same --out "
+                           f"to merge the results again)")
+    have = set(zip(df["sweep"], df["point"]))
+    lost = []
+    for sweep in dict.fromkeys(df["sweep"]):
+        d = os.path.join(results, sweep)
+        if not os.path.isdir(d):
+            continue
+        for point in sorted(os.listdir(d)):
+            done = all(os.path.isfile(os.path.join(d, point, f)) for f in ("summary.json", "point.json"))
+            if done and (sweep, point) not in have:
+                lost.append(f"{sweep}/{point}")
+    if lost:
+        raise InputProblem(f"{path}: rows: {len(lost)} points with results are missing from it (first: {lost[0]}): "
+                           f"the file is cut or stale; rerun `eldrsim sweep` with the same --out to merge it again")
 
 
 def tpot_of(results, sweep, point):
     """Measured requests' TPOT of one point (as summary.json counts them)."""
     p = os.path.join(results, sweep, point, "requests.csv")
+    if not os.path.lexists(p):
+        raise InputProblem(f"{p}: No such file or directory (the point's run is incomplete: rerun `eldrsim sweep` "
+                           f"with the same --out)")
+    ec.check_input_file(p)
     r = pd.read_csv(p, usecols=["measured", "tpot_ms"])
     return np.sort(pd.to_numeric(r[r["measured"] == 1]["tpot_ms"], errors="coerce").dropna().to_numpy(float))
 
@@ -90,9 +141,49 @@ def save(fig, out, stem):
 
 
 def panels(df):
+    """Panel rows: the workload and every other varying key (the "facet" column, see with_facets)."""
     models = ordered(df["model"], MODEL_ORDER)
-    workloads = ordered(df["workload"], ["task", "language"])
+    workloads = ordered(df["facet"], ["task", "language"])
     return models, workloads
+
+
+def varying_keys(d):
+    """The point keys of combined.csv (its columns before the metrics) whose value differs between rows,
+    but for the sweep, the point's name and the seed (which tables average and say so)."""
+    keys = d.attrs.get("keys") or [c for c in d.columns if c in ("config", "model", "workload", "router", "rate_rps",
+                                                               "prefill", "decode", "tau", "kmeans", "variant")]
+    return [k for k in keys if k not in ("sweep", "point", "seed") and d[k].astype(str).nunique() > 1]
+
+
+def label_of(v):
+    """A key's value as text, exact (two decimals would make 0.125 and 0.12 one row); empty for none."""
+    if isinstance(v, (float, np.floating)):
+        return "" if np.isnan(v) else str(int(v)) if float(v).is_integer() else repr(float(v))
+    return str(v)
+
+
+def with_facets(d, shown):
+    """`d` with a "facet" column: the workload, and each varying key not in `shown` as KEY=VALUE, so that
+    points differing in such a key get panels (and table rows) of their own instead of being merged."""
+    d = d.copy()
+    d.attrs = dict(d.attrs)
+    extra = [k for k in varying_keys(d) if k not in shown and k != "workload"]
+    d["facet"] = d["workload"].astype(str)
+    for k in extra:
+        d["facet"] = d["facet"] + ", " + k + "=" + d[k].map(label_of)
+        d[k] = d[k].map(label_of)  # a key with empty cells (NaN) would drop out of groupby and pivots
+    d.attrs["extra"] = extra
+    return d
+
+
+def seeds_note(d, by):
+    """'' when each group of `by` is one run, else the sentence that says its values are means."""
+    n = d.groupby(by, dropna=False)["seed"].nunique().max()
+    dup = d[d.duplicated(by + ["seed"], keep=False)]
+    if len(dup):
+        raise InputProblem(f"combined.csv: points {', '.join(dup['point'].head(2))} differ in no key "
+                           f"({', '.join(by)}, seed): rerun `eldrsim sweep` with the same --out")
+    return f"Mean of {n} seeds." if n > 1 else ""
 
 
 def first_seed(df):
@@ -105,14 +196,17 @@ def first_seed(df):
 def fig_cdf(results, main, out):
     rates = sorted(main["rate_rps"].unique())
     rate = min(rates, key=lambda r: abs(r - 60))
-    sub = main[main["rate_rps"] == rate].sort_values("seed").drop_duplicates(["model", "workload", "router"])
+    sub = main[main["rate_rps"] == rate]
+    seed = sub["seed"].min()
+    sub = sub[sub["seed"] == seed]  # one run per curve: the lowest seed's (the title says which)
+    seeds_note(sub, ["model", "facet", "router"])
     models, workloads = panels(sub)
     fig, axes = plt.subplots(len(workloads), len(models), figsize=(4.6 * len(models), 3.4 * len(workloads)),
                              squeeze=False)
     for i, w in enumerate(workloads):
         for j, m in enumerate(models):
             ax = axes[i][j]
-            cell = sub[(sub["model"] == m) & (sub["workload"] == w)]
+            cell = sub[(sub["model"] == m) & (sub["facet"] == w)]
             lo = []
             for router in ordered(cell["router"], ROUTER_ORDER):
                 row = cell[cell["router"] == router].iloc[0]
@@ -130,20 +224,21 @@ def fig_cdf(results, main, out):
             if j == 0:
                 ax.set_ylabel("fraction of requests", fontsize=8)
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"TPOT CDF per decode router at {rate:g} req/s", fontsize=11)
+    several = main["seed"].nunique() > 1
+    fig.suptitle(f"TPOT CDF per decode router at {rate:g} req/s" + (f", seed {seed:g}" if several else ""), fontsize=11)
     fig.tight_layout()
     return save(fig, out, f"tpot_cdf_{rate:g}"), rate
 
 
 def fig_vs_rate(main, out):
     models, workloads = panels(main)
-    agg = main.groupby(["model", "workload", "router", "rate_rps"], as_index=False)[["tpot_p50_ms", "tpot_p99_ms"]].mean()
+    agg = main.groupby(["model", "facet", "router", "rate_rps"], as_index=False)[["tpot_p50_ms", "tpot_p99_ms"]].mean()
     fig, axes = plt.subplots(len(workloads), len(models), figsize=(4.6 * len(models), 3.4 * len(workloads)),
                              squeeze=False)
     for i, w in enumerate(workloads):
         for j, m in enumerate(models):
             ax = axes[i][j]
-            cell = agg[(agg["model"] == m) & (agg["workload"] == w)]
+            cell = agg[(agg["model"] == m) & (agg["facet"] == w)]
             for router in ordered(cell["router"], ROUTER_ORDER):
                 r = cell[cell["router"] == router].sort_values("rate_rps")
                 ax.plot(r["rate_rps"], r["tpot_p50_ms"], "-o", ms=3, color=COLORS.get(router), label=router)
@@ -154,7 +249,8 @@ def fig_vs_rate(main, out):
                 ax.set_ylabel("TPOT (ms): P50 solid, P99 dashed", fontsize=8)
             ax.grid(True, alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("TPOT P50 and P99 against load", fontsize=11)
+    n = main.groupby(["model", "facet", "router", "rate_rps"])["seed"].nunique().max()
+    fig.suptitle("TPOT P50 and P99 against load" + (f" (mean of {n} seeds)" if n > 1 else ""), fontsize=11)
     fig.tight_layout()
     return save(fig, out, "tpot_vs_rate")
 
@@ -162,7 +258,7 @@ def fig_vs_rate(main, out):
 def fig_param(df, column, label, out, stem, title, categorical=False):
     """TPOT P50 (solid) / P99 (dashed) against one parameter, one line per model and workload (or router)."""
     by = "router" if df["router"].nunique() > 1 else None
-    groups = ["model", "workload"] + ([by] if by else [])
+    groups = ["model", "facet"] + ([by] if by else [])
     agg = df.groupby(groups + [column], as_index=False)[["tpot_p50_ms", "tpot_p99_ms"]].mean()
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     keys = agg[groups].drop_duplicates().itertuples(index=False)
@@ -182,7 +278,8 @@ def fig_param(df, column, label, out, stem, title, categorical=False):
     ax.set_ylabel("TPOT (ms): P50 solid, P99 dashed")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    ax.set_title(title, fontsize=10)
+    n = df.groupby(groups + [column])["seed"].nunique().max()
+    ax.set_title(title + (f" (mean of {n} seeds)" if n > 1 else ""), fontsize=10)
     return save(fig, out, stem)
 
 
@@ -193,16 +290,26 @@ def fmt(v):
 
 
 def table(df, index, columns, value, seeds=None):
-    """A pivot as Markdown and HTML rows; with seeds, 'mean [lo, hi]'."""
-    if seeds is not None and f"{value}_mean" in seeds.columns:
+    """A pivot with one value per cell, and the sentence that says what a cell is: a point's value, or the
+    mean over its seeds (with combined_seeds.csv, 'mean [lo, hi]'). The varying keys of `df` not shown
+    (with_facets) join the index, so that points differing in them are never merged."""
+    index = index + [k for k in df.attrs.get("extra", []) if k not in index and k != columns]
+    note = seeds_note(df, index + [columns])
+    if note and seeds is not None and f"{value}_mean" in seeds.columns:
         s = seeds.copy()
+        for k in df.attrs.get("extra", []):
+            s[k] = s[k].map(label_of)
+        if s.duplicated(index + [columns]).any():
+            raise InputProblem(f"combined_seeds.csv: two rows share {', '.join(index + [columns])}: rerun `eldrsim "
+                               f"sweep` with the same --out")
         s["cell"] = [f"{m:.2f} [{lo:.2f}, {hi:.2f}]" if n > 1 else f"{m:.2f}"
                      for m, lo, hi, n in zip(s[f"{value}_mean"], s[f"{value}_ci95_lo"], s[f"{value}_ci95_hi"],
                                              s["seeds"])]
         p = s.pivot_table(index=index, columns=columns, values="cell", aggfunc="first")
+        note = note[:-1] + " and its 95% interval [lo, hi]."
     else:
         p = df.pivot_table(index=index, columns=columns, values=value, aggfunc="mean")
-    return sort_table(p, columns)
+    return sort_table(p, columns), note
 
 
 def sort_table(p, columns):
@@ -218,13 +325,18 @@ def sort_table(p, columns):
     return p.loc[keys]
 
 
+def md_cell(v):
+    """A cell on one line of a Markdown table: a label's newline or bar would break the row."""
+    return " ".join(fmt(v).split()).replace("|", "\\|")
+
+
 def md_table(p):
     idx = p.index.names if isinstance(p.index, pd.MultiIndex) else [p.index.name]
-    head = [str(n) for n in idx] + [fmt(c) if not isinstance(c, str) else c for c in p.columns]
+    head = [md_cell(n) for n in idx] + [md_cell(c) for c in p.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for key, row in p.iterrows():
         key = key if isinstance(key, tuple) else (key,)
-        lines.append("| " + " | ".join([fmt(k) for k in key] + [fmt(v) for v in row]) + " |")
+        lines.append("| " + " | ".join([md_cell(k) for k in key] + [md_cell(v) for v in row]) + " |")
     return "\n".join(lines)
 
 
@@ -246,10 +358,12 @@ class Report:
         self.title = title
 
     def text(self, s):
+        s = " ".join(s.split())  # a label's newline would end the paragraph
         self.md += [s, ""]
         self.html.append(f"<p>{html.escape(s)}</p>")
 
     def heading(self, s):
+        s = " ".join(s.split())
         self.md += [f"## {s}", ""]
         self.html.append(f"<h2>{html.escape(s)}</h2>")
 
@@ -257,7 +371,8 @@ class Report:
         self.md += [f"![{alt}]({name})", ""]
         self.html.append(f'<p><img src="{html.escape(name)}" alt="{html.escape(alt)}"></p>')
 
-    def table(self, caption, p):
+    def table(self, caption, p, note=""):
+        caption = f"{caption}. {note}" if note else caption
         self.md += [f"*{caption}*", "", md_table(p), ""]
         self.html.append(f"<p><em>{html.escape(caption)}</em></p>{html_table(p)}")
 
@@ -279,37 +394,33 @@ def seeds_of(seeds, sweep):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ec.ArgumentParser(prog="report.py", description=__doc__.split("\n\n")[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", metavar="RESULTS_DIR", help="a sweep's results (combined.csv)")
     ap.add_argument("--out", help="report directory (default RESULTS_DIR/report)")
     args = ap.parse_args(argv)
-    try:
-        df, seeds = load(args.results)
-    except InputProblem as e:
-        return error(str(e))
+    df, seeds = load(args.results)
     final = os.path.normpath(args.out or os.path.join(args.results, "report"))
-    # Written into a temporary sibling and renamed into place: a failure leaves no empty or partial report.
-    out = os.path.join(os.path.dirname(final) or ".", f".{os.path.basename(final)}.tmp.{os.getpid()}")
+    if os.path.lexists(final) and not os.path.isdir(final):
+        raise InputProblem(f"{final}: --out: exists and is not a directory; give a directory")
+    parent = os.path.dirname(os.path.abspath(final))
     try:
-        os.makedirs(out)
-    except OSError as e:
-        return error(f"{final}: cannot write the report here: {e.strerror}")
+        ec.check_dir_writable(parent, final, "--out")
+    except ec.Fatal as e:
+        raise InputProblem(f"{final}: cannot write the report here ({str(e).split(': ', 2)[-1]})") from None
+    os.makedirs(parent, exist_ok=True)
+    # Written into a temporary sibling and renamed into place: the report directory is the old one or the
+    # new one, whole; a failure or a signal leaves no temporary behind.
+    out = ec.register_temp(tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(final)}.tmp-"))
     try:
-        status = build(args, df, seeds, out)
-        if status == 0:
-            publish(out, final)
-            print(f"report: {os.path.join(final, 'report.md')} and report.html")
-        return status
+        build(args, df, seeds, out)
+    except (ec.Fatal, OSError):
+        raise
     except Exception as e:  # noqa: BLE001 (whatever pandas or matplotlib raise: one line, exit 2)
-        return error(f"{args.results}: {describe(e)}")
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-
-
-def error(msg):
-    print("eldrsim: error: " + " ".join(str(msg).split()), file=sys.stderr)
-    return 2
+        raise InputProblem(f"{args.results}: {describe(e)}") from None
+    publish(out, final)
+    print(f"report: {os.path.join(final, 'report.md')} and report.html")
+    return 0
 
 
 def describe(e):
@@ -320,13 +431,21 @@ def describe(e):
 
 
 def publish(tmp, final):
-    if os.path.isdir(final):
-        old = f"{tmp}.old"
-        os.rename(final, old)
+    """Two renames with the signals held off: `final` is the old report or the new one, never none."""
+    old = None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+    try:
+        if os.path.isdir(final):
+            old = ec.register_temp(f"{tmp}.old")
+            os.rename(final, old)
         os.rename(tmp, final)
+        ec.release_temp(tmp)
+        ec.set_kept(f"the report was written to {final}")
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if old:
         shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, final)
+        ec.release_temp(old)
 
 
 def build(args, df, seeds, out):
@@ -340,52 +459,62 @@ def build(args, df, seeds, out):
         rep.text(f"Warning: {len(unfinished)} runs left measured requests unfinished: "
                  + ", ".join(unfinished["sweep"] + "/" + unfinished["point"]))
     done = set()
-    try:
-        if "main" in set(df["sweep"]):
-            main_df = df[df["sweep"] == "main"]
-            done.add("main")
-            rep.heading("Main study: routers across load")
-            name, rate = fig_cdf(args.results, main_df, out)
-            rep.image(name, f"TPOT CDF per router at {rate:g} req/s")
-            rep.image(fig_vs_rate(main_df, out), "TPOT P50 and P99 against load")
-            at = main_df[main_df["rate_rps"] == rate].copy()
-            at["cell"] = [f"{a:.2f} / {b:.2f}" for a, b in zip(at["tpot_p50_ms"], at["tpot_p99_ms"])]
-            p = at.sort_values("seed").pivot_table(index=["model", "workload"], columns="router", values="cell",
-                                                   aggfunc="first")
-            rep.table(f"TPOT P50 / P99 (ms) by router at {rate:g} req/s", sort_table(p, "router"))
-            for metric, label in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
-                p = table(main_df, ["model", "workload", "rate_rps"], "router", metric, seeds_of(seeds, "main"))
-                rep.table(f"{label} by router", p)
-            p = table(main_df, ["model", "workload", "rate_rps"], "router", "distinct_experts_mean")
-            rep.table("distinct experts per layer per decode step (mean) by router", p)
-        for sweep, column, label, title, cat in (
-                ("tau", "tau", "locality band tau", "ELDR's locality band", False),
-                ("kmeans", "kmeans", "K-means", "Balanced against vanilla K-means", True),
-                ("signature", "variant", "signature variant", "Signature variants", True),
-                ("scaling", "decode", "decode instances (= ELDR's K)", "Decode pool scaling", False)):
-            if sweep not in set(df["sweep"]):
-                continue
-            d = df[df["sweep"] == sweep]
-            done.add(sweep)
-            rep.heading(title)
-            rep.image(fig_param(d, column, label, out, sweep, title, categorical=cat), title)
-            cols = "router" if d["router"].nunique() > 1 else column
-            index = ["model", "workload"] + ([column] if cols == "router" else [])
-            for metric, mlabel in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
-                rep.table(f"{mlabel}", table(d, index, cols, metric, seeds_of(seeds, sweep)))
-        for sweep in dict.fromkeys(df["sweep"]):
-            if sweep in done:
-                continue
-            d = df[df["sweep"] == sweep]
-            rep.heading(f"Sweep {sweep}")
-            keep = [c for c in ("point", "router", "rate_rps", "model", "workload", "decode", "seed") if c in d]
-            p = d.set_index(keep)[[m for m, _ in METRICS if m in d]]
-            rep.table("all points", p)
-    except (OSError, KeyError, ValueError) as e:
-        return error(f"{args.results}: {describe(e)}")
+    if "main" in set(df["sweep"]):
+        main_df = with_facets(df[df["sweep"] == "main"], ["model", "workload", "router", "rate_rps"])
+        done.add("main")
+        rep.heading("Main study: routers across load")
+        if main_df.attrs["extra"]:
+            rep.text("Points also differ in " + ", ".join(main_df.attrs["extra"]) + ": each value has panels and "
+                     "table rows of its own.")
+        name, rate = fig_cdf(args.results, main_df, out)
+        rep.image(name, f"TPOT CDF per router at {rate:g} req/s")
+        rep.image(fig_vs_rate(main_df, out), "TPOT P50 and P99 against load")
+        at = main_df[main_df["rate_rps"] == rate]
+        p50, note = table(at, ["model", "workload"], "router", "tpot_p50_ms")
+        p99 = table(at, ["model", "workload"], "router", "tpot_p99_ms")[0].reindex_like(p50)
+        cells = p50.copy().astype(object)
+        for r in p50.index:
+            for c in p50.columns:
+                a_, b_ = p50.loc[r, c], p99.loc[r, c]
+                cells.loc[r, c] = "" if np.isnan(a_) else f"{a_:.2f} / {b_:.2f}"
+        rep.table(f"TPOT P50 / P99 (ms) by router at {rate:g} req/s", cells, note)
+        for metric, label in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
+            p, note = table(main_df, ["model", "workload", "rate_rps"], "router", metric, seeds_of(seeds, "main"))
+            rep.table(f"{label} by router", p, note)
+        p, note = table(main_df, ["model", "workload", "rate_rps"], "router", "distinct_experts_mean")
+        rep.table("distinct experts per layer per decode step (mean) by router", p, note)
+    for sweep, column, label, title, cat in (
+            ("tau", "tau", "locality band tau", "ELDR's locality band", False),
+            ("kmeans", "kmeans", "K-means", "Balanced against vanilla K-means", True),
+            ("signature", "variant", "signature variant", "Signature variants", True),
+            ("scaling", "decode", "decode instances (= ELDR's K)", "Decode pool scaling", False)):
+        if sweep not in set(df["sweep"]):
+            continue
+        d = df[df["sweep"] == sweep]
+        cols = "router" if d["router"].nunique() > 1 else column
+        d = with_facets(d, ["model", "workload", "router", column])
+        done.add(sweep)
+        rep.heading(title)
+        if d.attrs["extra"]:
+            rep.text("Points also differ in " + ", ".join(d.attrs["extra"]) + ": each value has lines and table rows "
+                     "of its own.")
+        rep.image(fig_param(d, column, label, out, sweep, title, categorical=cat), title)
+        index = ["model", "workload"] + ([column] if cols == "router" else [])
+        for metric, mlabel in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
+            p, note = table(d, index, cols, metric, seeds_of(seeds, sweep))
+            rep.table(f"{mlabel}", p, note)
+    for sweep in dict.fromkeys(df["sweep"]):
+        if sweep in done:
+            continue
+        d = df[df["sweep"] == sweep]
+        rep.heading(f"Sweep {sweep}")
+        # Every point is a row of its own; every key that varies is a column.
+        keep = ["point"] + varying_keys(d) + (["seed"] if d["seed"].nunique() > 1 else [])
+        p = d.set_index(keep)[[m for m, _ in METRICS if m in d]]
+        rep.table("all points", p)
     rep.write(out)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ec.run_main(main))

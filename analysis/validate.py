@@ -36,7 +36,7 @@ import json
 import math
 import os
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
 import time
@@ -129,16 +129,19 @@ def same(a, b):
 def load_combined(path):
     """A sweep's combined.csv, or its combined_seeds.csv: there each metric is read as its mean over the
     seeds (column `<metric>_mean`)."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    for i, r in enumerate(rows):
+    header, numbered = ec.read_csv_rows(path)
+    rows = [r for _, r in numbered]
+    for k in ("point", "rate_rps", "decode", "tau", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms"):
+        if k not in header and k + "_mean" not in header:
+            raise ec.Fatal(f"{ec.display_path(path)}: header: no column '{k}'", 1)
+    for (line, _), (i, r) in zip(numbered, enumerate(rows)):
         for k in [k for k in r if k.endswith("_mean") and k[:-len("_mean")] + "_ci95_lo" in r]:
             r[k[:-len("_mean")]] = r[k]
         for k in ("rate_rps", "decode", "tau", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms"):
             try:
                 r[k] = float(r[k])
             except (KeyError, TypeError, ValueError):
-                raise ec.Fatal(f"{ec.display_path(path)}: row {i + 2}: {k}: not a number", 1) from None
+                raise ec.Fatal(f"{ec.display_path(path)}: line {line}: {k}: not a number: {r.get(k)!r}", 1) from None
         r["settings"] = dict(kv.split("=", 1) for kv in r["point"].split("__") if "=" in kv)
     return rows
 
@@ -314,7 +317,7 @@ def run_signature_stats(args, stage):
         out = os.path.join(stage, f"stats-{m}-{k}-{seed}.json")
         cmd = [args.eldrsim, "trace", "stats", ec.DEFAULT_CONFIG, "--set", f"model={m}", "--set",
                f"workload.kind={k}", "--set", f"seed={seed}", "--json", out]
-        p = subprocess.run(cmd, cwd=ec.REPO, capture_output=True, text=True)
+        p = ec.run_child(cmd, cwd=ec.REPO)
         if p.returncode != 0:
             msg = (p.stderr or "").strip().splitlines()
             raise ec.Fatal(f"trace stats for {m} {k} failed (exit {p.returncode}): {msg[-1] if msg else 'no message'}", 1)
@@ -337,7 +340,7 @@ def run_claims(args, stage):
     cmd += ["--seeds", str(args.seeds)] if args.seeds > 1 else ["--set", f"seed={args.seed}"]
     t = time.time()
     print(f"{PROG}: running the claims sweep ({' '.join(cmd[1:])})", file=sys.stderr, flush=True)
-    p = subprocess.run(cmd, cwd=ec.REPO, capture_output=True, text=True)
+    p = ec.run_child(cmd, cwd=ec.REPO)
     if p.returncode != 0:
         msg = (p.stderr or "").strip().splitlines()
         raise ec.Fatal(f"the claims sweep failed (exit {p.returncode}): {msg[-1] if msg else 'no message'}", 1)
@@ -683,19 +686,27 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
 
 
 def publish(stage, out):
-    """Replace `out` by `stage` so that `out` is either the old directory or the new one."""
+    """Replace `out` by `stage` so that `out` is either the old directory or the new one (the renames with
+    the signals held off)."""
     old = None
-    if os.path.exists(out):
-        old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(out))
-        os.rmdir(old)
-        os.rename(out, old)
-    os.rename(stage, out)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+    try:
+        if os.path.exists(out):
+            old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(out))
+            os.rmdir(old)
+            os.rename(out, ec.register_temp(old))
+        os.rename(stage, out)
+        ec.release_temp(stage)
+        ec.set_kept(f"{ec.display_path(out)} written")
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     if old:
         shutil.rmtree(old, ignore_errors=True)
+        ec.release_temp(old)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="validate.py", description=__doc__.split("\n\n")[0],
+    ap = ec.ArgumentParser(prog="validate.py", description=__doc__.split("\n\n")[0],
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]),
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eldrsim", default=ec.DEFAULT_ELDRSIM, help="simulator binary (default: build/eldrsim)")
@@ -721,35 +732,30 @@ def main(argv=None):
     if args.seeds > 1 and args.seed != 1:
         ap.error("--seeds N runs the claims with seeds 1..N; give --seed only with --seeds 1")
     t0 = time.time()
-    stage = None
-    try:
-        measured = fit_cost.with_router_rows(ec.load_measured(ec.DEFAULT_DATA),
-                                             ec.load_measured(ec.DEFAULT_ROUTER_DATA, routers=True))
-        for m in ec.CALIBRATED_MODELS:
-            if m not in measured:
-                raise ec.Fatal(f"model '{m}' has no rows in the calibration data")
-        ec.wait_for_binary(args.eldrsim, prog=PROG)
-        fingerprint = ec.binary_fingerprint(args.eldrsim)
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
-        stage = tempfile.mkdtemp(prefix=".validate-", dir=os.path.dirname(args.out))
-        with ec.ScratchDir(None, prefix="eldr-validate-") as scratch:
-            fits = study_cells(args, measured, scratch)
-            lomo = [] if args.skip_loro else leave_one_model_out(args, measured, scratch)
-        claims, sweep_rows = (None, []) if args.skip_claims else run_claims(args, stage)
-        text = write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, time.time() - t0)
-        publish(stage, args.out)
-        stage = None
-    except ec.Fatal as e:
-        ec.die(PROG, e, e.code)
-    except KeyboardInterrupt:
-        ec.die(PROG, f"interrupted; {ec.display_path(args.out)} not changed", 130)
-    finally:
-        if stage:
-            shutil.rmtree(stage, ignore_errors=True)
+    if os.path.lexists(args.out) and not os.path.isdir(args.out):
+        raise ec.Fatal(f"{args.out}: --out: exists and is not a directory; give a directory")
+    ec.check_dir_writable(os.path.dirname(args.out), args.out, "--out")
+    ec.set_kept(f"no files written, {ec.display_path(args.out)} not changed")
+    measured = fit_cost.with_router_rows(ec.load_measured(ec.DEFAULT_DATA),
+                                         ec.load_measured(ec.DEFAULT_ROUTER_DATA, routers=True))
+    for m in ec.CALIBRATED_MODELS:
+        if m not in measured:
+            raise ec.Fatal(f"model '{m}' has no rows in the calibration data")
+    ec.wait_for_binary(args.eldrsim, prog=PROG)
+    fingerprint = ec.binary_fingerprint(args.eldrsim)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    # Staged beside the results directory (registered: an error or a signal removes it), then renamed.
+    stage = ec.register_temp(tempfile.mkdtemp(prefix=".validate-", dir=os.path.dirname(args.out)))
+    with ec.ScratchDir(None, prefix="eldr-validate-") as scratch:
+        fits = study_cells(args, measured, scratch)
+        lomo = [] if args.skip_loro else leave_one_model_out(args, measured, scratch)
+    claims, sweep_rows = (None, []) if args.skip_claims else run_claims(args, stage)
+    text = write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, time.time() - t0)
+    publish(stage, args.out)
     print(text)
     print(f"\nwrote {ec.display_path(args.out)}/report.md ({time.time() - t0:.0f} s)")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ec.run_main(main))

@@ -7,12 +7,8 @@
 #include "sim/common/input_error.hpp"
 #include "sim/config/model_spec.hpp"
 
-#include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 
 namespace eldr::app {
@@ -36,78 +32,21 @@ struct CalibrateOptions {
   std::vector<double> start;
 };
 
-std::vector<std::string> split(const std::string& line)
+// The measured file must be a regular file: /dev/zero or a FIFO would block the reader or never end.
+// Its content (columns, numbers, rates in the simulator's range) is checked by fit_cost.py with the
+// csv module, before anything is simulated, so that quoted fields read as they do there.
+void check_measured(const std::string& path)
 {
-  std::vector<std::string> v;
-  std::stringstream ss(line);
-  for (std::string c; std::getline(ss, c, ',');)
-    v.push_back(c);
-  if (!line.empty() && line.back() == ',')
-    v.emplace_back();
-  return v;
-}
-
-// The measured curve as fit_cost.py reads it: the columns it needs, numbers where it wants numbers,
-// and round-robin rows for the model.
-void check_measured(const std::string& path, const std::string& model)
-{
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "", "cannot open file");
-  std::string line;
-  if (!std::getline(in, line))
-    throw InputError(path, "header", "empty file");
-  if (!line.empty() && line.back() == '\r')
-    line.pop_back();
-  const auto header = split(line);
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < header.size(); ++i)
-    col[header[i]] = i;
-  const std::vector<std::string> numeric = {"rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"};
-  for (const std::string& c : std::vector<std::string>{"model", "policy"})
-    if (!col.count(c))
-      throw InputError(path, "header", "no column '" + c + "' (the format of traces/calibration/rr_task_tpot.csv)");
-  for (const std::string& c : numeric)
-    if (!col.count(c))
-      throw InputError(path, "header", "no column '" + c + "' (the format of traces/calibration/rr_task_tpot.csv)");
-  std::set<std::string> models;
-  std::set<double> rates;
-  for (long lineno = 2; std::getline(in, line); ++lineno) {
-    if (!line.empty() && line.back() == '\r')
-      line.pop_back();
-    if (line.empty())
-      continue;
-    const std::string where = "line " + std::to_string(lineno);
-    const auto cells = split(line);
-    if (cells.size() != header.size())
-      throw InputError(path, where, std::to_string(cells.size()) + " columns, the header has " +
-                                        std::to_string(header.size()));
-    if (cells[col["policy"]] != "round_robin")
-      continue;
-    models.insert(cells[col["model"]]);
-    if (cells[col["model"]] != model)
-      continue;
-    for (const std::string& c : numeric) {
-      const std::string& text = cells[col[c]];
-      double v                = 0;
-      size_t used             = 0;
-      try {
-        v = std::stod(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (text.empty() || used != text.size() || !std::isfinite(v) || v <= 0)
-        throw InputError(path, where + ": " + c, "not a positive number: '" + text + "'");
-      if (c == "rate_rps" && !rates.insert(v).second)
-        throw InputError(path, where + ": rate_rps", text + " req/s appears twice for " + model);
-    }
-  }
-  if (rates.empty()) {
-    std::string have;
-    for (const auto& m : models)
-      have += (have.empty() ? "" : ", ") + m;
-    throw InputError(path, "model", "no round_robin rows for '" + model + "' (has: " + (have.empty() ? "none" : have) + ")");
-  }
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found)
+    throw InputError(path, "measured data", "not found");
+  if (ec)
+    throw InputError(path, "measured data", "cannot read: " + ec.message());
+  if (st.type() == fs::file_type::directory)
+    throw InputError(path, "measured data", "is a directory, not a file");
+  if (st.type() != fs::file_type::regular)
+    throw InputError(path, "measured data", "is not a regular file (a device, FIFO or socket)");
 }
 
 int calibrate(const CalibrateOptions& o)
@@ -126,21 +65,21 @@ int calibrate(const CalibrateOptions& o)
     throw InputError(config, "cluster",
                      "runs on hardware '" + x.hardware.name + "', not --hardware '" + o.hardware +
                          "': give --config an experiment of the measured cluster (its cluster file names the hardware)");
-  check_measured(o.measured, o.model);
-  if (!(o.duration > 0))
-    throw InputError("--duration", "", "must be positive");
-
-  std::string report = o.report;
-  if (report.empty()) {
-    fs::path p = fs::absolute(o.out);
-    report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
-  }
+  check_measured(o.measured);
   auto num = [](double v) {
     std::ostringstream s;
     s.precision(17);
     s << v;
     return s.str();
   };
+  if (!(o.duration > 0))
+    throw InputError("--duration", "", "must be above 0, got " + num(o.duration));
+
+  std::string report = o.report;
+  if (report.empty()) {
+    fs::path p = fs::absolute(o.out);
+    report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
+  }
   std::vector<std::string> args = {"--models", o.model, "--hardware", o.hardware, "--data",
                                    o.measured, "--config", config, "--eldrsim", this_binary(), "--calibration-out",
                                    o.out, "--report", report, "--duration", num(o.duration), "--warmup",

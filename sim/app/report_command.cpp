@@ -19,8 +19,18 @@ int report(const ReportOptions& o)
 {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_regular_file(fs::path(o.results) / "combined.csv", ec))
+  if (!fs::is_directory(o.results, ec))
+    throw InputError(o.results, "", fs::exists(o.results, ec) ? "not a directory: give a sweep's results directory"
+                                                              : "not found: give a sweep's results directory");
+  // A FIFO or a device would block the reader: a regular file is required (analysis/report.py checks again).
+  const auto st = fs::status(fs::path(o.results) / "combined.csv", ec);
+  if (st.type() == fs::file_type::not_found)
     throw InputError(o.results, "combined.csv", "missing: not the results of `eldrsim sweep`");
+  if (st.type() == fs::file_type::directory)
+    throw InputError((fs::path(o.results) / "combined.csv").string(), "", "is a directory, not a file");
+  if (st.type() != fs::file_type::regular)
+    throw InputError((fs::path(o.results) / "combined.csv").string(), "",
+                     "is not a regular file (a device, FIFO or socket)");
   std::vector<std::string> args = {o.results};
   if (!o.out.empty())
     args.insert(args.end(), {"--out", o.out});

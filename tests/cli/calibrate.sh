@@ -85,14 +85,97 @@ expect_error "a measured file without a column" "nocol.csv: header: no column 't
 expect_error "a model without rows" "rr_task_tpot.csv: model: no round_robin rows for 'deepseek-v2-lite' (has: " -- \
   calibrate $DATA --model deepseek-v2-lite --out "$TMP/x.json"
 { head -1 $DATA; grep "^$MODEL," $DATA | head -1 | sed "s/,[0-9.]*\r\?$/,fast/"; } >"$TMP/nan.csv"
-expect_error "a measured cell that is not a number" "nan.csv: line 2: ttft_p50_ms: not a positive number: 'fast'" -- \
+expect_error "a measured cell that is not a number" "nan.csv: line 2: ttft_p50_ms: not a number: 'fast'" -- \
   calibrate "$TMP/nan.csv" --model "$MODEL" --out "$TMP/x.json"
 expect_error "no block for the hardware and no --start" "models/$MODEL.json: calibration.h100-sxm: missing" -- \
   calibrate $DATA --model "$MODEL" --hardware h100-sxm --out "$TMP/x.json"
 expect_error "hardware other than the config's" "configs/default.json: cluster: runs on hardware 'mi300x', not --hardware 'h100-sxm'" -- \
   calibrate $DATA --model "$MODEL" --hardware h100-sxm --start 0.5 1 40 --out "$TMP/x.json"
-expect_error "a missing measured file" "nowhere.csv: cannot open file" -- \
+expect_error "a missing measured file" "nowhere.csv: measured data: not found" -- \
   calibrate "$TMP/nowhere.csv" --model "$MODEL" --out "$TMP/x.json"
+
+# --- Special files: /dev/zero would be read for ever, a FIFO blocks; a directory is not "not found".
+mkfifo "$TMP/fifo.csv"
+expect_error "a device as the measured file" "/dev/zero: measured data: is not a regular file (a device, FIFO or socket)" -- \
+  calibrate /dev/zero --model "$MODEL" --out "$TMP/x.json"
+expect_error "a FIFO as the measured file" "fifo.csv: measured data: is not a regular file" -- \
+  calibrate "$TMP/fifo.csv" --model "$MODEL" --out "$TMP/x.json"
+expect_error "a directory as the measured file" "measured data: is a directory, not a file" -- \
+  calibrate "$TMP" --model "$MODEL" --out "$TMP/x.json"
+# fit_cost.py's own readers (--data, --config) say the same.
+$PY analysis/fit_cost.py --models "$MODEL" --data "task=$TMP/fifo.csv" --max-evals 1 >/dev/null 2>"$TMP/err"
+rc=$?
+check "fit_cost.py --data FIFO: exit 2, one line" \
+  "[ $rc = 2 ] && [ \$(wc -l <'$TMP/err') = 1 ] && grep -q 'fifo.csv: measured data: is not a regular file' '$TMP/err'"
+$PY analysis/fit_cost.py --models "$MODEL" --config /dev/zero --max-evals 1 >/dev/null 2>"$TMP/err"
+rc=$?
+check "fit_cost.py --config /dev/zero: exit 2, one line" \
+  "[ $rc = 2 ] && [ \$(wc -l <'$TMP/err') = 1 ] && grep -q '/dev/zero: config: is not a regular file' '$TMP/err'"
+
+# --- The measured CSV read as a CSV (the csv module): each problem one line naming the file, the row
+# and the column; nothing simulated.
+HEAD=$(head -1 $DATA | tr -d '\r')
+rows() { grep "^$MODEL,round_robin" $DATA | tr -d '\r'; }
+{ echo "$HEAD,rate_rps"; rows | sed 's/$/,5/'; } >"$TMP/dupcol.csv"
+expect_error "a duplicated column" "dupcol.csv: header: column 'rate_rps' appears twice" -- \
+  calibrate "$TMP/dupcol.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "tpot_p50_ms,$HEAD"; rows | sed 's/^/1,/'; } >"$TMP/dupcol2.csv"
+expect_error "another duplicated column" "dupcol2.csv: header: column 'tpot_p50_ms' appears twice" -- \
+  calibrate "$TMP/dupcol2.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows | sed '1s/,round_robin,20,/,round_robin,20000000,/'; } >"$TMP/fast.csv"
+expect_error "a rate above the simulator's range" "fast.csv: line 2: rate_rps: must be between 1e-06 and 10000000.0 req/s" \
+  "got 20000000" -- calibrate "$TMP/fast.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows | sed '2s/,round_robin,40,/,round_robin,10000000.000001,/'; } >"$TMP/edge.csv"
+expect_error "a rate just above the range: bound and value told apart" "line 3: rate_rps: must be between 1e-06 and 10000000.0" \
+  "got 10000000.000001" -- calibrate "$TMP/edge.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows | sed '1s/,round_robin,20,/,round_robin,0,/'; } >"$TMP/zero.csv"
+expect_error "a rate of 0" "zero.csv: line 2: rate_rps: must be between 1e-06 and 10000000.0" -- \
+  calibrate "$TMP/zero.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows | sed '1s/,round_robin,20,2400,/,round_robin,20,2400,-/'; } >"$TMP/neg.csv"
+expect_error "a negative latency" "neg.csv: line 2: tpot_p50_ms: must be above 0.0, got -" -- \
+  calibrate "$TMP/neg.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows | sed '3s/,[0-9.]*$/,NaN/'; } >"$TMP/nancell.csv"
+expect_error "a NaN cell" "nancell.csv: line 4: ttft_p50_ms: must be a finite number, got 'NaN'" -- \
+  calibrate "$TMP/nancell.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows | sed '2s/,[0-9.]*$/,/'; } >"$TMP/emptycell.csv"
+expect_error "an empty cell" "emptycell.csv: line 3: ttft_p50_ms: not a number: ''" -- \
+  calibrate "$TMP/emptycell.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows; } | head -c -12 >"$TMP/cut.csv"
+expect_error "a file cut mid-row" "cut.csv: line 6: " "cells, the header has 8" -- \
+  calibrate "$TMP/cut.csv" --model "$MODEL" --out "$TMP/x.json"
+{ echo "$HEAD"; rows; } | head -c -3 >"$TMP/cut2.csv"
+expect_error "a file cut in its last number" "cut2.csv: line 6: the last line has no end of line" -- \
+  calibrate "$TMP/cut2.csv" --model "$MODEL" --out "$TMP/x.json"
+# Quoted fields are read as the csv module reads them (a quoted model name, a quoted number).
+{ echo "$HEAD"; rows | sed 's/^\([^,]*\),round_robin,\([0-9]*\),/"\1","round_robin","\2",/'; } >"$TMP/quoted.csv"
+"$ELDRSIM" calibrate "$TMP/quoted.csv" --model "$MODEL" --out "$TMP/q/cal.json" --max-evals 1 --duration 5 --warmup 10 \
+  >/dev/null 2>"$TMP/err"
+check "quoted fields are read as CSV" "grep -q '\"gpt-oss-120b\",\"round_robin\",\"20\"' '$TMP/quoted.csv' && [ -s '$TMP/q/cal.json' ]"
+# One rate: the fit runs, with a one-line warning of what it cannot tell apart.
+{ echo "$HEAD"; rows | head -1; } >"$TMP/one.csv"
+"$ELDRSIM" calibrate "$TMP/one.csv" --model "$MODEL" --out "$TMP/one/cal.json" --max-evals 1 --duration 5 --warmup 10 \
+  >/dev/null 2>"$TMP/err"
+rc=$?
+check "a single rate: a one-line warning, the fit still runs" \
+  "[ $rc = 0 ] && [ \$(grep -c '^eldrsim: warning: ' '$TMP/err') = 1 ] && grep -q 'one rate cannot separate decode_bw_efficiency from step_overhead_ms' '$TMP/err' && [ -s '$TMP/one/cal.json' ]"
+# The same through fit_cost.py --data KIND=PATH.
+$PY analysis/fit_cost.py --models "$MODEL" --data "task=$TMP/one.csv" --max-evals 1 --duration 5 \
+  --warmup 10 --report "$TMP/one2/r.md" >/dev/null 2>"$TMP/err"
+check "fit_cost.py --data with one rate: the same warning" "grep -q '^eldrsim: warning: .*one.csv: rate_rps: only 20.0 req/s' '$TMP/err'"
+
+# --- Outputs are checked before the fit: a path that cannot be written is one line, nothing runs.
+touch "$TMP/plainfile"
+expect_error "--out under a file" "plainfile/cal_report.md: report: cannot create its directory" "plainfile is not a directory" -- \
+  calibrate $DATA --model "$MODEL" --out "$TMP/plainfile/cal.json"
+expect_error "--out a directory" "calibration block: is a directory; give a file path" -- \
+  calibrate $DATA --model "$MODEL" --out "$TMP"
+expect_error "--report under a file" "plainfile/r.md: report: cannot create its directory" -- \
+  calibrate $DATA --model "$MODEL" --out "$TMP/x.json" --report "$TMP/plainfile/r.md"
+expect_error "--out a device" "/dev/full: calibration block: is not a regular file" -- \
+  calibrate $DATA --model "$MODEL" --out /dev/full
+expect_error "--out the same file as the report's CSV" "x.csv: calibration block: also the report CSV" -- \
+  calibrate $DATA --model "$MODEL" --out "$TMP/x.csv" --report "$TMP/x.md"
 [ -e "$TMP/x.json" ] && bad "a failing calibrate wrote $TMP/x.json" || ok "no failing calibrate wrote an output"
+check "no temporary file is left beside the outputs" "! ls -a '$TMP' '$TMP/q' '$TMP/one' | grep -q 'tmp-'"
 
 finish

@@ -46,4 +46,83 @@ printf 'sweep,point\nx,y\n' >"$TMP/empty/combined.csv"
 rc=$?
 check "a combined.csv without the columns: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "columns missing" "$TMP/err"'
 
+# --- combined.csv read as `table` and `compare` read it: a cut file is one line, exit 2, never a
+# report that silently lacks the cut point.
+cp -r "$TMP/r" "$TMP/cut" && rm -rf "$TMP/cut/report"
+head -c -25 "$TMP/r/combined.csv" >"$TMP/cut/combined.csv"
+"$ELDRSIM" report "$TMP/cut" >/dev/null 2>"$TMP/err"
+rc=$?
+check "combined.csv cut mid-row: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "combined.csv: line [0-9]*: [0-9]* cells, the header has" "$TMP/err"'
+head -c -2 "$TMP/r/combined.csv" >"$TMP/cut/combined.csv"
+"$ELDRSIM" report "$TMP/cut" >/dev/null 2>"$TMP/err"
+rc=$?
+check "combined.csv cut in its last number: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "the last line has no end of line" "$TMP/err"'
+head -n -1 "$TMP/r/combined.csv" >"$TMP/cut/combined.csv"
+"$ELDRSIM" report "$TMP/cut" >/dev/null 2>"$TMP/err"
+rc=$?
+check "combined.csv without its last row: the point directories tell, exit 2" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "1 points with results are missing from it" "$TMP/err"'
+sed '2s/,[0-9.e+-]*,\([0-9.e+-]*\)$/,fast,\1/' "$TMP/r/combined.csv" >"$TMP/cut/combined.csv"
+"$ELDRSIM" report "$TMP/cut" >/dev/null 2>"$TMP/err"
+rc=$?
+check "a metric that is not a number: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "combined.csv: line 2: distinct_experts_mean: not a number: .fast." "$TMP/err"'
+check "no report directory was made for a bad combined.csv" '[ ! -e "$TMP/cut/report" ] && ! ls -a "$TMP/cut" | grep -q tmp'
+
+# --- Special files and outputs.
+mkdir -p "$TMP/fifo" && mkfifo "$TMP/fifo/combined.csv"
+"$ELDRSIM" report "$TMP/fifo" >/dev/null 2>"$TMP/err"
+rc=$?
+check "combined.csv a FIFO: exit 2, not 'missing'" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "is not a regular file (a device, FIFO or socket)" "$TMP/err"'
+timeout 20 /usr/bin/python3 analysis/report.py "$TMP/fifo" >/dev/null 2>"$TMP/err"
+rc=$?
+check "report.py on a FIFO: exit 2, no hang" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "is not a regular file" "$TMP/err"'
+touch "$TMP/plainfile"
+"$ELDRSIM" report "$TMP/r" --out "$TMP/plainfile" >/dev/null 2>"$TMP/err"
+rc=$?
+check "--out an existing file: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "plainfile: --out: exists and is not a directory" "$TMP/err"'
+"$ELDRSIM" report "$TMP/r" --out "$TMP/plainfile/rep" >/dev/null 2>"$TMP/err"
+rc=$?
+check "--out under a file: exit 2, one line" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "plainfile/rep: cannot write the report here (.*plainfile is not a directory)" "$TMP/err"'
+
+# --- Points are never merged: a grid key the section does not plot against gets its own rows (here
+# tau in the main study, and a key without a standard column in the tau sweep); with seeds the text
+# above each table says the cells are means.
+cat >"$TMP/xmain.json" <<JSON
+{ "name": "main", "base": "configs/default.json", "set": { $SMALL },
+  "grid": { "router": ["round_robin", "eldr"], "workload.rate_rps": [20, 60], "eldr.tau": [0, 0.2] } }
+JSON
+cat >"$TMP/xtau.json" <<JSON
+{ "name": "tau", "base": "configs/default.json", "set": { $SMALL, "router": "eldr" },
+  "grid": { "eldr.tau": [0, 0.2], "eldr.mask_pairs": [2000, 3000] } }
+JSON
+echo '{ "include": ["xmain.json", "xtau.json"] }' >"$TMP/xall.json"
+"$ELDRSIM" sweep "$TMP/xall.json" --out "$TMP/x" -q
+"$ELDRSIM" report "$TMP/x" >/dev/null 2>"$TMP/err"
+rc=$?
+X="$TMP/x/report/report.md"
+check "main study: tau has a column, each tau its rows" '[ $rc = 0 ] && grep -q "^| model | workload | rate_rps | tau | round_robin | eldr |$" "$X" && [ $(grep -c "^| qwen3-30b-a3b | task | 20.00 | 0.2 | " "$X") -ge 2 ]'
+check "main study at one rate: tau has a column" 'grep -q "^| model | workload | tau | round_robin | eldr |$" "$X"'
+check "tau sweep: the extra grid key eldr.mask_pairs has a column" 'grep -q "^| model | workload | eldr.mask_pairs | tau |" "$X" || grep -q "^| model | workload | eldr.mask_pairs |" "$X"'
+check "the report says which keys got rows of their own" 'grep -q "Points also differ in tau" "$X" && grep -q "Points also differ in eldr.mask_pairs" "$X"'
+"$ELDRSIM" sweep "$TMP/xmain.json" --out "$TMP/xs" --seeds 2 -q
+"$ELDRSIM" report "$TMP/xs" >/dev/null 2>"$TMP/err"
+rc=$?
+check "with seeds: every table of the main study says it gives means" '[ $rc = 0 ] && [ $(grep -c "^\*.*Mean of 2 seeds" "$TMP/xs/report/report.md") = 4 ] && [ $(grep -c "^\*" "$TMP/xs/report/report.md") = 4 ]'
+
+# --- Quoted fields (a label with a comma, a quote, a newline) read as CSV, and shown on one line.
+/usr/bin/python3 - "$TMP/r/combined.csv" "$TMP/q" <<'PYEOF'
+import csv, os, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+h = rows[0]
+os.makedirs(sys.argv[2])
+with open(os.path.join(sys.argv[2], "combined.csv"), "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(h)
+    for i, r in enumerate(r for r in rows[1:] if r[0] == "scaling"):
+        r[0] = "odd, \"sweep\"\nname"
+        w.writerow(r)
+PYEOF
+"$ELDRSIM" report "$TMP/q" >/dev/null 2>"$TMP/err"
+rc=$?
+check "a quoted sweep name with a comma, a quote and a newline" '[ $rc = 0 ] && grep -q "^## Sweep odd, \"sweep\" name" "$TMP/q/report/report.md"'
+
 finish

@@ -15,6 +15,14 @@ PY=/usr/bin/python3
 expect_error "--jobs 0" "jobs" -- validate --jobs 0
 expect_error "--seeds 0" "seeds" -- validate --seeds 0
 expect_error "an unknown option" "--nope" -- validate --nope
+# The results directory is checked before anything runs: one line, exit 2.
+touch "$TMP/plainfile"
+expect_error "--out an existing file" "plainfile: --out: exists and is not a directory" -- validate --out "$TMP/plainfile"
+expect_error "--out under a file" "plainfile/val: --out: cannot create its directory" "plainfile is not a directory" -- \
+  validate --out "$TMP/plainfile/val"
+$PY analysis/validate.py --jobs 0 >/dev/null 2>"$TMP/err"
+rc=$?
+check "validate.py's own usage errors: one line, exit 2" "[ $rc = 2 ] && [ \$(wc -l <'$TMP/err') = 1 ] && grep -q '^eldrsim: error: validate.py: --jobs' '$TMP/err'"
 
 # Short runs (10 s after 200 warm-up requests), no claims, no cross-validation: the 30 round-robin cells
 # and the 90 of the training split, ~60 s.
@@ -201,7 +209,7 @@ try:
     err = None
 except v.ec.Fatal as e:
     err = (str(e), e.code)
-good = err is not None and err[1] == 1 and err[0].endswith("row 4: tpot_p99_ms: not a number")
+good = err is not None and err[1] == 1 and err[0].endswith("line 4: tpot_p99_ms: not a number: ''")
 print(("ok   " if good else "FAIL ") + f"a missing mean: {err}")
 if not good:
     fails.append("missing mean")
