@@ -117,7 +117,7 @@ int gen(const GenOptions& o)
   }
   if (writer)
     writer->close();
-  write_trace(stage.dir(), m, out);
+  write_trace(stage.dir(), m, out, o.out);
   stage.commit();
   std::printf("trace gen: %zu requests (%zu calibration) -> %s%s\n", out.size(), calibration, o.out.c_str(),
               writer ? (", routing " + std::to_string(long(mb)) + " MB").c_str() : "");

@@ -146,6 +146,20 @@ uint64_t fnv1a64(const void* data, size_t n, uint64_t h)
   return h;
 }
 
+uint64_t fnv1a64_file(const std::string& path)
+{
+  std::ifstream in = open_input_file(path, std::ios::binary);
+  std::vector<char> buf(size_t(1) << 20);
+  uint64_t h = kFnv1a64Basis;
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    h = fnv1a64(buf.data(), size_t(in.gcount()), h);
+  }
+  if (in.bad())
+    throw InputError(path, "", "read failed");
+  return h;
+}
+
 std::string fnv1a64_text(uint64_t h)
 {
   char buf[17];

@@ -12,9 +12,9 @@
 
 namespace eldr {
 
-// Largest file read whole into memory (docs/trace-format.md, "Limits"): far above any config,
+// Largest file read whole into memory (docs/trace-format.md, section 4): far above any config,
 // manifest or requests file, and above the routing files trace gen and the importers write.
-inline constexpr uint64_t kMaxInputFileBytes = uint64_t(4) << 30;  // 4 GiB
+inline constexpr uint64_t kMaxInputFileBytes = uint64_t(16) << 30;  // 16 GiB
 
 // InputError unless `path` (symbolic links followed) is an existing regular file.
 void check_input_file(const std::string& path);
@@ -31,5 +31,7 @@ std::ifstream open_input_file(const std::string& path, std::ios::openmode mode =
 inline constexpr uint64_t kFnv1a64Basis = 0xcbf29ce484222325ull;
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h = kFnv1a64Basis);
 std::string fnv1a64_text(uint64_t h);
+// fnv1a64 of a whole file, read in pieces (after check_input_file).
+uint64_t fnv1a64_file(const std::string& path);
 
 }  // namespace eldr

@@ -356,13 +356,17 @@ Trace read_trace(const std::string& dir)
 
 // -------------------------------------------------------------------------------------------- writer
 
-void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests)
+void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests,
+                 const std::string& named_dir)
 {
   Trace t;
   t.dir      = dir;
   t.manifest = manifest;
-  const std::string req_path = t.requests_path();
-  const std::string man_path = t.manifest_path();
+  Trace shown = t;  // what errors name
+  if (!named_dir.empty())
+    shown.dir = named_dir;
+  const std::string req_path = shown.requests_path();
+  const std::string man_path = shown.manifest_path();
   // The manifest's own rules.
   if (manifest.labels.empty())
     throw InputError(man_path, "labels", "must list at least one label");
@@ -428,13 +432,11 @@ void write_trace(const std::string& dir, const TraceManifest& manifest, const st
   doc["source"]       = manifest.source;
   doc["request_count"]    = requests.size();
   doc["requests_fnv1a64"] = fnv1a64_text(fnv1a64(text.data(), text.size()));
-  if (!manifest.routing_file.empty() && fs::is_regular_file(t.routing_path(), ec)) {
-    const std::vector<uint8_t> routing = read_input_bytes(t.routing_path());
-    doc["routing_fnv1a64"] = fnv1a64_text(fnv1a64(routing.data(), routing.size()));
-  }
+  if (!manifest.routing_file.empty() && fs::is_regular_file(t.routing_path(), ec))
+    doc["routing_fnv1a64"] = fnv1a64_text(fnv1a64_file(t.routing_path()));
 
-  write_file_atomically(req_path, text);
-  write_file_atomically(man_path, doc.dump(2) + "\n");
+  write_file_atomically(t.requests_path(), text);
+  write_file_atomically(t.manifest_path(), doc.dump(2) + "\n");
 }
 
 }  // namespace eldr

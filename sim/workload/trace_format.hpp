@@ -78,6 +78,8 @@ void check_routing_checksum(const TraceManifest& manifest, const std::string& ro
 // `dir`). The manifest records the request count and the files' checksums (the given manifest's are
 // ignored). Returns nothing; throws InputError naming the target file on a rule violation. Callers
 // writing a trace for a user write into a StagedTrace's directory (trace_staging.hpp).
-void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests);
+// named_dir: the directory the errors name, when `dir` is a staging directory (its target).
+void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests,
+                 const std::string& named_dir = "");
 
 }  // namespace eldr

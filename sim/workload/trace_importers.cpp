@@ -194,7 +194,7 @@ public:
     if (reqs_.empty())
       throw InputError(o_.input, "", "no requests");
     m.labels = {o_.label};
-    write_trace(stage_->dir(), m, reqs_);
+    write_trace(stage_->dir(), m, reqs_, o_.out_dir);
     stage_->commit();
     finish_report(rep_, reqs_);
     return rep_;
@@ -429,7 +429,7 @@ ImportReport import_esft(const EsftImportOptions& o)
              "; " + (o.shuffle ? "shuffled" : "in domain order") + " with seed " + std::to_string(o.seed) + "; first " +
              std::to_string(o.calibration) + " flagged calibration; served sequences x " + std::to_string(o.repeat) +
              "; Poisson arrivals at " + fmt("%g", o.rate_rps) + " req/s (ESFT has no times).";
-  write_trace(stage.dir(), m, reqs);
+  write_trace(stage.dir(), m, reqs, o.out_dir);
   stage.commit();
   finish_report(rep, reqs);
   return rep;
@@ -833,7 +833,7 @@ ImportReport import_vllm(const VllmImportOptions& o)
              ", relative to the first; " + std::to_string(rep.skipped_short) +
              " responses under 2 generated tokens skipped; first " + std::to_string(o.calibration) +
              " by arrival flagged calibration.";
-  write_trace(stage.dir(), m, out);
+  write_trace(stage.dir(), m, out, o.out_dir);
   stage.commit();
   finish_report(rep, out);
   return rep;

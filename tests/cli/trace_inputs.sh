@@ -15,10 +15,13 @@ trap 'rm -rf "$TMP"' EXIT
 . "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 FIX=tests/data/vllm
-# A hang shows as exit 124, which expect_error reports as a failure.
-printf '#!/bin/sh\nexec timeout 60 %q "$@"\n' "$(realpath "$REAL")" >"$TMP/eldrsim"
-chmod +x "$TMP/eldrsim"
-ELDRSIM="$TMP/eldrsim"
+# A hang shows as exit 124, which expect_error reports as a failure. The special-file cases get 5 s
+# (they fail at once; a reader that slurps /dev/zero grows by gigabytes in a minute), the rest 60 s.
+for limit in 5 60; do
+  printf '#!/bin/sh\nexec timeout %s %q "$@"\n' $limit "$(realpath "$REAL")" >"$TMP/eldrsim-$limit"
+  chmod +x "$TMP/eldrsim-$limit"
+done
+ELDRSIM="$TMP/eldrsim-5"
 RUN_TRACE=(--set workload.kind=trace --set workload.arrivals=trace --set workload.warmup_requests=0
            --set workload.calibration_requests=0 -q)
 SPECIAL="is not a regular file (a device, FIFO or socket): give a file"
@@ -54,7 +57,7 @@ expect_error "import esft with a routing file linked to /dev/zero" "esft_law_top
 check "no output of the failed imports" '[ ! -e "$TMP/x" ]'
 
 # A trace directory whose files are special.
-"$ELDRSIM" trace import vllm $FIX/responses_lists.jsonl --model deepseek-v2-lite --out "$TMP/good" -q
+"$REAL" trace import vllm $FIX/responses_lists.jsonl --model deepseek-v2-lite --out "$TMP/good" -q
 for kind in zero fifo; do
   cp -r "$TMP/good" "$TMP/tr-$kind"
   rm "$TMP/tr-$kind/requests.jsonl"
@@ -71,6 +74,8 @@ cp -r "$TMP/good" "$TMP/tr-mnull"
 ln -sf /dev/null "$TMP/tr-mnull/trace.json"
 expect_error "a trace whose trace.json is /dev/null" "tr-mnull/trace.json: $SPECIAL" -- \
   run configs/esft.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/tr-mnull" --out "$TMP/x"
+
+ELDRSIM="$TMP/eldrsim-60"
 
 # --- A trace cut or edited after it was written: the manifest's count and checksums catch it.
 "$ELDRSIM" trace gen configs/default.json --out "$TMP/gen" --set workload.measured_requests=580 \
@@ -132,6 +137,18 @@ expect_error "a failing import over an existing trace" "bad.jsonl: line 5: arriv
   trace import vllm "$TMP/bad.jsonl" --model deepseek-v2-lite --out "$TMP/keep"
 check "the failed import left the old trace as it was" 'diff -r "$TMP/before" "$TMP/keep" >/dev/null'
 check "and no staging directory" '[ -z "$(ls -A "$TMP" | grep -F .eldr-trace-tmp)" ]'
+# A failure after routing.bin is written (arrival times whose difference overflows to infinity):
+# the new routing.bin must not land beside the old requests.jsonl.
+$PY - $FIX/responses_lists.jsonl "$TMP/late.jsonl" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+rs = [json.loads(l) for l in lines]
+rs[0]["arrival_s"], rs[1]["arrival_s"] = -1.7e308, 1.7e308
+open(sys.argv[2], "w").write("\n".join(json.dumps(r) for r in rs) + "\n")
+PYEOF
+expect_error "an import failing after its routing file is written" "keep/requests.jsonl: line 6: arrival_s" -- \
+  trace import vllm "$TMP/late.jsonl" --model deepseek-v2-lite --out "$TMP/keep"
+check "the old trace is still whole (its own routing.bin)" 'diff -r "$TMP/before" "$TMP/keep" >/dev/null'
 if "$ELDRSIM" run configs/esft.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/keep" --out "$TMP/run-keep"; then
   ok "the old trace still runs"
 else
@@ -198,6 +215,24 @@ for target in "$TMP/killed-new" "$TMP/killed-old"; do
   fi
 done
 rm -f "$TMP/big.csv"
+# SIGTERM while trace gen writes its routing: no temporary file or staging directory anywhere.
+cp -r "$TMP/good" "$TMP/gen-killed"
+"$REAL" trace gen configs/default.json --out "$TMP/gen-killed" --routing --set workload.routing=uniform \
+  --set workload.measured_requests=1500 --set workload.warmup_requests=0 --set workload.calibration_requests=0 \
+  --set workload.output_tokens=64 --set workload.prompt_max_tokens=256 >/dev/null 2>"$TMP/kill.err" &
+pid=$!
+for _ in $(seq 1 400); do
+  ls -A "$TMP" "$TMP/gen-killed" | grep -qE '\.eldr-trace-tmp|\.tmp\.' && break
+  sleep 0.02
+done
+kill -TERM $pid
+wait $pid
+rc=$?
+check "trace gen: SIGTERM stops it with an error exit" '[ $rc -ne 0 ]'
+check "trace gen: no temporary file or staging directory left" \
+  '[ -z "$(ls -A "$TMP" "$TMP/gen-killed" | grep -E "\.eldr-trace-tmp|\.tmp\.")" ]'
+check "trace gen: the old trace is intact" 'diff -r "$TMP/good" "$TMP/gen-killed" >/dev/null'
+rm -rf "$TMP/gen-killed"
 
 # --- A routing cache damaged in place is rebuilt, with a note; results match an uncached run.
 SMALL=(--requests 60 --set workload.warmup_requests=10 --set workload.calibration_requests=10 -q)
