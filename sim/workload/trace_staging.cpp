@@ -75,6 +75,8 @@ void install(const Cleanup* c)
   sa.sa_handler = on_trace_interrupt;
   sigemptyset(&sa.sa_mask);
   for (int i = 0; i < 3; ++i) {
+    if (g_installed[i])
+      continue;  // already ours (a second staged trace): keep the handler saved before it
     struct sigaction prev{};
     ::sigaction(kSignals[i], nullptr, &prev);
     if (prev.sa_handler == SIG_IGN && !(prev.sa_flags & SA_SIGINFO))
