@@ -23,7 +23,7 @@ seeds() {  # the project's own inputs of each kind
     routing_file)   ls fuzz/seeds/routing*.bin ;;
     azure)          ls fuzz/seeds/azure.csv ;;
     mooncake)       ls fuzz/seeds/mooncake.jsonl ;;
-    vllm)           ls fuzz/seeds/vllm.jsonl ;;
+    vllm)           ls fuzz/seeds/vllm*.jsonl ;;
     json)           ls fuzz/seeds/json-* ;;
     strings)        ls fuzz/seeds/strings-* ;;
   esac

@@ -7,6 +7,7 @@
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/shared_prefix_routing.hpp"
 #include "sim/workload/trace_format.hpp"
+#include "sim/workload/trace_staging.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cmath>
@@ -48,9 +49,9 @@ void token_ids(const ExpertRoutingSource& src, const GateSource* gate_source, co
 int gen(const GenOptions& o)
 {
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
-  ensure_writable_directory(o.out);  // before generating
   if (x.workload.kind == "trace")
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
+  StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
   Workload w  = make_workload(x);
   auto source = make_routing_source(x, w);
   auto* shared = dynamic_cast<const SharedPrefixRouting*>(source.get());
@@ -83,11 +84,10 @@ int gen(const GenOptions& o)
 
   std::unique_ptr<RoutingWriter> writer;
   namespace fs = std::filesystem;
-  fs::create_directories(o.out);
   if (o.routing) {
     m.model        = TraceModel{x.model.name, shape.layers, shape.experts, shape.top_k};
     m.routing_file = "routing.bin";
-    writer = std::make_unique<RoutingWriter>((fs::path(o.out) / "routing.bin").string(), shape.layers, shape.experts,
+    writer = std::make_unique<RoutingWriter>((fs::path(stage.dir()) / "routing.bin").string(), shape.layers, shape.experts,
                                              shape.top_k, gen != nullptr);
   }
   std::vector<uint16_t> ids;
@@ -117,7 +117,8 @@ int gen(const GenOptions& o)
   }
   if (writer)
     writer->close();
-  write_trace(o.out, m, out);
+  write_trace(stage.dir(), m, out, o.out);
+  stage.commit();
   std::printf("trace gen: %zu requests (%zu calibration) -> %s%s\n", out.size(), calibration, o.out.c_str(),
               writer ? (", routing " + std::to_string(long(mb)) + " MB").c_str() : "");
   return 0;

@@ -97,7 +97,8 @@ Command add_trace_import_command(CLI::App& trace)
   auto* vllm = sub->add_subcommand(
       "vllm", "Completion responses captured from vLLM with --enable-return-routed-experts (one JSON response a line): "
               "real per-token routing of prompts and outputs, with arrival times");
-  vllm->add_option("responses", o->vllm.input, "Responses JSONL: each line one completion response with "
+  vllm->add_option("responses", o->vllm.input, "Responses JSONL: each line one completion response with its "
+                                                "choice's routed_experts over the whole sequence (vLLM's layout), or "
                                                 "prompt_routed_experts and routed_experts (nested lists or base64 .npy)")
       ->required();
   vllm->add_option("--model", o->vllm.model_file,

@@ -1,4 +1,5 @@
 #include "sim/common/json_reader.hpp"
+#include "sim/common/input_file.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -13,15 +14,8 @@ const Json JsonReader::empty_object_ = Json::object();
 
 Json load_json_file(const std::string& path)
 {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw InputError(path, "", "is a directory, not a JSON file");
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "", "cannot open file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_json(text.str(), path);
+  // A JSON file is parsed whole: 256 MiB is far above any config, model or manifest.
+  return parse_json(read_input_file(path, uint64_t(256) << 20), path);
 }
 
 namespace {

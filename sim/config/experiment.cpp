@@ -1,4 +1,5 @@
 #include "sim/config/experiment.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/utf8.hpp"
 
 #include <algorithm>
@@ -58,8 +59,9 @@ static void require_file(const std::string& path, JsonReader& r, const std::stri
   std::error_code ec;
   if (fs::is_directory(path, ec))
     r.fail(key, path + " is a directory, not a file");
-  if (!fs::is_regular_file(path, ec))
+  if (!fs::exists(path, ec))
     r.fail(key, "file not found: " + path);
+  check_input_file(path);  // a device or FIFO: an error naming it, not "not found"
 }
 
 double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction)
@@ -296,8 +298,9 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.cluster = load_cluster(cluster_file);
 
   std::string hw_file = resolve_named_file(root, "models/hardware", x.cluster.hardware);
-  if (!fs::is_regular_file(hw_file))
+  if (!fs::exists(hw_file))
     throw InputError(cluster_file, "hardware", "file not found: " + hw_file);
+  check_input_file(hw_file);
   x.hardware = load_hardware(hw_file);
 
   std::string model_file = resolve_named_file(root, "models", r.string("model", "qwen3-30b-a3b"));
@@ -338,15 +341,19 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   if (x.workload.arrivals == "file") {
     x.workload.arrivals_file =
         fs::path(arrivals_file).is_absolute() ? arrivals_file : (fs::path(root) / arrivals_file).string();
-    if (!fs::is_regular_file(x.workload.arrivals_file))
+    if (!fs::exists(x.workload.arrivals_file))
       w.fail("arrivals_file", "file not found: " + x.workload.arrivals_file);
+    check_input_file(x.workload.arrivals_file);
     if (x.workload.kind == "trace")
       w.fail("arrivals", "'file' re-times generated workloads; a trace uses 'trace' or 'poisson'");
   }
   if (x.workload.kind == "trace") {
     std::string dir = w.require_string("trace");
     x.workload.trace_dir = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
-    if (!fs::is_regular_file(fs::path(x.workload.trace_dir) / "trace.json"))
+    const std::string manifest = (fs::path(x.workload.trace_dir) / "trace.json").string();
+    if (fs::exists(manifest))
+      check_input_file(manifest);
+    else
       w.fail("trace", "not a trace directory (no trace.json): " + x.workload.trace_dir +
                           " (make one with `eldrsim trace import ...`; see docs/trace-format.md)");
   } else {
@@ -380,8 +387,9 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/wildchat_first_turn_cl100k.csv"
                                                                                : "traces/task_lengths_cl100k.csv");
   x.workload.lengths_file       = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
-  if (!fs::is_regular_file(x.workload.lengths_file))
+  if (!fs::exists(x.workload.lengths_file))
     w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
+  check_input_file(x.workload.lengths_file);
   x.workload.routing = w.choice("routing", "uniform", {"uniform", "generated", "trace"});
   if (x.workload.routing == "trace" && x.workload.kind != "trace")
     w.fail("routing", "'trace' replays a trace's routing file and needs workload.kind 'trace'");

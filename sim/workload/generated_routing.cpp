@@ -2,6 +2,7 @@
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/common/rng.hpp"
 
@@ -9,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -81,9 +83,7 @@ private:
 // Per-language log-frequencies of real expert counts (lang,layer,e0..eN), for the language kind.
 std::map<std::string, std::vector<double>> read_language_log_freq(const std::string& path, int layers, int experts)
 {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "", "cannot open file");
+  std::ifstream in = open_input_file(path);
   std::string line;
   std::getline(in, line);
   std::map<std::string, std::vector<double>> counts;
@@ -200,17 +200,16 @@ std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::stri
   add("layer_peak", num(p.layer_peak));
   add("layer_width", num(p.layer_width));
   if (kind == "language" && !p.language_counts_file.empty()) {
-    std::ifstream in(p.language_counts_file, std::ios::binary);
-    std::ostringstream content;
-    content << in.rdbuf();
-    add("language_counts", content.str());
+    add("language_counts", read_input_file(p.language_counts_file));
   }
   return k;
 }
 
 namespace {
 
-constexpr char kBuiltMagic[8] = {'E', 'L', 'D', 'R', 'P', 'A', 'L', '1'};
+// Version 2 ends in the FNV-1a 64 of everything before it: a cache file damaged in place (same
+// size, other bytes) is rebuilt, never used.
+constexpr char kBuiltMagic[8] = {'E', 'L', 'D', 'R', 'P', 'A', 'L', '2'};
 
 template <class T>
 void append_array(std::string& out, const T* data, size_t n)
@@ -220,27 +219,63 @@ void append_array(std::string& out, const T* data, size_t n)
   out.append(reinterpret_cast<const char*>(data), n * sizeof(T));
 }
 
-template <class T>
-bool read_array(std::istream& in, T* data, size_t n)
+// Reads from a buffer, front to back; every read fails once one has.
+struct BufferReader {
+  const std::string& buf;
+  size_t pos = 0;
+  bool ok    = true;
+  bool read(void* out, size_t n)
+  {
+    ok = ok && n <= buf.size() - pos;
+    if (ok) {
+      std::memcpy(out, buf.data() + pos, n);
+      pos += n;
+    }
+    return ok;
+  }
+  template <class T>
+  bool array(T* data, size_t n)
+  {
+    uint64_t count = 0;
+    return read(&count, sizeof count) && (ok = count == n) && read(data, n * sizeof(T));
+  }
+};
+
+void cache_note(const std::string& file, const std::string& why)
 {
-  uint64_t count = 0;
-  return in.read(reinterpret_cast<char*>(&count), sizeof count) && count == n &&
-         in.read(reinterpret_cast<char*>(data), std::streamsize(n * sizeof(T)));
+  std::fprintf(stderr, "eldrsim: note: %s: %s; rebuilding the routing cache file\n", file.c_str(), why.c_str());
 }
 
 }  // namespace
 
 bool GeneratedRouting::load_built(const std::string& file, const std::string& key)
 {
-  std::ifstream in(file, std::ios::binary);
-  char magic[sizeof kBuiltMagic];
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec))
+    return false;
+  std::string buf;
+  try {
+    buf = read_input_file(file);
+  } catch (const InputError& e) {
+    cache_note(file, e.what());
+    return false;
+  }
+  uint64_t stored_sum = 0;
+  if (buf.size() < sizeof kBuiltMagic + 2 * sizeof(uint64_t) || !std::equal(kBuiltMagic, kBuiltMagic + 8, buf.data())) {
+    cache_note(file, "not a routing cache file of this version");
+    return false;
+  }
+  std::memcpy(&stored_sum, buf.data() + buf.size() - sizeof stored_sum, sizeof stored_sum);
+  if (fnv1a64(buf.data(), buf.size() - sizeof stored_sum) != stored_sum) {
+    cache_note(file, "its contents fail their checksum (the file was damaged)");
+    return false;
+  }
+  buf.resize(buf.size() - sizeof stored_sum);
+  BufferReader in{buf, sizeof kBuiltMagic};
   uint64_t key_size = 0;
-  if (!in.read(magic, sizeof magic) || !std::equal(magic, magic + sizeof magic, kBuiltMagic) ||
-      !in.read(reinterpret_cast<char*>(&key_size), sizeof key_size) || key_size != key.size())
-    return false;
-  std::string stored(key.size(), '\0');
-  if (!in.read(stored.data(), std::streamsize(stored.size())) || stored != key)
-    return false;
+  if (!in.read(&key_size, sizeof key_size) || key_size != key.size() || buf.compare(in.pos, key.size(), key) != 0)
+    return false;  // another build's file under a colliding name: rebuilt, quietly
+  in.pos += key.size();
   // The sizes build_logits and sample_palettes make.
   const bool novel     = novel_after_s_ != std::numeric_limits<double>::infinity();
   const size_t cells   = size_t(shape_.layers) * size_t(shape_.experts);
@@ -248,9 +283,11 @@ bool GeneratedRouting::load_built(const std::string& file, const std::string& ke
   const size_t P       = T + 1;  // the chat template's palette last
   std::vector<float> logits(P * cells), frequency(P * cells);
   HugePageBuffer pool(P * size_t(records_) * size_t(shape_.words()));
-  if (!read_array(in, logits.data(), logits.size()) || !read_array(in, frequency.data(), frequency.size()) ||
-      !read_array(in, pool.data(), pool.size()) || in.peek() != std::char_traits<char>::eof())
+  if (!in.array(logits.data(), logits.size()) || !in.array(frequency.data(), frequency.size()) ||
+      !in.array(pool.data(), pool.size()) || in.pos != buf.size()) {
+    cache_note(file, "its arrays are not of the sizes this build makes");
     return false;
+  }
   novel_offset_     = novel ? labels_ * subtopics_ * 2 : 0;
   template_palette_ = int(T);
   logits_           = std::move(logits);
@@ -268,6 +305,8 @@ void GeneratedRouting::save_built(const std::string& file, const std::string& ke
   append_array(out, logits_.data(), logits_.size());
   append_array(out, frequency_.data(), frequency_.size());
   append_array(out, pool_.data(), pool_.size());
+  const uint64_t sum = fnv1a64(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&sum), sizeof sum);
   write_file_atomically(file, out);
 }
 

@@ -142,7 +142,11 @@ ReplayRouting load_replay_routing(const Experiment& x, const Workload& w)
                      "'trace' replays the trace's routing file, but " + t.manifest_path() +
                          " has none (routing_file is null): use \"uniform\" or \"generated\"");
   check_trace_model(t.manifest, t.manifest_path(), x);
-  ReplayRouting routing(t.routing_path());
+  ReplayRouting routing = [&] {  // the file's buffer goes once the masks are built
+    const RoutingFile file = RoutingFile::load(t.routing_path());
+    check_routing_checksum(t.manifest, t.routing_path(), file.checksum());
+    return ReplayRouting(file);
+  }();
   const RoutingShape& s = routing.shape();
   if (s.layers != t.manifest.model->layers || s.experts != t.manifest.model->experts || s.top_k != t.manifest.model->top_k)
     throw InputError(t.routing_path(), "header",

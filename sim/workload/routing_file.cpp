@@ -1,5 +1,6 @@
 #include "sim/workload/routing_file.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
 
 #include <bit>
 #include <cerrno>
@@ -108,6 +109,7 @@ std::vector<RoutingRecordInfo> parse_index(const std::string& path, const Routin
 
 RoutingFile RoutingFile::load_index(const std::string& path)
 {
+  check_input_file(path);
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);
   if (ec)
@@ -134,17 +136,10 @@ RoutingFile RoutingFile::load_index(const std::string& path)
 
 RoutingFile RoutingFile::load(const std::string& path)
 {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    throw InputError(path, "", "cannot open routing file");
-  const auto size = uint64_t(in.tellg());
-  in.seekg(0);
   RoutingFile f;
-  f.path_ = path;
-  f.data_.resize(size_t(size));
-  in.read(reinterpret_cast<char*>(f.data_.data()), std::streamsize(size));
-  if (!in)
-    throw InputError(path, "", "read failed");
+  f.path_         = path;
+  f.data_         = read_input_bytes(path);
+  const auto size = uint64_t(f.data_.size());
   if (size < kRoutingHeaderBytes)
     throw InputError(path, "header", "truncated: " + std::to_string(size) + " bytes, the header alone takes " +
                                          std::to_string(kRoutingHeaderBytes));
@@ -184,6 +179,11 @@ RoutingFile RoutingFile::load(const std::string& path)
           }
   }
   return f;
+}
+
+uint64_t RoutingFile::checksum() const
+{
+  return fnv1a64(data_.data(), data_.size());
 }
 
 void RoutingFile::ids(size_t record, uint64_t token, int layer, std::span<uint16_t> out) const

@@ -58,6 +58,8 @@ public:
   size_t records() const { return index_.size(); }
   const RoutingRecordInfo& record(size_t r) const { return index_[r]; }
   bool has_data() const { return !data_.empty() || index_.empty(); }
+  // FNV-1a 64 of the whole file (what trace.json's routing_fnv1a64 records). Requires load().
+  uint64_t checksum() const;
 
   // The top_k ids of (record, token, layer), in file order. Requires load().
   void ids(size_t record, uint64_t token, int layer, std::span<uint16_t> out) const;

@@ -1,5 +1,6 @@
 #include "sim/workload/trace_format.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/workload/routing_file.hpp"
 
@@ -82,13 +83,27 @@ TraceManifest read_trace_manifest(const std::string& path)
       r.fail("model", "is required when routing_file is given (layers, experts, top_k of the routing)");
     const fs::path rf = fs::path(path).parent_path() / m.routing_file;
     std::error_code ec;
-    if (!fs::is_regular_file(rf, ec))
+    if (!fs::exists(rf, ec))
       r.fail("routing_file", "file not found: " + rf.string());
+    check_input_file(rf.string());
   } else if (m.model) {
     // A model without routing is allowed (it documents what the lengths came from).
   }
   m.prefix_block_tokens = r.is_null("prefix_block_tokens") ? 0 : int(r.integer("prefix_block_tokens", 0, 1, 1 << 24));
   m.source              = r.string("source", "");
+  m.request_count       = r.has("request_count") ? r.require_integer("request_count", 1, std::numeric_limits<uint32_t>::max()) : -1;
+  auto checksum = [&](const char* key) {
+    if (!r.has(key) || r.is_null(key))
+      return std::string();
+    const std::string v = r.require_string(key);
+    if (v.size() != 16 || v.find_first_not_of("0123456789abcdef") != std::string::npos)
+      r.fail(key, "must be 16 lowercase hex digits (FNV-1a 64), got \"" + v + "\"");
+    return v;
+  };
+  m.requests_fnv1a64 = checksum("requests_fnv1a64");
+  m.routing_fnv1a64  = checksum("routing_fnv1a64");
+  if (no_routing && !m.routing_fnv1a64.empty())
+    r.fail("routing_fnv1a64", "given, but routing_file is null");
   r.finish();
   return m;
 }
@@ -276,11 +291,29 @@ void check_routing(const Trace& t, const std::vector<TraceRequest>& requests, co
 
 }  // namespace
 
+namespace {
+
+[[noreturn]] void cut_or_edited(const std::string& file, const std::string& what)
+{
+  throw InputError(file, "", what + std::string(" recorded in ") + kTraceManifestName +
+                                 ": the file was cut or edited after the trace was written (regenerate or re-import the trace)");
+}
+
+}  // namespace
+
 std::vector<TraceRequest> read_trace_requests(const std::string& path, const TraceManifest& manifest)
 {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "", "cannot open file");
+  const std::string all = read_input_file(path);
+  if (!manifest.requests_fnv1a64.empty() && fnv1a64_text(fnv1a64(all.data(), all.size())) != manifest.requests_fnv1a64) {
+    long lines = 0;
+    std::istringstream scan(all);
+    for (std::string l; std::getline(scan, l);)
+      lines += l.find_first_not_of(" \t\r") != std::string::npos;
+    if (manifest.request_count >= 0 && lines != manifest.request_count)
+      cut_or_edited(path, std::to_string(lines) + " requests, not the " + std::to_string(manifest.request_count));
+    cut_or_edited(path, "contents differ from the checksum " + manifest.requests_fnv1a64);
+  }
+  std::istringstream in(all);
   RequestChecker checker(path, manifest);
   std::vector<TraceRequest> out;
   std::string text;
@@ -296,7 +329,15 @@ std::vector<TraceRequest> read_trace_requests(const std::string& path, const Tra
   }
   if (out.empty())
     throw InputError(path, "", "no requests");
+  if (manifest.request_count >= 0 && long(out.size()) != manifest.request_count)
+    cut_or_edited(path, std::to_string(out.size()) + " requests, not the " + std::to_string(manifest.request_count));
   return out;
+}
+
+void check_routing_checksum(const TraceManifest& manifest, const std::string& routing_path, uint64_t checksum)
+{
+  if (!manifest.routing_fnv1a64.empty() && fnv1a64_text(checksum) != manifest.routing_fnv1a64)
+    cut_or_edited(routing_path, "contents differ from the checksum " + manifest.routing_fnv1a64);
 }
 
 Trace read_trace(const std::string& dir)
@@ -315,13 +356,17 @@ Trace read_trace(const std::string& dir)
 
 // -------------------------------------------------------------------------------------------- writer
 
-void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests)
+void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests,
+                 const std::string& named_dir)
 {
   Trace t;
   t.dir      = dir;
   t.manifest = manifest;
-  const std::string req_path = t.requests_path();
-  const std::string man_path = t.manifest_path();
+  Trace shown = t;  // what errors name
+  if (!named_dir.empty())
+    shown.dir = named_dir;
+  const std::string req_path = shown.requests_path();
+  const std::string man_path = shown.manifest_path();
   // The manifest's own rules.
   if (manifest.labels.empty())
     throw InputError(man_path, "labels", "must list at least one label");
@@ -385,9 +430,13 @@ void write_trace(const std::string& dir, const TraceManifest& manifest, const st
   doc["prefix_block_tokens"] = manifest.prefix_block_tokens > 0 ? nlohmann::ordered_json(manifest.prefix_block_tokens)
                                                                 : nlohmann::ordered_json(nullptr);
   doc["source"]       = manifest.source;
+  doc["request_count"]    = requests.size();
+  doc["requests_fnv1a64"] = fnv1a64_text(fnv1a64(text.data(), text.size()));
+  if (!manifest.routing_file.empty() && fs::is_regular_file(t.routing_path(), ec))
+    doc["routing_fnv1a64"] = fnv1a64_text(fnv1a64_file(t.routing_path()));
 
-  write_file_atomically(req_path, text);
-  write_file_atomically(man_path, doc.dump(2) + "\n");
+  write_file_atomically(t.requests_path(), text);
+  write_file_atomically(t.manifest_path(), doc.dump(2) + "\n");
 }
 
 }  // namespace eldr

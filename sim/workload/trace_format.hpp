@@ -1,7 +1,8 @@
 #pragma once
 // A trace directory (docs/trace-format.md, version 1):
 //   trace.json      manifest: format, version, model (or null), labels, routing file (or null),
-//                   prefix block size (or null), source (free-text provenance)
+//                   prefix block size (or null), source (free-text provenance), request count and
+//                   checksums of the other files
 //   requests.jsonl  one request per line: id, arrival_s, prompt_tokens, output_tokens, label,
 //                   optional calibration, prefix_hashes, routing_record
 //   routing.bin     optional per-token expert routing (sim/workload/routing_file.hpp)
@@ -32,6 +33,12 @@ struct TraceManifest {
   std::string routing_file;          // relative to the trace directory; empty: no routing
   int prefix_block_tokens = 0;       // tokens per prefix_hashes block; 0: requests carry no hashes
   std::string source;                // provenance, free text
+  // What the writer wrote, so that a file cut or edited afterwards is caught (older traces lack
+  // them and are read unchecked): the request count and FNV-1a 64 (16 hex digits) of
+  // requests.jsonl, and of the routing file when there is one. Empty/-1: not recorded.
+  long request_count = -1;
+  std::string requests_fnv1a64;
+  std::string routing_fnv1a64;
 };
 
 struct TraceRequest {
@@ -59,12 +66,20 @@ std::vector<TraceRequest> read_trace_requests(const std::string& path, const Tra
 // Manifest and requests, and, with a routing file, its header and index checked against both: the
 // model dimensions, every routing_record in range, with the request's prompt length and its output
 // length or one less (the last output token is never fed through the model, so engines cannot
-// record its routing). The record data is not read (ReplayRouting does that).
+// record its routing). The record data is not read (ReplayRouting does that, and
+// check_routing_checksum checks it).
 Trace read_trace(const std::string& dir);
+// InputError naming `routing_path` when the manifest records a checksum of the routing file that
+// `checksum` (fnv1a64 of its bytes) is not: the file was cut or edited.
+void check_routing_checksum(const TraceManifest& manifest, const std::string& routing_path, uint64_t checksum);
 
 // Writes requests.jsonl then trace.json into `dir` (created if needed), after checking the requests
 // against the manifest with the reader's rules (and against the routing file if it already exists in
-// `dir`). Returns nothing; throws InputError naming the target file on a rule violation.
-void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests);
+// `dir`). The manifest records the request count and the files' checksums (the given manifest's are
+// ignored). Returns nothing; throws InputError naming the target file on a rule violation. Callers
+// writing a trace for a user write into a StagedTrace's directory (trace_staging.hpp).
+// named_dir: the directory the errors name, when `dir` is a staging directory (its target).
+void write_trace(const std::string& dir, const TraceManifest& manifest, const std::vector<TraceRequest>& requests,
+                 const std::string& named_dir = "");
 
 }  // namespace eldr

@@ -1,11 +1,13 @@
 #include "sim/workload/trace_importers.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/workload/expert_array.hpp"
 #include "sim/workload/routing_file.hpp"
 #include "sim/workload/trace_format.hpp"
+#include "sim/workload/trace_staging.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <utility>
 
@@ -134,9 +137,8 @@ public:
   {
     if (!(o.time_scale > 0))
       throw InputError("--time-scale", "", "must be positive");
-    in_.open(o.input);
-    if (!in_)
-      throw InputError(o.input, "", "cannot open file");
+    in_          = open_input_file(o.input);
+    stage_       = std::make_unique<StagedTrace>(o.out_dir);
     rep_.out_dir = o.out_dir;
   }
 
@@ -192,7 +194,8 @@ public:
     if (reqs_.empty())
       throw InputError(o_.input, "", "no requests");
     m.labels = {o_.label};
-    write_trace(o_.out_dir, m, reqs_);
+    write_trace(stage_->dir(), m, reqs_, o_.out_dir);
+    stage_->commit();
     finish_report(rep_, reqs_);
     return rep_;
   }
@@ -201,6 +204,7 @@ private:
   const RequestTraceImportOptions& o_;
   const double unit_s_;
   std::ifstream in_;
+  std::unique_ptr<StagedTrace> stage_;  // the trace appears whole, or not at all
   ImportReport rep_;
   std::vector<TraceRequest> reqs_;
   long lineno_ = 0;
@@ -280,6 +284,7 @@ ImportReport import_esft(const EsftImportOptions& o)
     throw InputError("--repeat", "", "must be at least 1");
   if (o.domains.empty())
     throw InputError("--domains", "", "no domains");
+  StagedTrace stage(o.out_dir);
   ImportReport rep;
   rep.out_dir = o.out_dir;
   const size_t token_bytes = size_t(kEsftLayers) * kEsftTopK;
@@ -297,24 +302,18 @@ ImportReport import_esft(const EsftImportOptions& o)
     const std::string& dom = o.domains[d];
     const std::string bin  = (fs::path(o.data_dir) / ("esft_" + dom + "_top6_u8.bin")).string();
     const std::string csv  = (fs::path(o.data_dir) / ("esft_" + dom + "_seqlens.csv")).string();
-    std::ifstream bin_in(bin, std::ios::binary | std::ios::ate);
-    if (!bin_in)
-      throw InputError(bin, "", "cannot open (is --data the ESFT routing directory?)");
-    const auto bin_size = uint64_t(bin_in.tellg());
+    std::error_code ec;
+    if (!fs::exists(bin, ec))
+      throw InputError(bin, "", "file not found (is --data the ESFT routing directory?)");
+    std::vector<uint8_t>& ids = bins[d];
+    ids                       = read_input_bytes(bin);
+    const auto bin_size       = uint64_t(ids.size());
     if (bin_size % token_bytes != 0)
       throw InputError(bin, "", std::to_string(bin_size) + " bytes is not a whole number of tokens of " +
                                     std::to_string(token_bytes) + " bytes (26 layers x 6 ids)");
-    std::vector<uint8_t>& ids = bins[d];
-    ids.resize(static_cast<size_t>(bin_size));
-    bin_in.seekg(0);
-    bin_in.read(reinterpret_cast<char*>(ids.data()), std::streamsize(bin_size));
-    if (!bin_in)
-      throw InputError(bin, "", "read failed");
     const uint64_t bin_tokens = bin_size / token_bytes;
 
-    std::ifstream csv_in(csv);
-    if (!csv_in)
-      throw InputError(csv, "", "cannot open");
+    std::ifstream csv_in = open_input_file(csv);
     std::string line;
     if (!std::getline(csv_in, line) || (strip_cr(line), line != "seq_index,num_tokens,token_offset"))
       throw InputError(csv, "header", "expected 'seq_index,num_tokens,token_offset'");
@@ -371,7 +370,7 @@ ImportReport import_esft(const EsftImportOptions& o)
 
   // Routing records in domain and sequence order (record i = sequence i).
   const std::string routing_name = "routing.bin";
-  RoutingWriter writer((fs::path(o.out_dir) / routing_name).string(), kEsftLayers, kEsftExperts, kEsftTopK, false);
+  RoutingWriter writer((fs::path(stage.dir()) / routing_name).string(), kEsftLayers, kEsftExperts, kEsftTopK, false);
   for (const Sequence& sq : seqs)
     writer.add_record_u8(uint32_t(sq.prompt), uint32_t(sq.output),
                          {sq.ids, size_t(sq.prompt + sq.output) * token_bytes});
@@ -430,7 +429,8 @@ ImportReport import_esft(const EsftImportOptions& o)
              "; " + (o.shuffle ? "shuffled" : "in domain order") + " with seed " + std::to_string(o.seed) + "; first " +
              std::to_string(o.calibration) + " flagged calibration; served sequences x " + std::to_string(o.repeat) +
              "; Poisson arrivals at " + fmt("%g", o.rate_rps) + " req/s (ESFT has no times).";
-  write_trace(o.out_dir, m, reqs);
+  write_trace(stage.dir(), m, reqs, o.out_dir);
+  stage.commit();
   finish_report(rep, reqs);
   return rep;
 }
@@ -516,9 +516,7 @@ std::string dims_text(const std::array<size_t, 3>& s)
 // request_id,arrival_s -> seconds, for --arrivals.
 std::map<std::string, double> read_arrivals_csv(const std::string& path)
 {
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "", "cannot open file");
+  std::ifstream in = open_input_file(path);
   std::string line;
   if (!std::getline(in, line) || (strip_cr(line), line != "request_id,arrival_s"))
     throw InputError(path, "header", "expected 'request_id,arrival_s'");
@@ -580,6 +578,47 @@ void append_ids(const ExpertArray& a, const ModelSpec& m, const std::string& mod
     }
 }
 
+// Tokens [from, to) of `a`.
+ExpertArray token_rows(const ExpertArray& a, size_t from, size_t to)
+{
+  ExpertArray r;
+  r.shape    = {to - from, to > from ? a.shape[1] : 0, to > from ? a.shape[2] : 0};
+  r.encoding = a.encoding;
+  const size_t per_token = a.shape[1] * a.shape[2];
+  r.values.assign(a.values.begin() + std::ptrdiff_t(from * per_token), a.values.begin() + std::ptrdiff_t(to * per_token));
+  return r;
+}
+
+// vLLM's arrays have a row for every decoder layer (hf_config.num_hidden_layers), the dense ones
+// (DeepSeek's first) left at zero; the model files count MoE layers only. Drops those rows: layers
+// all of whose ids are 0 for every token (a MoE layer never repeats an id within a token when
+// top_k > 1), when that leaves exactly the model's MoE layers.
+void drop_dense_layers(ExpertArray& a, const ModelSpec& m, const std::string& model_file, const std::string& file,
+                       const std::string& field)
+{
+  if (a.shape[0] == 0 || a.shape[1] <= size_t(m.layers) || a.shape[2] != size_t(m.top_k))
+    return;
+  std::vector<bool> dense(a.shape[1], m.top_k > 1);
+  for (size_t i = 0; i < a.values.size(); ++i)
+    if (a.values[i] != 0)
+      dense[(i / a.shape[2]) % a.shape[1]] = false;
+  const size_t n_dense = size_t(std::count(dense.begin(), dense.end(), true));
+  if (a.shape[1] - n_dense != size_t(m.layers))
+    throw InputError(file, field, "shape " + dims_text(a.shape) + " has " + std::to_string(a.shape[1]) + " layers, " +
+                                      model_file + " has " + std::to_string(m.layers) + " MoE layers, and " +
+                                      std::to_string(n_dense) + " layers hold only zeros (dense layers): is --model the served model?");
+  ExpertArray r;
+  r.shape    = {a.shape[0], size_t(m.layers), a.shape[2]};
+  r.encoding = a.encoding;
+  r.values.reserve(r.shape[0] * r.shape[1] * r.shape[2]);
+  for (size_t t = 0; t < a.shape[0]; ++t)
+    for (size_t l = 0; l < a.shape[1]; ++l)
+      if (!dense[l])
+        for (size_t k = 0; k < a.shape[2]; ++k)
+          r.values.push_back(a.at(t, l, k));
+  a = std::move(r);
+}
+
 }  // namespace
 
 ImportReport import_vllm(const VllmImportOptions& o)
@@ -590,9 +629,9 @@ ImportReport import_vllm(const VllmImportOptions& o)
   std::map<std::string, double> arrivals;
   if (!o.arrivals_csv.empty())
     arrivals = read_arrivals_csv(o.arrivals_csv);
-  std::ifstream in(o.input);
-  if (!in)
-    throw InputError(o.input, "", "cannot open file");
+  std::ifstream in = open_input_file(o.input);
+  StagedTrace stage(o.out_dir);
+  std::map<std::string, long> id_lines;  // request id -> the line that had it
 
   ImportReport rep;
   rep.out_dir = o.out_dir;
@@ -609,53 +648,102 @@ ImportReport import_vllm(const VllmImportOptions& o)
     ++rep.rows;
     VllmRequest q;
 
-    // Each array is in the response itself or in its single choice.
+    // Each array is in the response itself or in its single choice; in both, it must be the same.
     const Json* choice = nullptr;
     if (row.contains("choices") && row["choices"].is_array() && !row["choices"].empty())
       choice = &row["choices"][0];
+    struct Found {
+      ExpertArray a;
+      std::string field;
+      bool present = false;
+    };
     auto array = [&](const char* key) {
       auto present = [&](const Json* j) { return j && j->is_object() && j->contains(key) && !(*j)[key].is_null(); };
-      const bool top = present(&row);
-      if (!top && !present(choice))
-        throw InputError(o.input, where + ": " + key,
-                         "missing (start vLLM with --enable-return-routed-experts, and keep the whole response)");
+      const bool top = present(&row), in_choice = present(choice);
+      Found f;
+      if (!top && !in_choice)
+        return f;
       if (!top && row["choices"].size() > 1)
         throw InputError(o.input, where + ": choices", "has " + std::to_string(row["choices"].size()) +
                                                            " completions; import responses of n = 1");
-      const std::string field = where + ": " + (top ? "" : "choices[0].") + key;
-      return std::make_pair(parse_expert_array(top ? row[key] : (*choice)[key], o.input, field), field);
+      f.present = true;
+      f.field   = where + ": " + (top ? "" : "choices[0].") + key;
+      f.a       = parse_expert_array(top ? row[key] : (*choice)[key], o.input, f.field);
+      if (top && in_choice) {
+        const ExpertArray c = parse_expert_array((*choice)[key], o.input, where + ": choices[0]." + key);
+        if (c.shape != f.a.shape || c.values != f.a.values)
+          throw InputError(o.input, where + ": " + key,
+                           std::string("given both at the top level and in choices[0], with different content: "
+                                       "keep the one the server returned"));
+      }
+      return f;
     };
-    const auto [prompt, prompt_field] = array("prompt_routed_experts");
-    const auto [gen, gen_field]       = array("routed_experts");
+    Found prompt = array("prompt_routed_experts");
+    Found gen    = array("routed_experts");
+    if (!gen.present)
+      throw InputError(o.input, where + ": routed_experts",
+                       "missing (start vLLM with --enable-return-routed-experts, and keep the whole response)");
+
+    long usage_prompt = -1, usage_completion = -1;
+    if (row.contains("usage") && row["usage"].is_object()) {
+      JsonReader usage(row["usage"], o.input, where + ": usage");
+      if (usage.has("prompt_tokens"))
+        usage_prompt = usage.require_integer("prompt_tokens", 0, 1 << 30);
+      if (usage.has("completion_tokens"))
+        usage_completion = usage.require_integer("completion_tokens", 0, 1 << 30);
+    }
+    // vLLM's own layout: one array over the whole sequence (prompt tokens, then every generated
+    // token but the last), on the choice; usage.prompt_tokens splits it.
+    if (!prompt.present) {
+      if (usage_prompt < 1)
+        throw InputError(o.input, gen.field,
+                         "covers prompt and output (no prompt_routed_experts), but the response has no "
+                         "usage.prompt_tokens to split it by: keep the whole response");
+      if (gen.a.shape[0] < size_t(usage_prompt))
+        throw InputError(o.input, gen.field, std::to_string(gen.a.shape[0]) + " tokens, fewer than usage.prompt_tokens (" +
+                                                 std::to_string(usage_prompt) + ")");
+      drop_dense_layers(gen.a, model, o.model_file, o.input, gen.field);
+      prompt.a     = token_rows(gen.a, 0, size_t(usage_prompt));
+      prompt.field = gen.field + " (prompt tokens)";
+      gen.a        = token_rows(gen.a, size_t(usage_prompt), gen.a.shape[0]);
+      gen.field += " (generated tokens)";
+    } else {
+      drop_dense_layers(prompt.a, model, o.model_file, o.input, prompt.field);
+      drop_dense_layers(gen.a, model, o.model_file, o.input, gen.field);
+    }
     std::vector<uint16_t> ids;
-    append_ids(prompt, model, o.model_file, o.input, prompt_field, ids);
-    append_ids(gen, model, o.model_file, o.input, gen_field, ids);
-    if (prompt.shape[0] == 0)
-      throw InputError(o.input, prompt_field, "has no tokens");
-    for (const ExpertArray* a : {&prompt, &gen})
+    append_ids(prompt.a, model, o.model_file, o.input, prompt.field, ids);
+    append_ids(gen.a, model, o.model_file, o.input, gen.field, ids);
+    if (prompt.a.shape[0] == 0)
+      throw InputError(o.input, prompt.field, "has no tokens");
+    for (const ExpertArray* a : {&prompt.a, &gen.a})
       if (encodings.find(a->encoding) == std::string::npos)
         encodings += (encodings.empty() ? "" : ", ") + a->encoding;
 
     // Lengths: the routing's, checked against usage when the response has it.
-    q.prompt        = int(std::min<size_t>(prompt.shape[0], 1 << 30));
-    q.routed_output = uint32_t(std::min<size_t>(gen.shape[0], 1 << 30));
+    q.prompt        = int(std::min<size_t>(prompt.a.shape[0], 1 << 30));
+    q.routed_output = uint32_t(std::min<size_t>(gen.a.shape[0], 1 << 30));
     q.output        = int(q.routed_output) + 1;
-    if (row.contains("usage") && row["usage"].is_object()) {
-      JsonReader usage(row["usage"], o.input, where + ": usage");
-      if (usage.has("prompt_tokens")) {
-        const long p = usage.require_integer("prompt_tokens", 0);
-        if (p != q.prompt)
-          throw InputError(o.input, prompt_field, std::to_string(q.prompt) + " tokens, but usage.prompt_tokens is " +
-                                                      std::to_string(p));
-      }
-      if (usage.has("completion_tokens")) {
-        const long n = usage.require_integer("completion_tokens", 0, 1 << 30);
-        if (long(q.routed_output) != n && long(q.routed_output) != n - 1)
-          throw InputError(o.input, gen_field, std::to_string(q.routed_output) +
-                                                   " tokens, but usage.completion_tokens is " + std::to_string(n) +
-                                                   " (want that or one less)");
-        q.output = int(n);
-      }
+    if (usage_prompt >= 0 && usage_prompt != q.prompt)
+      throw InputError(o.input, prompt.field, std::to_string(q.prompt) + " tokens, but usage.prompt_tokens is " +
+                                                  std::to_string(usage_prompt));
+    if (usage_completion >= 0) {
+      const long n = usage_completion;
+      if (long(q.routed_output) != n && long(q.routed_output) != n - 1)
+        throw InputError(o.input, gen.field, std::to_string(q.routed_output) + " tokens, but usage.completion_tokens is " +
+                                                 std::to_string(n) + " (want that or one less)");
+      q.output = int(n);
+    }
+
+    // Each response once: two lines of one request would share its arrival and serve it twice.
+    if (row.contains(o.id_field) && (row[o.id_field].is_string() || row[o.id_field].is_number_integer())) {
+      const Json& id        = row[o.id_field];
+      const std::string key = id.is_string() ? id.get<std::string>() : id.dump();
+      const auto [it, fresh] = id_lines.emplace(key, lineno);
+      if (!fresh)
+        throw InputError(o.input, where + ": " + o.id_field,
+                         "'" + key + "' is also the id of line " + std::to_string(it->second) +
+                             " (each response once: remove the duplicate line)");
     }
 
     // The model the server says it ran.
@@ -712,7 +800,7 @@ ImportReport import_vllm(const VllmImportOptions& o)
   m.model = TraceModel{model.name, model.layers, model.experts, model.top_k};
   std::vector<TraceRequest> out;
   const std::string routing_name = "routing.bin";
-  RoutingWriter writer((fs::path(o.out_dir) / routing_name).string(), model.layers, model.experts, model.top_k, false);
+  RoutingWriter writer((fs::path(stage.dir()) / routing_name).string(), model.layers, model.experts, model.top_k, false);
   for (const VllmRequest& r : reqs) {
     auto lab = std::find(m.labels.begin(), m.labels.end(), r.label);
     if (lab == m.labels.end())
@@ -739,13 +827,14 @@ ImportReport import_vllm(const VllmImportOptions& o)
   m.source = "Real routing captured from vLLM (--enable-return-routed-experts) by the user: " +
              fs::path(o.input).filename().string() + ", " + rep.model + "; arrays as " + encodings +
              ". Imported by `eldrsim trace import vllm`: one request per response, prompt = prompt_routed_experts' "
-             "tokens, output = usage.completion_tokens (else routed tokens + 1); arrivals from " +
+             "tokens (or routed_experts' first usage.prompt_tokens rows), output = usage.completion_tokens (else routed tokens + 1); arrivals from " +
              (o.arrivals_csv.empty() ? "each line's " + o.arrival_field
                                      : fs::path(o.arrivals_csv).filename().string() + " joined by " + o.id_field) +
              ", relative to the first; " + std::to_string(rep.skipped_short) +
              " responses under 2 generated tokens skipped; first " + std::to_string(o.calibration) +
              " by arrival flagged calibration.";
-  write_trace(o.out_dir, m, out);
+  write_trace(stage.dir(), m, out, o.out_dir);
+  stage.commit();
   finish_report(rep, out);
   return rep;
 }

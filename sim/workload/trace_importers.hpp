@@ -79,9 +79,12 @@ struct VllmImportOptions {
   long calibration          = 0;       // the first N requests by arrival become calibration requests
 };
 
-// vLLM responses: per line, prompt_routed_experts [prompt_tokens, layers, top_k] and routed_experts
-// [generated tokens, layers, top_k] (top level or in choices[0]; nested lists or base64 .npy, int8 to
-// int64), checked against the model file and the response's usage; prompt = the prompt array's tokens,
+// vLLM responses: per line, either choices[0].routed_experts alone over the whole sequence [prompt +
+// generated tokens - 1, layers, top_k] (vLLM's own layout: split by usage.prompt_tokens), or
+// prompt_routed_experts [prompt_tokens, layers, top_k] and routed_experts [generated tokens, layers,
+// top_k] (top level or in choices[0], equal where both; nested lists or base64 .npy, int8 to int64).
+// Rows of dense decoder layers (all zeros) are dropped. Each response id once. Checked against the
+// model file and the response's usage; prompt = the prompt array's tokens,
 // output = usage.completion_tokens (else the routed tokens + 1: the last token is never fed through
 // the model). Requests are sorted by arrival, times relative to the earliest. Responses with fewer
 // than 2 generated tokens are skipped and counted.

@@ -24,6 +24,15 @@ std::string gb(double bytes)
 
 }  // namespace
 
+void check_trace_model_name(const TraceManifest& manifest, const std::string& manifest_path, const Experiment& x)
+{
+  if (manifest.model && manifest.model->name != x.model.name)
+    throw InputError(manifest_path, "model.name",
+                     "'" + manifest.model->name + "', but " + x.config_file + " runs model '" + x.model.name +
+                         "': the trace was recorded for another model (set \"model\": \"" + manifest.model->name +
+                         "\" in the config, or use a trace of '" + x.model.name + "')");
+}
+
 void check_trace_model(const TraceManifest& manifest, const std::string& manifest_path, const Experiment& x)
 {
   const ModelSpec& m = x.model;
@@ -36,6 +45,7 @@ void check_trace_model(const TraceManifest& manifest, const std::string& manifes
                      "'" + t.name + "' (" + dims(t.layers, t.experts, t.top_k) + ") does not match the experiment's model '" +
                          m.name + "' (" + dims(m.layers, m.experts, m.top_k) + ") in " + x.config_file +
                          ": replaying routing needs the same layers, experts and top_k");
+  check_trace_model_name(manifest, manifest_path, x);
 }
 
 Workload load_trace_workload(const Experiment& x)

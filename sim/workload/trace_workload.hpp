@@ -23,11 +23,15 @@ namespace eldr {
 // Lengths and labels come from the trace: prompt_min/max_tokens and output_tokens do not apply.
 // Every served request must fit serving.prefill_token_budget and a decode worker's KV memory
 // (InputError naming the request's line otherwise). With workload.routing "trace" the trace must have
-// a routing file whose model matches the experiment's (layers, experts, top_k).
+// a routing file whose model matches the experiment's (name, layers, experts and top_k: the ids are
+// that model's experts); without replay, a trace's lengths may be served by any model.
 Workload load_trace_workload(const Experiment& x);
 
+// InputError naming the trace manifest and the config when the manifest records a model whose name
+// is not the experiment model's (a manifest edited, or a trace of a same-shaped model).
+void check_trace_model_name(const TraceManifest& manifest, const std::string& manifest_path, const Experiment& x);
 // InputError naming the trace manifest and the config unless the manifest's model has the
-// experiment model's layers, experts and top_k.
+// experiment model's name, layers, experts and top_k.
 void check_trace_model(const TraceManifest& manifest, const std::string& manifest_path, const Experiment& x);
 
 }  // namespace eldr

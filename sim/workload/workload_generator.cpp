@@ -1,5 +1,6 @@
 #include "sim/workload/workload_generator.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/workload/trace_importers.hpp"
 
@@ -21,9 +22,7 @@ static bool dataset_matches(std::string_view dataset, std::string_view wanted)
 // The CSV file past its header line, which must start with `header` (else `expected` is the error).
 static std::ifstream open_csv(const std::string& csv_path, const std::string& header, const std::string& expected)
 {
-  std::ifstream in(csv_path);
-  if (!in)
-    throw InputError(csv_path, "", "cannot open file");
+  std::ifstream in = open_input_file(csv_path);
   std::string line;
   if (!std::getline(in, line) || line.rfind(header, 0) != 0)
     throw InputError(csv_path, "header", expected);
@@ -86,9 +85,7 @@ LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<T
 LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
 {
   // The prompt-length column of either format, found by name in the header line.
-  std::ifstream in(csv_path);
-  if (!in)
-    throw InputError(csv_path, "", "cannot open file");
+  std::ifstream in = open_input_file(csv_path);
   std::string line;
   std::getline(in, line);
   std::vector<std::string> header;

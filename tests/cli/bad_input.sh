@@ -51,7 +51,7 @@ expect_error "more instances than GPUs" "$TMP/too_many.json" "topology.decode.in
   run "$TMP/too_many.json" "${SMALL[@]}"
 expect_error "unknown router" "$DEFAULT" "router" "unknown value 'foo'" -- \
   run "$DEFAULT" --router foo "${SMALL[@]}"
-expect_error "missing config file" "$TMP/nowhere.json" "cannot open" -- \
+expect_error "missing config file" "$TMP/nowhere.json" "file not found" -- \
   run "$TMP/nowhere.json" "${SMALL[@]}"
 expect_error "model that does not exist" "$DEFAULT" ": model: " "nope.json" -- \
   run "$DEFAULT" --set model=nope "${SMALL[@]}"

@@ -69,9 +69,20 @@ expect_success "import mooncake as is" "exceed the default serving.prefill_token
   trace import mooncake --out "$TMP/moon-full" --limit 400
 
 # --- Bad traces.
-expect_error "replayed routing of another model" "esft/trace.json: model:" "does not match the experiment's model 'qwen3-30b-a3b'" \
-  "configs/default.json" -- \
+expect_error "replayed routing of another model" "esft/trace.json: model:" \
+  "does not match the experiment's model 'qwen3-30b-a3b'" "configs/default.json" -- \
   run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/esft" --set workload.routing=trace --out "$TMP/x"
+# Replayed routing belongs to the trace's model: its dimensions and its name must be the experiment's.
+cp -r "$TMP/esft" "$TMP/esft-renamed"
+sed -i 's/"name": "deepseek-v2-lite"/"name": "mixtral-8x7b"/' "$TMP/esft-renamed/trace.json"
+expect_error "a trace whose model.name was edited" "esft-renamed/trace.json: model.name: 'mixtral-8x7b'" \
+  "configs/esft.json runs model 'deepseek-v2-lite'" -- \
+  run configs/esft.json --set workload.trace="$TMP/esft-renamed" -q --out "$TMP/x"
+cp models/deepseek-v2-lite.json "$TMP/twin.json"
+sed -i 's/"name": "deepseek-v2-lite"/"name": "deepseek-v2-lite-twin"/' "$TMP/twin.json"
+expect_error "replay by a model of the same shape but another name" "esft/trace.json: model.name: 'deepseek-v2-lite'" \
+  "runs model 'deepseek-v2-lite-twin'" -- \
+  run configs/esft.json --set model="$TMP/twin.json" --set workload.trace="$TMP/esft" -q --out "$TMP/x"
 expect_error "prompt over the prefill budget" "moon-full/requests.jsonl: line " ": prompt_tokens: " \
   "exceed serving.prefill_token_budget" "--max-prompt" -- \
   run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/moon-full" --set workload.calibration_requests=0 \
@@ -82,6 +93,17 @@ expect_error "truncated routing file" "esft-trunc/routing.bin: header: index off
   run configs/esft.json --set workload.trace="$TMP/esft-trunc" -q --out "$TMP/x"
 cp -r "$TMP/azure" "$TMP/azure-bad"
 sed -i '3s/"label":"code"/"label":"code","colour":1/' "$TMP/azure-bad/requests.jsonl"
+expect_error "edited requests.jsonl" "azure-bad/requests.jsonl: contents differ from the checksum" "cut or edited" \
+  "regenerate or re-import" -- \
+  run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/azure-bad" --out "$TMP/x"
+# A trace written before the manifest carried checksums is read unchecked, line by line.
+/usr/bin/python3 - "$TMP/azure-bad/trace.json" <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for k in ("request_count", "requests_fnv1a64", "routing_fnv1a64"):
+    m.pop(k, None)
+json.dump(m, open(sys.argv[1], "w"), indent=2)
+PYEOF
 expect_error "unknown key in requests.jsonl" "azure-bad/requests.jsonl: line 3: colour: unknown key" -- \
   run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/azure-bad" --out "$TMP/x"
 expect_error "routing replay without a routing file" "workload.routing" "has none (routing_file is null)" -- \
@@ -89,9 +111,9 @@ expect_error "routing replay without a routing file" "workload.routing" "has non
   --set workload.calibration_requests=0 --out "$TMP/x"
 
 # --- Bad import arguments.
-expect_error "esft data directory missing" "esft_law_top6_u8.bin: cannot open" -- \
+expect_error "esft data directory missing" "esft_law_top6_u8.bin: file not found" -- \
   trace import esft --data "$TMP/nowhere" --out "$TMP/x"
-expect_error "azure input missing" "nowhere.csv: cannot open file" -- \
+expect_error "azure input missing" "nowhere.csv: file not found" -- \
   trace import azure "$TMP/nowhere.csv" --out "$TMP/x"
 expect_error "mooncake input that is a CSV" "azure2023_code.csv: line 1: invalid JSON" -- \
   trace import mooncake traces/azure2023_code.csv --out "$TMP/x"

@@ -80,6 +80,63 @@ expect_error "no arrival time" "responses_npy.jsonl: line 1: arrival_s: missing"
   trace import vllm $FIX/responses_npy.jsonl --model deepseek-v2-lite --out "$TMP/x"
 expect_error "unknown model" "models/no-such-model.json" -- \
   trace import vllm $FIX/responses_npy.jsonl --model no-such-model --out "$TMP/x"
+
+# --- vLLM's own layout (responses_chat.jsonl; docs/trace-format.md cites the server code): chat
+# completions whose choices[0].routed_experts is one base64 .npy (uint8) over the prompt and every
+# generated token but the last, a row per decoder layer (DeepSeek's dense first layer all zeros).
+if imp "$FIX/responses_chat.jsonl" --model deepseek-v2-lite --out "$TMP/chat" &&
+  grep -qF "wrote 6 requests (0 calibration)" "$TMP/stdout"; then
+  ok "import vLLM's chat completions (one whole-sequence array a choice, dense layer rows)"
+else
+  bad "import vLLM's chat completions: $(cat "$TMP/stdout" "$TMP/stderr" | head -c 400)"
+fi
+check "vLLM's layout gives the same routing as the split arrays" "cmp -s '$TMP/lists/routing.bin' '$TMP/chat/routing.bin'"
+check "and the requests' lengths from usage" \
+  "[ \"\$(sed -n 4p '$TMP/chat/requests.jsonl')\" = '{\"id\":3,\"arrival_s\":1.25,\"prompt_tokens\":9,\"output_tokens\":5,\"label\":\"legal\",\"routing_record\":3}' ]"
+if "$ELDRSIM" run configs/esft.json --set workload.trace="$TMP/chat" --set workload.arrivals=trace \
+  --set workload.warmup_requests=0 --set workload.calibration_requests=0 -q --out "$TMP/run-chat"; then
+  ok "configs/esft.json replays the trace imported from vLLM's layout"
+else
+  bad "run of the trace imported from vLLM's layout"
+fi
+mutate $FIX/responses_chat.jsonl 2 "$TMP/nousage.jsonl" 'del r["usage"]'
+expect_error "whole-sequence array without usage" "nousage.jsonl: line 2: choices[0].routed_experts" \
+  "no usage.prompt_tokens to split it by" -- trace import vllm "$TMP/nousage.jsonl" --model deepseek-v2-lite --out "$TMP/x"
+mutate $FIX/responses_chat.jsonl 3 "$TMP/dense.jsonl" '
+import base64, io, numpy as np
+a = np.load(io.BytesIO(base64.b64decode(r["choices"][0]["routed_experts"])))
+a[:, 0, :] = np.arange(6)  # the dense row is not zeros: 27 layers cannot be told apart
+f = io.BytesIO(); np.save(f, a); r["choices"][0]["routed_experts"] = base64.b64encode(f.getvalue()).decode()'
+expect_error "27 decoder layers, none of them all zeros" "dense.jsonl: line 3: choices[0].routed_experts" \
+  "has 27 layers" "26 MoE layers, and 0 layers hold only zeros" -- \
+  trace import vllm "$TMP/dense.jsonl" --model deepseek-v2-lite --out "$TMP/x"
+
+# --- A response twice, or its arrays twice with different content.
+$PY - $FIX/responses_npy.jsonl "$TMP/dup.jsonl" <<'PYEOF'
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+open(sys.argv[2], "w").write("\n".join(lines + [lines[1]]) + "\n")  # line 7 repeats line 2
+PYEOF
+expect_error "a response id on two lines (--arrivals)" "dup.jsonl: line 7: id: 'cmpl-a0' is also the id of line 2" -- \
+  trace import vllm "$TMP/dup.jsonl" --model deepseek-v2-lite --arrivals $FIX/arrivals.csv --out "$TMP/x"
+mutate $FIX/responses_lists.jsonl 4 "$TMP/dup2.jsonl" 'r["id"] = "cmpl-a1"'
+expect_error "a response id on two lines (arrival fields)" "dup2.jsonl: line 4: id: 'cmpl-a1' is also the id of line 1" -- \
+  trace import vllm "$TMP/dup2.jsonl" --model deepseek-v2-lite --out "$TMP/x"
+mutate $FIX/responses_lists.jsonl 2 "$TMP/both.jsonl" '
+r["choices"][0]["routed_experts"] = [t[:] for t in r["routed_experts"]]
+r["choices"][0]["routed_experts"][0][0] = list(reversed(r["routed_experts"][0][0]))'
+expect_error "arrays at the top level and in choices[0], different" \
+  "both.jsonl: line 2: routed_experts: given both at the top level and in choices[0], with different content" -- \
+  trace import vllm "$TMP/both.jsonl" --model deepseek-v2-lite --out "$TMP/x"
+mutate $FIX/responses_lists.jsonl 2 "$TMP/both-same.jsonl" '
+r["choices"][0]["routed_experts"] = r["routed_experts"]
+r["choices"][0]["prompt_routed_experts"] = r["prompt_routed_experts"]'
+if imp "$TMP/both-same.jsonl" --model deepseek-v2-lite --out "$TMP/both-same" &&
+  cmp -s "$TMP/lists/routing.bin" "$TMP/both-same/routing.bin"; then
+  ok "arrays given twice with the same content are accepted"
+else
+  bad "arrays given twice with the same content: $(cat "$TMP/stderr")"
+fi
 [ -e "$TMP/x" ] && bad "a failing import wrote $TMP/x" || ok "no failing import wrote an output"
 
 finish

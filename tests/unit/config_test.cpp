@@ -146,7 +146,7 @@ TEST_CASE("config: load_json_file reports missing files and syntax errors on one
 {
   TempDir d;
   std::string e = input_error_of([&] { load_json_file((d.path / "nope.json").string()); });
-  CHECK(contains(e, "nope.json: cannot open file"));
+  CHECK(contains(e, "nope.json: file not found"));
   CHECK(e.find('\n') == std::string::npos);
 
   std::string bad = d.write("bad.json", "{\n  \"a\": 1,\n  \"b\": \n}\n");
@@ -448,7 +448,7 @@ TEST_CASE("config: enum choices list the allowed values")
 TEST_CASE("config: missing files are errors naming the file or the key that points to it")
 {
   std::string e = input_error_of([] { load_experiment("configs/does-not-exist.json"); });
-  CHECK(e == "configs/does-not-exist.json: cannot open file");
+  CHECK(e == "configs/does-not-exist.json: file not found");
 
   e = input_error_of([] { load_experiment(kDefault, {{"model", "nope"}}); });
   CHECK(contains(e, "configs/default.json: model: file not found"));

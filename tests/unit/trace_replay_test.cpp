@@ -50,7 +50,11 @@ void write_trace_dir(const ScratchDir& d, int n, int flagged, int layers = 26, i
   }
   write_synthetic_routing(d.file("routing.bin"), layers, experts, top_k, lengths);
   TraceManifest m;
-  m.model               = TraceModel{"synthetic", layers, experts, top_k};
+  // Replayed routing must be the experiment model's: the trace names the shipped model of its shape.
+  const std::string name = layers == 26 && experts == 64 && top_k == 6    ? "deepseek-v2-lite"
+                           : layers == 48 && experts == 128 && top_k == 8 ? "qwen3-30b-a3b"
+                                                                          : "synthetic";
+  m.model               = TraceModel{name, layers, experts, top_k};
   m.labels              = {"code", "math"};
   m.routing_file        = "routing.bin";
   m.prefix_block_tokens = 16;

@@ -245,7 +245,7 @@ TEST_CASE("routing file: validation errors name the file, the record and the pro
   }
   SUBCASE("a missing file")
   {
-    CHECK(error_of(s.file("nowhere.bin")).find("nowhere.bin: cannot open routing file") != std::string::npos);
+    CHECK(error_of(s.file("nowhere.bin")).find("nowhere.bin: file not found") != std::string::npos);
   }
 }
 

@@ -6,8 +6,14 @@ as a vLLM server started with --enable-return-routed-experts returns them, writt
   responses_lists.jsonl  arrays as nested JSON lists, arrival_s on each line
   responses_npy.jsonl    arrays as base64 strings of .npy files (int16, one int32, one format 2.0),
                          no arrival field: arrivals.csv gives them, joined by the response id
-The two files hold the same requests and routing, so their imports must write the same trace. The
-ids are made up (seeded; a label prefers a few experts per layer), not captured from a model.
+The two files hold the same requests and routing, so their imports must write the same trace. A third,
+  responses_chat.jsonl   the same requests as vLLM's current server returns them (docs/trace-format.md
+                         cites the source): chat completions whose choices[0].routed_experts is one
+                         base64 .npy (uint8) of the whole sequence, prompt tokens then every generated
+                         token but the last, with a row for each of the 27 decoder layers (the dense
+                         first layer all zeros); no prompt_routed_experts; usage always present;
+                         arrival_s added by the client
+holds the same routing, so its import writes the same routing.bin. The ids are made up (seeded; a label prefers a few experts per layer), not captured from a model.
 Lines are in completion order, not arrival order, as a client logs them. Rerun to regenerate:
   /usr/bin/python3 tests/data/vllm/make_fixtures.py
 """
@@ -83,6 +89,21 @@ def main():
     with open(os.path.join(HERE, "responses_npy.jsonl"), "w") as f:
         for i, ((rid, lab, _, _, _, comp), (pa, ga)) in enumerate(zip(REQUESTS, arrays)):
             r = response(rid, lab, pa, ga, comp, encode_npy(i), "choice" if i % 2 else "top")
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+    with open(os.path.join(HERE, "responses_chat.jsonl"), "w") as f:
+        for (rid, lab, t, p, g, _), (pa, ga) in zip(REQUESTS, arrays):
+            seq = np.concatenate([pa, ga])  # prompt + generated tokens (g = completion_tokens - 1)
+            full = np.zeros((seq.shape[0], LAYERS + 1, TOP_K), np.uint8)
+            full[:, 1:, :] = seq  # decoder layer 0 is dense: no routing, left at zero
+            choice = {"index": 0, "message": {"role": "assistant", "content": " ...", "reasoning": None},
+                      "logprobs": None, "finish_reason": "length", "stop_reason": None, "token_ids": None,
+                      "routed_experts": npy_b64(full, np.uint8)}
+            r = {"id": "chat" + rid, "object": "chat.completion", "created": 1764547200,
+                 "model": "deepseek-ai/DeepSeek-V2-Lite", "choices": [choice], "service_tier": None,
+                 "system_fingerprint": None,
+                 "usage": {"prompt_tokens": p, "total_tokens": p + g + 1, "completion_tokens": g + 1},
+                 "prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None,
+                 "label": lab, "arrival_s": t}
             f.write(json.dumps(r, separators=(",", ":")) + "\n")
     with open(os.path.join(HERE, "arrivals.csv"), "w") as f:
         f.write("request_id,arrival_s\n")

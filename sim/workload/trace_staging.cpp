@@ -1,0 +1,245 @@
+#include "sim/workload/trace_staging.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/common/result_dir.hpp"
+#include "sim/workload/trace_format.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <filesystem>
+#include <unistd.h>
+#include <vector>
+
+namespace eldr {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The files a trace directory holds (the routing file as the writers name it).
+const std::vector<std::string> kTraceFiles = {kTraceRequestsName, "routing.bin", kTraceManifestName};
+constexpr const char* kStagingTag        = ".eldr-trace-tmp";
+constexpr int kSignals[]                 = {SIGINT, SIGTERM, SIGHUP};
+
+// What the handler removes: built before it is published, never changed after.
+struct Cleanup {
+  std::vector<std::string> files;  // the staged files and their temporaries
+  std::string dir;
+};
+std::atomic<const Cleanup*> g_cleanup{nullptr};
+struct sigaction g_previous[3];
+bool g_installed[3] = {};
+
+extern "C" void on_trace_interrupt(int sig)
+{
+  if (const Cleanup* c = g_cleanup.load()) {
+    for (const auto& f : c->files)
+      ::unlink(f.c_str());
+    ::rmdir(c->dir.c_str());
+  }
+  // The handler installed before ours prints and exits; without one, the default action.
+  for (int i = 0; i < 3; ++i)
+    if (kSignals[i] == sig) {
+      const auto h = g_previous[i].sa_handler;
+      if (!(g_previous[i].sa_flags & SA_SIGINFO) && h != SIG_DFL && h != SIG_IGN) {
+        h(sig);
+        return;
+      }
+    }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);  // delivered when this handler returns
+}
+
+sigset_t interrupt_signals()
+{
+  sigset_t s;
+  sigemptyset(&s);
+  for (int sig : kSignals)
+    sigaddset(&s, sig);
+  return s;
+}
+
+void install(const Cleanup* c)
+{
+  const sigset_t block = interrupt_signals();
+  sigset_t old;
+  ::sigprocmask(SIG_BLOCK, &block, &old);
+  delete g_cleanup.exchange(c);
+  struct sigaction sa{};
+  sa.sa_handler = on_trace_interrupt;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; ++i) {
+    if (g_installed[i])
+      continue;  // already ours (a second staged trace): keep the handler saved before it
+    struct sigaction prev{};
+    ::sigaction(kSignals[i], nullptr, &prev);
+    if (prev.sa_handler == SIG_IGN && !(prev.sa_flags & SA_SIGINFO))
+      continue;  // an ignored signal (nohup's SIGHUP) stays ignored
+    g_previous[i]  = prev;
+    g_installed[i] = true;
+    ::sigaction(kSignals[i], &sa, nullptr);
+  }
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+// With the signals blocked: the previous handlers back, nothing to clean.
+void uninstall_blocked()
+{
+  for (int i = 0; i < 3; ++i)
+    if (g_installed[i]) {
+      ::sigaction(kSignals[i], &g_previous[i], nullptr);
+      g_installed[i] = false;
+    }
+  delete g_cleanup.exchange(nullptr);
+}
+
+void uninstall()
+{
+  const sigset_t block = interrupt_signals();
+  sigset_t old;
+  ::sigprocmask(SIG_BLOCK, &block, &old);
+  uninstall_blocked();
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+// A staging directory's name ends in ".eldr-trace-tmp@HOST@PID": its pid when HOST is this host.
+long staging_pid(const std::string& name)
+{
+  const auto at = name.rfind(std::string(kStagingTag) + "@");
+  if (!name.starts_with(".") || at == std::string::npos)
+    return 0;
+  const std::string mine = owner_suffix(), host = mine.substr(0, mine.rfind('@') + 1);  // "@HOST@"
+  const size_t from      = at + std::strlen(kStagingTag);
+  if (name.compare(from, host.size(), host) != 0)
+    return -1;  // another host's
+  return std::atol(name.c_str() + from + host.size());
+}
+
+// Removes the staging directories in `dir` of imports that were killed (SIGKILL: no cleanup).
+void remove_stale_staging(const fs::path& dir)
+{
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const long pid = staging_pid(e.path().filename().string());
+    if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
+      fs::remove_all(e.path(), ec);
+  }
+}
+
+bool only_trace_files(const fs::path& dir)
+{
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (staging_pid(name) == 0 && std::find(kTraceFiles.begin(), kTraceFiles.end(), name) == kTraceFiles.end())
+      return false;
+  }
+  return !ec;
+}
+
+}  // namespace
+
+StagedTrace::StagedTrace(const std::string& target) : target_(target)
+{
+  if (target.empty())
+    throw InputError("--out", "", "an empty path: give the trace directory to write");
+  std::error_code ec;
+  const fs::path t = fs::absolute(fs::path(target), ec).lexically_normal();
+  const fs::path dir = t.has_filename() ? t : t.parent_path();  // "out/" -> "out"
+  const auto st      = fs::status(dir, ec);
+  if (fs::exists(st) && !fs::is_directory(st))
+    throw InputError(target, "", "exists and is not a directory: give a trace directory");
+  const std::string tag = kStagingTag + owner_suffix();
+  if (fs::is_directory(st)) {
+    // A symbolic link to a directory is written through (swapping would replace the link).
+    mode_    = only_trace_files(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? Mode::swap : Mode::in_place;
+    staging_ = mode_ == Mode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
+                                   : (dir / tag).string();
+  } else {
+    mode_ = Mode::absent;
+    fs::create_directories(dir.parent_path(), ec);
+    if (ec)
+      throw InputError(target, "", "cannot create the directory above it: " + ec.message());
+    staging_ = (dir.parent_path() / ("." + dir.filename().string() + tag)).string();
+  }
+  remove_stale_staging(fs::path(staging_).parent_path());
+  fs::remove_all(staging_, ec);
+  if (::mkdir(staging_.c_str(), 0755) != 0)
+    throw InputError(target, "", std::string("cannot write a trace here: ") + std::strerror(errno));
+  target_ = dir.string();
+  auto* c = new Cleanup;
+  const std::string tmp = ".tmp." + std::to_string(::getpid());
+  for (const auto& f : kTraceFiles) {
+    c->files.push_back(staging_ + "/" + f);
+    c->files.push_back(staging_ + "/" + f + tmp);
+  }
+  c->dir = staging_;
+  install(c);
+}
+
+StagedTrace::~StagedTrace()
+{
+  if (!committed_) {
+    uninstall();
+    std::error_code ec;
+    fs::remove_all(staging_, ec);
+  }
+}
+
+void StagedTrace::commit()
+{
+  const sigset_t block = interrupt_signals();
+  sigset_t old;
+  ::sigprocmask(SIG_BLOCK, &block, &old);
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    throw InputError(target_, "", what + ": " + std::strerror(err));
+  };
+  std::error_code ec;
+  switch (mode_) {
+  case Mode::absent:
+    if (std::rename(staging_.c_str(), target_.c_str()) != 0)
+      fail("cannot move the trace into place");
+    break;
+  case Mode::swap:
+    if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) != 0) {
+      // A file system without the exchange: the old directory goes aside, the new one takes its name.
+      const std::string aside = staging_ + ".old";
+      if (std::rename(target_.c_str(), aside.c_str()) != 0)
+        fail("cannot move the old trace aside");
+      if (std::rename(staging_.c_str(), target_.c_str()) != 0)
+        fail("cannot move the trace into place");
+      fs::remove_all(aside, ec);
+    }
+    fs::remove_all(staging_, ec);  // the old trace, after the exchange
+    break;
+  case Mode::in_place: {
+    const fs::path t(target_), s(staging_);
+    fs::remove(t / kTraceManifestName, ec);  // the old trace is no trace from here on
+    for (const auto& f : kTraceFiles) {
+      if (f == kTraceManifestName)
+        continue;
+      if (!fs::exists(s / f, ec))
+        fs::remove(t / f, ec);  // the old trace's file the new one lacks (routing.bin, say)
+      else if (std::rename((s / f).c_str(), (t / f).c_str()) != 0)
+        fail("cannot move " + f + " into place");
+    }
+    if (std::rename((s / kTraceManifestName).c_str(), (t / kTraceManifestName).c_str()) != 0)
+      fail(std::string("cannot move ") + kTraceManifestName + " into place");
+    fs::remove_all(s, ec);
+    break;
+  }
+  }
+  committed_ = true;
+  uninstall_blocked();
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+}  // namespace eldr

@@ -1,0 +1,35 @@
+#pragma once
+// A trace directory appears whole: trace gen and every trace import write into a staging directory
+// and move it into place at the end, so a reader sees the old trace or the new one, never the new
+// routing.bin beside the old requests.jsonl (or a stale routing.bin beside a new trace without one).
+// Ctrl-C (SIGINT, SIGTERM, SIGHUP) while staging removes the staging directory, then hands the
+// signal to the handler that was installed before (main's: one line, exit status).
+#include <string>
+
+namespace eldr {
+
+class StagedTrace {
+public:
+  // Checks that `target` can take a trace (absent, or a directory; not an empty path) and makes the
+  // staging directory: an InputError naming `target` otherwise. Call before reading the inputs.
+  explicit StagedTrace(const std::string& target);
+  ~StagedTrace();  // removes the staging directory unless committed
+  StagedTrace(const StagedTrace&)            = delete;
+  StagedTrace& operator=(const StagedTrace&) = delete;
+
+  // Where the trace's files are written.
+  const std::string& dir() const { return staging_; }
+  const std::string& target() const { return target_; }
+  // Moves the staged trace into place with the interrupt signals blocked. A target holding only a
+  // trace's files is swapped whole (renameat2 RENAME_EXCHANGE); one that holds other files too, or
+  // is a symbolic link, loses its trace.json first, then gets the new files (a trace file the new
+  // trace lacks is removed), then the new trace.json.
+  void commit();
+
+private:
+  std::string target_, staging_;
+  enum class Mode { absent, swap, in_place } mode_;
+  bool committed_ = false;
+};
+
+}  // namespace eldr
