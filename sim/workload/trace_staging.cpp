@@ -1,4 +1,5 @@
 #include "sim/workload/trace_staging.hpp"
+#include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/workload/trace_format.hpp"
@@ -25,87 +26,14 @@ namespace {
 // The files a trace directory holds (the routing file as the writers name it).
 const std::vector<std::string> kTraceFiles = {kTraceRequestsName, "routing.bin", kTraceManifestName};
 constexpr const char* kStagingTag        = ".eldr-trace-tmp";
-constexpr int kSignals[]                 = {SIGINT, SIGTERM, SIGHUP};
-
-// What the handler removes: built before it is published, never changed after.
-struct Cleanup {
-  std::vector<std::string> files;  // the staged files and their temporaries
-  std::string dir;
-};
-std::atomic<const Cleanup*> g_cleanup{nullptr};
-struct sigaction g_previous[3];
-bool g_installed[3] = {};
-
-extern "C" void on_trace_interrupt(int sig)
-{
-  if (const Cleanup* c = g_cleanup.load()) {
-    for (const auto& f : c->files)
-      ::unlink(f.c_str());
-    ::rmdir(c->dir.c_str());
-  }
-  // The handler installed before ours prints and exits; without one, the default action.
-  for (int i = 0; i < 3; ++i)
-    if (kSignals[i] == sig) {
-      const auto h = g_previous[i].sa_handler;
-      if (!(g_previous[i].sa_flags & SA_SIGINFO) && h != SIG_DFL && h != SIG_IGN) {
-        h(sig);
-        return;
-      }
-    }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);  // delivered when this handler returns
-}
 
 sigset_t interrupt_signals()
 {
   sigset_t s;
   sigemptyset(&s);
-  for (int sig : kSignals)
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
     sigaddset(&s, sig);
   return s;
-}
-
-void install(const Cleanup* c)
-{
-  const sigset_t block = interrupt_signals();
-  sigset_t old;
-  ::sigprocmask(SIG_BLOCK, &block, &old);
-  delete g_cleanup.exchange(c);
-  struct sigaction sa{};
-  sa.sa_handler = on_trace_interrupt;
-  sigemptyset(&sa.sa_mask);
-  for (int i = 0; i < 3; ++i) {
-    if (g_installed[i])
-      continue;  // already ours (a second staged trace): keep the handler saved before it
-    struct sigaction prev{};
-    ::sigaction(kSignals[i], nullptr, &prev);
-    if (prev.sa_handler == SIG_IGN && !(prev.sa_flags & SA_SIGINFO))
-      continue;  // an ignored signal (nohup's SIGHUP) stays ignored
-    g_previous[i]  = prev;
-    g_installed[i] = true;
-    ::sigaction(kSignals[i], &sa, nullptr);
-  }
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
-}
-
-// With the signals blocked: the previous handlers back, nothing to clean.
-void uninstall_blocked()
-{
-  for (int i = 0; i < 3; ++i)
-    if (g_installed[i]) {
-      ::sigaction(kSignals[i], &g_previous[i], nullptr);
-      g_installed[i] = false;
-    }
-  delete g_cleanup.exchange(nullptr);
-}
-
-void uninstall()
-{
-  const sigset_t block = interrupt_signals();
-  sigset_t old;
-  ::sigprocmask(SIG_BLOCK, &block, &old);
-  uninstall_blocked();
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
 // A staging directory's name ends in ".eldr-trace-tmp@HOST@PID": its pid when HOST is this host.
@@ -172,21 +100,23 @@ StagedTrace::StagedTrace(const std::string& target) : target_(target)
   fs::remove_all(staging_, ec);
   if (::mkdir(staging_.c_str(), 0755) != 0)
     throw InputError(target, "", std::string("cannot write a trace here: ") + std::strerror(errno));
-  target_ = dir.string();
-  auto* c = new Cleanup;
-  const std::string tmp = ".tmp." + std::to_string(::getpid());
+  const bool had_trace = mode_ != Mode::absent && fs::exists(dir / kTraceManifestName, ec);
+  target_               = dir.string();
+  // An interrupt removes the staged files (and their temporaries), then the staging directory.
+  std::vector<std::string> files;
   for (const auto& f : kTraceFiles) {
-    c->files.push_back(staging_ + "/" + f);
-    c->files.push_back(staging_ + "/" + f + tmp);
+    files.push_back(staging_ + "/" + f);
+    files.push_back(atomic_temporary(staging_ + "/" + f));
   }
-  c->dir = staging_;
-  install(c);
+  note_ = std::make_unique<InterruptNote>(
+      target_ + (had_trace ? ": no trace written, the earlier one is intact" : ": no trace written"), std::move(files),
+      std::vector<std::string>{staging_});
 }
 
 StagedTrace::~StagedTrace()
 {
   if (!committed_) {
-    uninstall();
+    note_.reset();
     std::error_code ec;
     fs::remove_all(staging_, ec);
   }
@@ -238,7 +168,7 @@ void StagedTrace::commit()
   }
   }
   committed_ = true;
-  uninstall_blocked();
+  note_.reset();
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 

@@ -2,8 +2,11 @@
 // A trace directory appears whole: trace gen and every trace import write into a staging directory
 // and move it into place at the end, so a reader sees the old trace or the new one, never the new
 // routing.bin beside the old requests.jsonl (or a stale routing.bin beside a new trace without one).
-// Ctrl-C (SIGINT, SIGTERM, SIGHUP) while staging removes the staging directory, then hands the
-// signal to the handler that was installed before (main's: one line, exit status).
+// An interrupt while staging removes the staging directory (an InterruptNote, result_dir.hpp) and
+// says that no trace was written.
+#include "sim/common/result_dir.hpp"
+
+#include <memory>
 #include <string>
 
 namespace eldr {
@@ -30,6 +33,7 @@ private:
   std::string target_, staging_;
   enum class Mode { absent, swap, in_place } mode_;
   bool committed_ = false;
+  std::unique_ptr<InterruptNote> note_;
 };
 
 }  // namespace eldr

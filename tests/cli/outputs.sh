@@ -29,12 +29,17 @@ t = json.load(open(d + "/trace.json"))
 new = ["co,de", 'ma"th', "med\nical", "le\r\ngal"]
 m = dict(zip(t["labels"], new))
 t["labels"] = new
-json.dump(t, open(d + "/trace.json", "w"), indent=2)
 rows = [json.loads(l) for l in open(d + "/requests.jsonl")]
 with open(d + "/requests.jsonl", "w") as f:
     for r in rows:
         r["label"] = m[r["label"]]
         f.write(json.dumps(r) + "\n")
+# The manifest's checksum of the edited file (FNV-1a 64, docs/trace-format.md).
+h = 0xcbf29ce484222325
+for b in open(d + "/requests.jsonl", "rb").read():
+    h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+t["requests_fnv1a64"] = "%016x" % h
+json.dump(t, open(d + "/trace.json", "w"), indent=2)
 PY
 TRACE=("$DEFAULT" --set workload.kind=trace --set workload.trace="$TMP/tr" --set workload.arrivals=trace
        --set workload.warmup_requests=5 --set workload.calibration_requests=10 -q)

@@ -178,8 +178,8 @@ cp "$TMP/good/routing.bin" "$TMP/shared/"
 "$ELDRSIM" trace import mooncake --limit 30 --out "$TMP/shared" -q
 check "import into a directory with other files keeps them, drops the stale routing.bin" \
   '[ -f "$TMP/shared/notes.txt" ] && [ ! -e "$TMP/shared/routing.bin" ] && [ -f "$TMP/shared/trace.json" ]'
-expect_error "trace import --out ''" "give the trace directory" -- trace import mooncake --limit 5 --out ''
-expect_error "trace gen --out ''" "give the trace directory" -- trace gen configs/default.json --out ''
+expect_error "trace import --out ''" "--out" "must not be empty" -- trace import mooncake --limit 5 --out ''
+expect_error "trace gen --out ''" "--out" "must not be empty" -- trace gen configs/default.json --out ''
 expect_error "trace import into a file" "exists and is not a directory" -- \
   trace import mooncake --limit 5 --out "$TMP/shared/notes.txt"
 
@@ -209,7 +209,8 @@ for target in "$TMP/killed-new" "$TMP/killed-old"; do
     ok "$name: the import finished before the signal (not interrupted, nothing to check)"
     continue
   fi
-  check "$name: SIGTERM stops the import with an error exit" 'grep -q "interrupted" "$TMP/kill.err"'
+  check "$name: SIGTERM stops the import: exit 143, one line saying what was kept" \
+    '[ $rc -eq 143 ] && [ "$(wc -l <"$TMP/kill.err")" -eq 1 ] && grep -q "^eldrsim: error: interrupted by SIGTERM: .*: no trace written" "$TMP/kill.err"'
   check "$name: no staging directory left" \
     '[ -z "$(ls -A "$TMP" | grep -F .eldr-trace-tmp)" ] && { [ ! -d "$target" ] || [ -z "$(ls -A "$target" | grep -F .eldr-trace-tmp)" ]; }'
   if [ "$target" = "$TMP/killed-new" ]; then
@@ -238,6 +239,8 @@ else
   check "trace gen: no temporary file or staging directory left" \
     '[ -z "$(ls -A "$TMP" "$TMP/gen-killed" | grep -E "\.eldr-trace-tmp|\.tmp\.")" ]'
   check "trace gen: the old trace is intact" 'diff -r "$TMP/good" "$TMP/gen-killed" >/dev/null'
+  check "trace gen: exit 143 and the line says so" \
+    '[ $rc -eq 143 ] && grep -q "interrupted by SIGTERM: .*gen-killed: no trace written, the earlier one is intact" "$TMP/kill.err"'
 fi
 rm -rf "$TMP/gen-killed"
 
