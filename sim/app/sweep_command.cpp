@@ -9,6 +9,7 @@
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/metrics/result_check.hpp"
+#include "sim/routing/eldr_model.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -280,6 +281,23 @@ struct Interrupted {
 // A child's exit code (or 128 + signal) after an interrupt.
 bool interrupted(int code) { return code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
 
+// A shared fit on disk that reads back whole; one that does not (damaged: its checksum fails) is
+// removed with a note, to be fitted again.
+bool usable_fit(const fs::path& file, Progress& progress)
+{
+  if (!fs::exists(file))
+    return false;
+  try {
+    read_eldr_model(file.string());
+    return true;
+  } catch (const InputError& e) {
+    progress.note(std::string("sweep: fitting ELDR again: ") + e.what(), true);
+    std::error_code ec;
+    fs::remove(file, ec);
+    return false;
+  }
+}
+
 // Runs the given points (indices into plan.points) that are not done yet. Returns the failures.
 size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs,
                   bool fit, bool quiet)
@@ -306,7 +324,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   // ELDR's offline fit once per distinct fit input, shared by the points (and the sweeps) that use it.
   std::map<std::string, size_t> fits;  // fit key -> first point needing it
   for (size_t i : todo)
-    if (fit && plan.points[i].fit_eldr && !fs::exists(fit_file(out, plan.points[i])))
+    if (fit && plan.points[i].fit_eldr && !usable_fit(fit_file(out, plan.points[i]), progress))
       fits.emplace(plan.points[i].fit_key, i);
   std::map<std::string, std::string> failed_fits;  // fit key -> how it failed and where its log is
   if (!fits.empty()) {

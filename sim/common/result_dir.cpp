@@ -1,4 +1,5 @@
 #include "sim/common/result_dir.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
 
@@ -318,14 +319,7 @@ void check_output_file(const std::string& path)
 
 std::string fnv1a64_hex(const std::string& text)
 {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return fnv1a64_text(fnv1a64(text.data(), text.size()));
 }
 
 }  // namespace eldr

@@ -1,5 +1,6 @@
 #include "sim/routing/eldr_model.hpp"
 #include "sim/common/json_reader.hpp"
+#include "sim/common/result_dir.hpp"
 
 #include <stdexcept>
 
@@ -80,12 +81,22 @@ std::string eldr_model_json(const EldrModel& m)
     c.push_back(std::vector<float>(row.begin(), row.end()));
   }
   j["centroids"] = c;
+  // A checksum of the rest, so a file damaged with its JSON intact (a cached fit, say) is caught.
+  j["fnv1a64"] = fnv1a64_hex(j.dump());
   return j.dump() + "\n";
 }
 
 EldrModel read_eldr_model(const std::string& path)
 {
   Json j = load_json_file(path);
+  // Files written before the checksum (or by hand) have none and are read as they are.
+  if (j.is_object() && j.contains("fnv1a64")) {
+    const Json sum = j["fnv1a64"];
+    j.erase("fnv1a64");
+    if (!sum.is_string() || sum.get<std::string>() != fnv1a64_hex(j.dump()))
+      throw InputError(path, "fnv1a64", "does not match the file's contents: it was damaged or edited after "
+                                        "`eldrsim fit` wrote it (fit again)");
+  }
   JsonReader r(j, path);
   if (r.require_string("format") != "eldr-router-model")
     r.fail("format", "not an ELDR router model file (expected \"eldr-router-model\")");

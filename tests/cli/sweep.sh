@@ -42,6 +42,27 @@ rc=$?
 check "a rerun skips every finished point" '[ $rc = 0 ] && grep -q "4 of 4 points already done" "$TMP/rerun.err" && ! grep -q "fitting ELDR" "$TMP/rerun.err" && [ "$(stamp "router=eldr__rate_rps=20")" = "$before" ]'
 check "a rerun writes the same combined.csv" 'cmp -s "$TMP/a/combined.csv" "$TMP/b/combined.csv"'
 
+# A shared fit damaged with its JSON intact (one centroid value changed) fails its checksum: the
+# sweep fits again, with a note, and the redone point's results are those of the intact fit.
+cp -r "$TMP/a" "$TMP/f"
+/usr/bin/python3 - "$TMP"/f/.eldr-fits/*.json <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["centroids"][0][0] += 0.5
+open(sys.argv[1], "w").write(json.dumps(j, separators=(",", ":")) + "\n")
+PY
+cp "$TMP"/f/.eldr-fits/*.json "$TMP/damaged.json"
+rm "$TMP/f/small/router=eldr__rate_rps=20/summary.json"
+"$ELDRSIM" sweep "$TMP/small.json" --out "$TMP/f" -j 2 -q 2>"$TMP/f.err"
+rc=$?
+check "a damaged shared fit is fitted again, with a note (even under -q)" \
+  '[ $rc = 0 ] && grep -q "sweep: fitting ELDR again: .*fnv1a64: does not match" "$TMP/f.err"'
+check "... and the point's results are the intact fit's" \
+  'cmp -s "$TMP/a/small/router=eldr__rate_rps=20/requests.csv" "$TMP/f/small/router=eldr__rate_rps=20/requests.csv"'
+expect_error "a damaged model file given to run is one line" "fnv1a64" "fit again" -- \
+  run configs/default.json --router eldr --requests 20 --set workload.warmup_requests=0 -q --out "$TMP/fx" \
+  --set eldr.model_file="$TMP/damaged.json"
+
 # A changed point (another --set) is not taken for the old one: its directory is redone.
 "$ELDRSIM" sweep "$TMP/small.json" --out "$TMP/b" -j 2 -q --set workload.output_tokens=256
 check "changed parameters redo the points" '! cmp -s "$TMP/a/combined.csv" "$TMP/b/combined.csv" && grep -q "workload.output_tokens" "$TMP/b/small/router=eldr__rate_rps=20/point.json"'
