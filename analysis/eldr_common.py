@@ -46,12 +46,6 @@ class Fatal(Exception):
         self.code = code
 
 
-def die(prog, msg, code=2):
-    remove_temps()
-    print(error_line(msg), file=sys.stderr)
-    sys.exit(code)
-
-
 def parse_models(values):
     """--models accepts 'a,b' and/or 'a b'."""
     out = []
@@ -282,18 +276,6 @@ def text_table(header, rows):
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     fmt = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     return "\n".join([fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows])
-
-
-def write_atomic(path, text):
-    """Write via a temporary file in the same directory; keeps an existing file's mode (else 0644)."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 def repo_path(p):
