@@ -437,7 +437,7 @@ def check_input_file(path, what="", hint=""):
     if stat.S_ISDIR(st.st_mode):
         raise Fatal(f"{where}: is a directory, not a file")
     if not stat.S_ISREG(st.st_mode):
-        raise Fatal(f"{where}: is not a regular file (a device, FIFO or socket)")
+        raise Fatal(f"{where}: is not a regular file (a device, FIFO or socket): give a file")
     if not os.access(path, os.R_OK):
         raise Fatal(f"{where}: not readable (fix its permissions)")
     return path
@@ -509,9 +509,9 @@ def check_output_path(path, what="output"):
     """Before a long computation: `path` can be written (its directory exists or can be created and is
     writable, it is not a directory or a special file), so a fit is not lost at its end."""
     if os.path.isdir(path):
-        raise Fatal(f"{path}: {what}: is a directory; give a file path")
+        raise Fatal(f"{path}: {what}: is a directory, not a file")
     if os.path.lexists(path) and not os.path.isfile(path):
-        raise Fatal(f"{path}: {what}: is not a regular file (a device, FIFO or socket); give a file path")
+        raise Fatal(f"{path}: {what}: is not a regular file (a device, FIFO or socket): give a file")
     check_dir_writable(os.path.dirname(os.path.abspath(path)), path, what)
     return path
 

@@ -789,9 +789,8 @@ def main(argv=None):
         ec.load_model(m)
         ec.warn_single_rate(m, measured[m])
     # Every output is checked before the fit, which may take an hour: a fit is never lost at its end.
-    outputs = [(args.report, "report"), (report_csv_path(args), "report CSV")]
-    if args.calibration_out:
-        outputs.append((args.calibration_out, "calibration block"))
+    outputs = [(args.calibration_out, "calibration block")] if args.calibration_out else []  # --out first
+    outputs += [(args.report, "report"), (report_csv_path(args), "report CSV")]
     if args.write:
         outputs += [(ec.model_file(m), "model file") for m in models]
         if args.routers:

@@ -165,15 +165,15 @@ check "fit_cost.py --data with one rate: the same warning" "grep -q '^eldrsim: w
 
 # --- Outputs are checked before the fit: a path that cannot be written is one line, nothing runs.
 touch "$TMP/plainfile"
-expect_error "--out under a file" "plainfile/cal_report.md: report: cannot create its directory" "plainfile is not a directory" -- \
+expect_error "--out under a file" "plainfile/cal.json: calibration block: cannot create its directory" "plainfile is not a directory" -- \
   calibrate $DATA --model "$MODEL" --out "$TMP/plainfile/cal.json"
-expect_error "--out a directory" "calibration block: is a directory; give a file path" -- \
+expect_error "--out a directory" "calibration block: is a directory, not a file" -- \
   calibrate $DATA --model "$MODEL" --out "$TMP"
 expect_error "--report under a file" "plainfile/r.md: report: cannot create its directory" -- \
   calibrate $DATA --model "$MODEL" --out "$TMP/x.json" --report "$TMP/plainfile/r.md"
 expect_error "--out a device" "/dev/full: calibration block: is not a regular file" -- \
   calibrate $DATA --model "$MODEL" --out /dev/full
-expect_error "--out the same file as the report's CSV" "x.csv: calibration block: also the report CSV" -- \
+expect_error "--out the same file as the report's CSV" "x.csv: report CSV: also the calibration block" -- \
   calibrate $DATA --model "$MODEL" --out "$TMP/x.csv" --report "$TMP/x.md"
 [ -e "$TMP/x.json" ] && bad "a failing calibrate wrote $TMP/x.json" || ok "no failing calibrate wrote an output"
 check "no temporary file is left beside the outputs" "! ls -a '$TMP' '$TMP/q' '$TMP/one' | grep -q 'tmp-'"
