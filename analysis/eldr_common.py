@@ -33,7 +33,7 @@ DEFAULT_ROUTER_DATA = f"task={os.path.join(REPO, 'traces', 'calibration', 'main_
 LOAD_BALANCERS = ["random", "round_robin", "jsq", "p2c"]
 ROUTERS = LOAD_BALANCERS + ["domain", "eldr"]
 CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
-# Measured setup of rr_task_tpot.csv (data/README.md, docs/design.md section 2).
+# Measured setup of rr_task_tpot.csv (traces/README.md, docs/design.md section 2).
 MEASURED_DURATION_S = 120
 MEASURED_WARMUP_REQUESTS = 3840
 
@@ -291,7 +291,7 @@ def display_path(p):
 
 
 # ---- errors, signals and outputs shared by every script's main ------------------------------------------
-# Convention (README, "Errors"): bad input is one stderr line `eldrsim: error: FILE: FIELD: problem`, exit
+# Convention (docs/running.md, exit codes): bad input is one stderr line `eldrsim: error: FILE: FIELD: problem`, exit
 # 2; a signal is one line `eldrsim: error: interrupted by SIGNAME: what was kept`, exit 128 + its number;
 # neither leaves a temporary file or a half-written set of outputs.
 InputError = Fatal

@@ -31,7 +31,7 @@ kept) and its "source" records this fit. Every output is checked before the firs
 together at the end (the report, --calibration-out, --write's files): an error, a full disk or a signal
 leaves the old ones, and no temporary file.
 
-`eldrsim calibrate MEASURED.csv --model M --hardware H --out FILE` (README, "Bring your own cluster")
+`eldrsim calibrate MEASURED.csv --model M --hardware H --out FILE` (docs/calibration.md section 3a)
 runs this script on a user's own measurements with --calibration-out FILE: the fitted block goes to
 FILE and models/*.json stay unchanged. Without a calibration.<hardware> block to start from, give --start.
 

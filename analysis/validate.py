@@ -519,7 +519,7 @@ def language_predictions(sweep_rows):
 
 
 def summary_lines(fits, train, claims):
-    """The report's summary: one line per question (the README quotes them)."""
+    """The report's summary: one line per question (docs/calibration.md section 5 quotes them)."""
     rr = fit_cost.error_summary([c for f in rr_only(fits) for c in f["best"]["cells"]])
     lines = [f"- Round robin, 30 cells (both workloads): TPOT P50 mean abs error {rr['tpot_p50_mean']:.2f}%, "
              f"worst {rr['tpot_p50_max']:.2f}%, P99 {rr['tpot_p99_mean']:.2f}%, TTFT P50 {rr['ttft_p50_mean']:.2f}%."]
