@@ -40,8 +40,9 @@ void KvReceiver::operator()()
     rec.kv_end_s       = sg4::Engine::get_clock();
     s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens);
     // Before the push, which may let the decode worker admit it at once.
-    XBT_CVERB(eldr_kv, "request %u: KV transfer ends at decode worker %d, %.0f KV bytes; queued for admission behind %zu",
-              r->id, index_, s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens),
+    XBT_CVERB(eldr_kv,
+              "request %u: KV transfer ends at decode worker %d, %.0f KV bytes; queued for admission behind %zu", r->id,
+              index_, s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens),
               s_.decode_arrivals[size_t(index_)].items.size());
     release_prefill_blocks(s_, *r);
     s_.decode_arrivals[size_t(index_)].push(r);

@@ -74,9 +74,10 @@ void hand_off(ClusterState& s, const PrefilledPrompt& p)
   for (size_t i = 0; i < receivers.size(); ++i)
     flows.push_back(sg4::Comm::sendto_async(senders[i % senders.size()], receivers[i], share));
   s.kv_flows_pending[r.id] = int(flows.size());
-  XBT_CVERB(eldr_kv, "request %u: KV transfer starts, prefill worker %d -> decode worker %d, %llu bytes, %zu flow(s), "
-            "%d prompt tokens held there", r.id, p.prefill_worker, d, static_cast<unsigned long long>(bytes), flows.size(),
-            rec.decode_cached_tokens);
+  XBT_CVERB(eldr_kv,
+            "request %u: KV transfer starts, prefill worker %d -> decode worker %d, %llu bytes, %zu flow(s), %d prompt "
+            "tokens held there",
+            r.id, p.prefill_worker, d, static_cast<unsigned long long>(bytes), flows.size(), rec.decode_cached_tokens);
   s.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }
 

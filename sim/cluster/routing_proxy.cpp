@@ -15,7 +15,8 @@ void RoutingProxy::operator()()
     queue.wait_nonempty();
     const PrefilledPrompt p = queue.items.front();
     queue.items.pop_front();
-    XBT_CVERB(eldr_routing, "request %u: the routing proxy takes it (%zu behind it)", p.request->id, queue.items.size());
+    XBT_CVERB(eldr_routing, "request %u: the routing proxy takes it (%zu behind it)", p.request->id,
+              queue.items.size());
     sg4::this_actor::sleep_for(per_request);
     hand_off(s_, p);
   }

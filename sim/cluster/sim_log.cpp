@@ -218,8 +218,18 @@ std::string simgrid_probe(const std::string& cfg)
     i = end + 1;
   }
   if (line.empty())
-    line = WIFSIGNALED(status) ? "SimGrid stops on it (signal " + std::to_string(WTERMSIG(status)) + ")" : "SimGrid stops on it";
+    line = WIFSIGNALED(status) ? "SimGrid stops on it (signal " + std::to_string(WTERMSIG(status)) + ")"
+                               : "SimGrid stops on it";
   return line;
+}
+
+[[noreturn]] void throw_cfg_error(const std::string& value, const std::string& said)
+{
+  const std::string bad_key = "Bad config key: ";
+  if (said.rfind(bad_key, 0) == 0)
+    throw InputError("--cfg", value,
+                     "SimGrid has no config key '" + said.substr(bad_key.size()) + "' (its documentation lists them)");
+  throw InputError("--cfg", value, "SimGrid rejects it: " + said);
 }
 
 }  // namespace
@@ -263,13 +273,8 @@ void check_cfg_setting(const std::string& value)
   // SimGrid answers "help" with its help text and exits mid-run.
   if (value.substr(colon + 1) == "help")
     throw InputError("--cfg", value, "SimGrid's help is not available here: its documentation lists the values");
-  const std::string said = simgrid_probe(value);
-  const std::string bad_key = "Bad config key: ";
-  if (said.rfind(bad_key, 0) == 0)
-    throw InputError("--cfg", value, "SimGrid has no config key '" + said.substr(bad_key.size()) +
-                                         "' (its documentation lists them)");
-  if (!said.empty())
-    throw InputError("--cfg", value, "SimGrid rejects it: " + said);
+  if (const std::string said = simgrid_probe(value); !said.empty())
+    throw_cfg_error(value, said);
 }
 
 std::unique_ptr<simgrid::s4u::Engine> make_engine(const std::vector<std::string>& log,
@@ -295,19 +300,14 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine(const std::vector<std::string>
   try {
     return std::make_unique<simgrid::s4u::Engine>(&argc, argv.data());
   } catch (const std::exception& e) {
-    std::string what = e.what();
-    what             = what.substr(0, what.find('\n'));
+    if (cfg.empty())
+      throw;
+    // The settings together (each passed check_cfg_setting alone); SimGrid's first line.
     std::string all;
     for (const std::string& s : cfg)
       all += (all.empty() ? "" : " ") + s;
-    const std::string bad_key = "Bad config key: ";
-    if (what.rfind(bad_key, 0) == 0) {
-      const std::string key = what.substr(bad_key.size());
-      for (const std::string& s : cfg)
-        if (s.substr(0, s.find(':')) == key)
-          throw InputError("--cfg", s, "SimGrid has no config key '" + key + "' (its documentation lists them)");
-    }
-    throw InputError("--cfg", all, "SimGrid rejects it: " + what);
+    const std::string what = e.what();
+    throw_cfg_error(all, what.substr(0, what.find('\n')));
   }
 }
 
