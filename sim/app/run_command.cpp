@@ -1,4 +1,5 @@
 #include "sim/app/commands.hpp"
+#include "sim/cluster/sim_log.hpp"
 #include "sim/cluster/simulation.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
@@ -29,6 +30,8 @@ struct RunOptions {
   bool steps = false;
   bool decisions = false;
   std::string routing_cache;
+  std::vector<std::string> log;  // SimGrid's --log and --cfg, passed on (sim_log.hpp)
+  std::vector<std::string> cfg;
 };
 
 std::vector<Override> collect_overrides(const RunOptions& o)
@@ -53,6 +56,11 @@ std::vector<Override> collect_overrides(const RunOptions& o)
 int run(const RunOptions& o)
 {
   install_interrupt_handler();
+  // Before any work: SimGrid would abort on some of these, and only once the simulation starts.
+  for (const std::string& s : o.log)
+    check_log_setting(s);
+  for (const std::string& s : o.cfg)
+    check_cfg_setting(s);
   Experiment x   = load_experiment(o.config, collect_overrides(o));
   std::string out = o.out;
   if (out.empty())
@@ -72,7 +80,7 @@ int run(const RunOptions& o)
   const bool progress = !o.quiet && ::isatty(2);
   RunRecorder rec = [&] {
     try {
-      return run_simulation(x, w, *routing, {.progress = progress});
+      return run_simulation(x, w, *routing, {.progress = progress, .log = o.log, .cfg = o.cfg});
     } catch (...) {
       if (progress)
         std::fputc('\n', stderr);  // the error goes on a line of its own, not onto the progress line
@@ -124,6 +132,12 @@ Command add_run_command(CLI::App& app)
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (sweep "
                   "passes one to its points); results are the same with or without it");
+  sub->add_option("--log", o->log,
+                  "SimGrid log setting (repeatable), e.g. --log=eldr.thres:verbose: every step of each request "
+                  "with its simulated time, on stderr (docs/watching-a-run.md); default: warnings only")
+      ->allow_extra_args(false);
+  sub->add_option("--cfg", o->cfg, "SimGrid config setting KEY:VALUE (repeatable), e.g. --cfg=network/model:CM02")
+      ->allow_extra_args(false);
   return {sub, [o] { return run(*o); }};
 }
 

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <bit>
 
-XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_decode, s4u, "eldr-sim decode workers");
+XBT_LOG_EXTERNAL_CATEGORY(eldr);
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_decode, eldr, "eldr-sim decode workers");
+XBT_LOG_EXTERNAL_CATEGORY(eldr_kv);
 
 namespace sg4 = simgrid::s4u;
 
@@ -37,6 +39,11 @@ void KvReceiver::operator()()
     RequestRecord& rec = s_.recorder.request(r->id);
     rec.kv_end_s       = sg4::Engine::get_clock();
     s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens);
+    // Before the push, which may let the decode worker admit it at once.
+    XBT_CVERB(eldr_kv,
+              "request %u: KV transfer ends at decode worker %d, %.0f KV bytes; queued for admission behind %zu", r->id,
+              index_, s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens),
+              s_.decode_arrivals[size_t(index_)].items.size());
     release_prefill_blocks(s_, *r);
     s_.decode_arrivals[size_t(index_)].push(r);
   }
@@ -98,8 +105,20 @@ void DecodeWorker::admit()
     if (expected_)
       expected_->join(s_.routing.token_law(*r, 1));
     s_.recorder.request(r->id).decode_admit_s = now;
+    XBT_VERB("request %u: admitted to decode worker %d's batch (%zu sequences, %ld of %ld KV blocks used)", r->id,
+             index_, batch_.size(), cache_.used(), cache_.capacity());
   }
   c.peak_batch = std::max(c.peak_batch, int(batch_.size()));
+  // One line per wait (admit runs after every block of steps): when the head of the queue changes.
+  if (XBT_LOG_ISENABLED(eldr_decode, xbt_log_priority_verbose) && !pending.empty() && pending.front() != logged_wait_) {
+    logged_wait_ = pending.front();
+    if (int(batch_.size()) >= s_.experiment.serving.max_decode_seqs)
+      XBT_VERB("request %u: waits for admission at decode worker %d: the batch is full (%zu sequences)",
+               logged_wait_->id, index_, batch_.size());
+    else
+      XBT_VERB("request %u: waits for admission at decode worker %d: KV memory is short (%ld of %ld blocks used)",
+               logged_wait_->id, index_, cache_.used(), cache_.capacity());
+  }
 }
 
 // The planned steps live in rings (committing steps moves the head, not the data): upcoming step k is
@@ -308,6 +327,8 @@ void DecodeWorker::finish(const Sequence& seq, double now)
   rec.finish_s       = now;
   rec.tokens_generated = seq.generated;
   ++rec.finish_count;
+  XBT_VERB("request %u: finishes at decode worker %d, %d tokens, TPOT %.3f ms", r.id, index_, seq.generated,
+           r.output_tokens > 1 ? (now - rec.first_token_s) / double(r.output_tokens - 1) * 1e3 : 0.0);
   std::span<const uint64_t> keys;
   if (s_.decode_caches_prefixes())
     keys = s_.block_keys[r.id];
@@ -342,6 +363,7 @@ void DecodeWorker::operator()()
     }
     const double start = sg4::Engine::get_clock();
     const int steps    = plan(start);
+    XBT_DEBUG("decode worker %d: up to %d steps of a batch of %zu", index_, steps, batch_.size());
     const int done     = sleep_through(start, steps);
     commit(done, sg4::Engine::get_clock());
   }

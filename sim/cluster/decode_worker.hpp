@@ -84,6 +84,7 @@ private:
   std::vector<uint16_t> rank_distinct_;
   std::vector<uint32_t> rank_picks_, pair_max_;
   long admitted_ = 0;
+  const Request* logged_wait_ = nullptr;  // verbose log: the request whose wait for admission was logged
 };
 
 }  // namespace eldr

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+XBT_LOG_EXTERNAL_CATEGORY(eldr_routing);
+XBT_LOG_EXTERNAL_CATEGORY(eldr_kv);
+
 namespace sg4 = simgrid::s4u;
 
 namespace eldr {
@@ -38,6 +41,9 @@ void hand_off(ClusterState& s, const PrefilledPrompt& p)
   xbt_assert(d >= 0 && d < view.workers(), "decode router '%s' returned worker %d of %d",
              std::string(s.decode_router.name()).c_str(), d, view.workers());
   rec.decode_worker = d;
+  XBT_CVERB(eldr_routing, "request %u: router %.*s picks decode worker %d of %d (%d in flight there)", r.id,
+            int(s.decode_router.name().size()), s.decode_router.name().data(), d, view.workers(),
+            s.decode_in_flight[size_t(d)]);
   if (s.recorder.log_decisions)  // before this request counts: the loads the router saw
     s.recorder.record_decision(r.id, now, view.in_flight, d);
   ++s.decode_in_flight[size_t(d)];
@@ -68,6 +74,10 @@ void hand_off(ClusterState& s, const PrefilledPrompt& p)
   for (size_t i = 0; i < receivers.size(); ++i)
     flows.push_back(sg4::Comm::sendto_async(senders[i % senders.size()], receivers[i], share));
   s.kv_flows_pending[r.id] = int(flows.size());
+  XBT_CVERB(eldr_kv,
+            "request %u: KV transfer starts, prefill worker %d -> decode worker %d, %llu bytes, %zu flow(s), %d prompt "
+            "tokens held there",
+            r.id, p.prefill_worker, d, static_cast<unsigned long long>(bytes), flows.size(), rec.decode_cached_tokens);
   s.kv_doorbells[size_t(d)]->put_init(const_cast<Request*>(&r), 0)->detach();
 }
 

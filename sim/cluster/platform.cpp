@@ -2,7 +2,8 @@
 
 #include <string>
 
-XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_platform, s4u, "eldr-sim platform construction");
+XBT_LOG_EXTERNAL_CATEGORY(eldr);
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_platform, eldr, "eldr-sim platform construction");
 
 namespace sg4 = simgrid::s4u;
 

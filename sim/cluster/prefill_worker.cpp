@@ -6,7 +6,8 @@
 #include <algorithm>
 
 
-XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_prefill, s4u, "eldr-sim prefill workers");
+XBT_LOG_EXTERNAL_CATEGORY(eldr);
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_prefill, eldr, "eldr-sim prefill workers");
 
 namespace sg4 = simgrid::s4u;
 
@@ -20,6 +21,8 @@ void dispatch_to_prefill(ClusterState& s, const Request& r)
   rec.prefill_worker = w;
   ++s.prefill_in_flight[size_t(w)];
   s.prefill_queues[size_t(w)].push(&r);
+  XBT_VERB("request %u: arrives%s, %d prompt and %d output tokens, queued at prefill worker %d (%d there)", r.id,
+           r.measured ? "" : " (warm-up)", r.prompt_tokens, r.output_tokens, w, s.prefill_in_flight[size_t(w)]);
 }
 
 void release_prefill_blocks(ClusterState& s, const Request& r)
@@ -130,6 +133,7 @@ void PrefillWorker::operator()()
     const long releases = s_.prefill_releases[size_t(index_)];
     take_batch();
     if (batch_.empty()) {  // the head waits for KV blocks that in-flight transfers still hold
+      XBT_DEBUG("request %u: waits for KV memory at prefill worker %d", queue.items.front()->id, index_);
       std::unique_lock<sg4::Mutex> lock(*queue.mutex);
       queue.sleeping = true;
       queue.ready->wait(lock, [&] { return s_.prefill_releases[size_t(index_)] != releases; });
@@ -137,14 +141,19 @@ void PrefillWorker::operator()()
       continue;
     }
     const double now = sg4::Engine::get_clock();
-    for (const PrefilledPrompt& p : batch_)
+    for (const PrefilledPrompt& p : batch_) {
       s_.recorder.request(p.request->id).prefill_start_s = now;
+      XBT_VERB("request %u: prefill starts at prefill worker %d, %d of %d prompt tokens cached, batch of %zu",
+               p.request->id, index_, p.cached_tokens, p.request->prompt_tokens, batch_.size());
+    }
     sg4::this_actor::sleep_for(run_batch());
     // A router with per-request work decides in the routing proxy, after the batch and before the
     // first token leaves (so it adds to TTFT); the others decide at once.
     const bool proxy = s_.decode_router.routing_overhead_s() > 0;
     for (const PrefilledPrompt& p : batch_) {
       --s_.prefill_in_flight[size_t(index_)];
+      XBT_VERB("request %u: prefill ends at prefill worker %d%s", p.request->id, index_,
+               proxy ? ", to the routing proxy" : "");
       if (proxy)
         s_.routing_queue.push(p);
       else

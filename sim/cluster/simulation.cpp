@@ -4,6 +4,7 @@
 #include "sim/cluster/platform.hpp"
 #include "sim/cluster/prefill_worker.hpp"
 #include "sim/cluster/routing_proxy.hpp"
+#include "sim/cluster/sim_log.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/cluster_placement.hpp"
 #include "sim/routing/eldr_router.hpp"
@@ -12,21 +13,10 @@
 #include <cmath>
 #include <cstdio>
 
-XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_simulation, s4u, "eldr-sim simulation driver");
+XBT_LOG_EXTERNAL_CATEGORY(eldr);
+XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_simulation, eldr, "eldr-sim simulation driver");
 
 namespace sg4 = simgrid::s4u;
-
-// Built with AddressSanitizer (GCC defines the macro, clang answers __has_feature).
-#if defined(__SANITIZE_ADDRESS__)
-#define ELDR_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ELDR_ASAN 1
-#endif
-#endif
-#ifndef ELDR_ASAN
-#define ELDR_ASAN 0
-#endif
 
 namespace eldr {
 
@@ -49,6 +39,7 @@ public:
     if (s_.experiment.workload.drain_after_warmup)
       wait_until([&] { return s_.finished_warmup >= warmup; });
     offset                     = sg4::Engine::get_clock();
+    XBT_VERB("measured phase starts: %ld warm-up requests issued, %ld finished", warmup, s_.finished_warmup);
     s_.recorder.measured_start_s = offset;
     const double horizon = s_.experiment.workload.horizon_s > 0 ? offset + s_.experiment.workload.horizon_s : INFINITY;
     for (; i < reqs.size() && offset + reqs[i].arrival_s <= horizon; ++i) {
@@ -58,6 +49,7 @@ public:
     }
     wait_until([&] { return s_.finished >= long(reqs.size()) || sg4::Engine::get_clock() >= horizon; }, horizon);
     s_.recorder.end_s = sg4::Engine::get_clock();
+    XBT_VERB("run ends: %ld of %zu requests finished", s_.finished, reqs.size());
     if (s_.finished < long(reqs.size()))
       record_leftovers();
     if (progress_)
@@ -114,20 +106,8 @@ private:
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
                            const SimulationOptions& opt)
 {
-  char arg0[]        = "eldrsim";
-  char arg1[]        = "--log=root.thres:warning";
-#if ELDR_ASAN
-  // AddressSanitizer does not know SimGrid's hand-made stack switches (raw contexts); with ucontext
-  // it runs clean given ASAN_OPTIONS=detect_stack_use_after_return=0 (`make sanitize` sets it). The
-  // thread factory hangs with Debian's libsimgrid under ASan.
-  char arg2[]  = "--cfg=contexts/factory:ucontext";
-  int argc     = 3;
-  char* argv[] = {arg0, arg1, arg2, nullptr};
-#else
-  int argc     = 2;
-  char* argv[] = {arg0, arg1, nullptr};
-#endif
-  sg4::Engine engine(&argc, argv);
+  const auto engine_owner = make_engine(opt.log, opt.cfg);  // logs, SimGrid options
+  sg4::Engine& engine     = *engine_owner;
   install_interrupt_handler();  // over SimGrid's own SIGINT handler: one line, exit 128 + N
   Platform platform = build_platform(engine, x.cluster);
 

@@ -5,6 +5,9 @@
 #include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
+#include <string>
+#include <vector>
+
 namespace eldr {
 
 struct SimulationOptions {
@@ -12,6 +15,9 @@ struct SimulationOptions {
   // Decode steps a worker may sleep through at once (DecodeWorker); 1 sleeps step by step. Results
   // are the same; it only changes how often SimGrid wakes the worker.
   int decode_block_steps = 32;
+  // SimGrid settings, checked (sim_log.hpp): --log (e.g. eldr.thres:verbose) and --cfg (KEY:VALUE).
+  std::vector<std::string> log;
+  std::vector<std::string> cfg;
 };
 
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
