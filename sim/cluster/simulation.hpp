@@ -16,8 +16,8 @@ struct SimulationOptions {
   // are the same; it only changes how often SimGrid wakes the worker.
   int decode_block_steps = 32;
   // SimGrid settings, checked (sim_log.hpp): --log (e.g. eldr.thres:verbose) and --cfg (KEY:VALUE).
-  std::vector<std::string> log;
-  std::vector<std::string> cfg;
+  std::vector<std::string> log = {};
+  std::vector<std::string> cfg = {};
 };
 
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
