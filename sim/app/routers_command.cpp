@@ -1,6 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/routing/router_registry.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
