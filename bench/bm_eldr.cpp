@@ -2,7 +2,7 @@
 // requests (prompt and decode profiles, IDF, layer mask, balanced K-means) and one routing decision
 // with a fitted model (16 centroids over the fitted mask) — docs/design.md section 8's two ELDR budgets.
 #include "bench/bench_common.hpp"
-#include "sim/routing/eldr_router.hpp"
+#include "sim/routing/eldr/eldr_router.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -3,8 +3,8 @@
 // shape (48 layers x 128 experts = 6144 dimensions, K = 16), the K-means share of the offline-fit
 // budget (IDF + layer mask + K-means of 1000 requests: 0.5 s in the ELDR issue, 1 s in docs/design.md).
 #include "sim/common/rng.hpp"
-#include "sim/routing/balanced_assignment.hpp"
-#include "sim/routing/balanced_kmeans.hpp"
+#include "sim/routing/eldr/balanced_assignment.hpp"
+#include "sim/routing/eldr/balanced_kmeans.hpp"
 
 #include <benchmark/benchmark.h>
 

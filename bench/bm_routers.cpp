@@ -2,7 +2,7 @@
 // router's consistent hash.
 #include "sim/common/rng.hpp"
 #include "sim/routing/prefill_router.hpp"
-#include "sim/routing/router_factory.hpp"
+#include "sim/routing/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
 
 #include <benchmark/benchmark.h>

@@ -1,4 +1,4 @@
-// ELDR signatures and the layer mask (sim/routing/signature.hpp, layer_mask.hpp) on the default
+// ELDR signatures and the layer mask (sim/routing/eldr/signature.hpp, layer_mask.hpp) on the default
 // scenario's routing (Qwen3-30B-A3B, 48 layers x 128 experts, top-8, generated task routing):
 //   - counting one 1024-token prompt into a profile (counts only, and with both gate sums; all layers
 //     or a 12-layer mask);
@@ -7,8 +7,8 @@
 //     counts), IDF, the 30,000 pairs, the greedy layer mask per variant, and all of it end to end.
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/layer_mask.hpp"
-#include "sim/routing/signature.hpp"
+#include "sim/routing/eldr/layer_mask.hpp"
+#include "sim/routing/eldr/signature.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 

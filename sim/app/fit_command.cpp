@@ -1,7 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/routing/eldr_router.hpp"
+#include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 

@@ -6,6 +6,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
+#include "sim/routing/router_registry.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
@@ -112,9 +113,9 @@ Command add_run_command(CLI::App& app)
   auto* sub = app.add_subcommand("run", "Simulate one experiment and write summary.json and requests.csv");
   sub->add_option("config", o->config, "Experiment config (JSON), e.g. configs/default.json")->required();
   std::string routers;
-  for (const auto& n : kDecodeRouterNames)
+  for (const auto& n : decode_router_names())
     routers += (routers.empty() ? "" : ", ") + n;
-  sub->add_option("--router", o->router, "Decode router: " + routers);
+  sub->add_option("--router", o->router, "Decode router: " + routers + " (`eldrsim routers --describe` says what each does)");
   sub->add_option("--rate", o->rate, "Measured arrival rate, requests/s (workload.rate_rps)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--requests", o->requests, "Measured requests (workload.measured_requests)")

@@ -9,7 +9,7 @@
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/metrics/result_check.hpp"
-#include "sim/routing/eldr_model.hpp"
+#include "sim/routing/eldr/eldr_model.hpp"
 
 #include <chrono>
 #include <cmath>

@@ -19,7 +19,7 @@ PromptProfile prompt_profile(const ClusterState& s, const PrefilledPrompt& p)
   std::vector<BlockOrigin> cached;
   for (int i = 0; i * s.kv_block_tokens < p.cached_tokens; ++i)
     cached.push_back(s.prefill_caches[size_t(p.prefill_worker)].origin(s.block_keys[r.id][size_t(i)]));
-  return cached_prompt_profile(s.routing, r, cached, s.kv_block_tokens, s.experiment.eldr.signature_cache,
+  return cached_prompt_profile(s.routing, r, cached, s.kv_block_tokens, router.profiles_cached_blocks(),
                                router.prompt_fields(), s.gates.get(), router.prompt_layers());
 }
 

@@ -7,8 +7,7 @@
 #include "sim/cluster/sim_log.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/cluster_placement.hpp"
-#include "sim/routing/eldr_router.hpp"
-#include "sim/routing/router_factory.hpp"
+#include "sim/routing/router_registry.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -116,10 +115,10 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
   recorder.decode_expert_parallel = x.topology.decode.expert_parallel;
   recorder.expert_union           = x.workload.expert_union;
-  auto* eldr_router = dynamic_cast<EldrRouter*>(router.get());
   recorder.log_decisions = x.decision_log;
-  if (x.decision_log && eldr_router)
-    eldr_router->set_trace(&recorder.eldr_trace);
+  if (x.decision_log)
+    router->log_decisions_to(&recorder.decision_detail);
+  recorder.router_follows_drift = router->follows_drift();
   ClusterState s(x, w, cost, routing, *router, recorder);
 
   // Expert-parallel decode instances: each one's expert placement, as rank masks.
@@ -152,11 +151,9 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
     sg4::Actor::create("routing-proxy", s.prefill_hosts.front(), RoutingProxy(s))->daemonize();
   sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
   engine.run();
-  recorder.router_stats = router->stats();
-  if (eldr_router) {
-    recorder.refit_times_s = eldr_router->refit_times();
-    eldr_router->set_trace(nullptr);
-  }
+  recorder.router_stats  = router->stats();
+  recorder.refit_times_s = router->refit_times();
+  router->log_decisions_to(nullptr);
   if (x.serving.prefix_cache) {
     auto counters = [](const BlockCache& c) {
       const BlockCacheStats& st = c.stats();

@@ -1,6 +1,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/utf8.hpp"
+#include "sim/routing/router_registry.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,8 +11,6 @@
 namespace eldr {
 
 namespace fs = std::filesystem;
-
-const std::vector<std::string> kDecodeRouterNames = {"random", "round_robin", "jsq", "p2c", "domain", "eldr"};
 
 static bool has_project_layout(const fs::path& dir)
 {
@@ -54,7 +53,7 @@ static std::string resolve_named_file(const std::string& root, const std::string
   return (fs::path(root) / dir / (value + ".json")).string();
 }
 
-static void require_file(const std::string& path, JsonReader& r, const std::string& key)
+void require_file(const std::string& path, JsonReader& r, const std::string& key)
 {
   std::error_code ec;
   if (fs::is_directory(path, ec))
@@ -444,33 +443,10 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
                          (template_tokens > 0 ? " + the model's chat template" : "") + " (" +
                          std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
 
-  x.router = r.choice("router", "round_robin", kDecodeRouterNames);
+  x.router = r.choice("router", "round_robin", decode_router_names());
   x.seed   = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
 
-  auto e                   = r.object("eldr");
-  std::string eldr_file    = e.string("model_file", "");
-  if (!eldr_file.empty()) {
-    x.eldr.model_file = fs::path(eldr_file).is_absolute() || fs::exists(eldr_file) ? eldr_file
-                                                                                   : (fs::path(root) / eldr_file).string();
-    require_file(x.eldr.model_file, e, "model_file");
-  }
-  x.eldr.variant = e.choice("variant", "counts_idf", {"counts", "counts_idf", "sqrt_counts", "binary", "gate_prob", "gate_score"});
-  x.eldr.kmeans  = e.choice("kmeans", "balanced", {"balanced", "vanilla"});
-  x.eldr.tau     = e.number("tau", 0.1, 0, 2);
-  x.eldr.min_two = e.boolean("min_two_candidates", true);
-  x.eldr.refit   = e.choice("refit", "online", {"online", "periodic", "static", "triggered"});
-  x.eldr.refit_window_s    = e.number("refit_window_s", 5, 1e-3, 1e6);
-  x.eldr.refit_interval_s  = e.number("refit_interval_s", 1, 1e-3, 1e6);
-  x.eldr.refit_iterations  = int(e.integer("refit_iterations", 3, 1, 1000));
-  x.eldr.drift_window_s     = e.number("drift_window_s", 5, 1e-3, 1e6);
-  x.eldr.drift_similarity_z = e.number("drift_similarity_z", 6, 0, 1e6);
-  x.eldr.drift_psi_ratio    = e.number("drift_psi_ratio", 4, 0, 1e6);
-  x.eldr.mask_pairs        = int(e.integer("mask_pairs", 30000, 10, 10000000));
-  x.eldr.mask_min_gain     = e.number("mask_min_gain", 0.001, 0, 1);
-  x.eldr.kmeans_iterations = int(e.integer("kmeans_iterations", 50, 1, 10000));
-  x.eldr.signature_cache   = e.boolean("signature_cache", true);
-  x.eldr.routing_overhead_s = e.number("routing_overhead_ms", 0.86, 0, 1e4) * 1e-3;
-  e.finish();
+  read_router_sections(r, root, x);  // each router's own section (eldr.*, ...), through its table entry
 
   auto out      = r.object("output");
   x.write_steps  = out.boolean("steps_csv", false);

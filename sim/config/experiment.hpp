@@ -97,7 +97,8 @@ struct ServingSpec {
   bool decode_prefix_cache   = true;   // with prefix_cache: decode workers cache prompt blocks too
 };
 
-// ELDR's parameters (docs/design.md section 1); the fitted state lives in a router model file.
+// ELDR's parameters (docs/design.md section 1), the config's eldr section: read by ELDR's entry in the
+// router table (sim/routing/eldr/eldr_section.cpp). The fitted state lives in a router model file.
 struct EldrSpec {
   std::string model_file;             // resolved; empty: fit on the workload's calibration split
   std::string variant = "counts_idf"; // signature variant
@@ -155,7 +156,10 @@ void apply_override(Json& doc, const Override& o, const std::string& file);
 // of `start` (then of the working directory, then of the executable) that has models/hardware.
 std::string project_root(const std::string& start);
 
-extern const std::vector<std::string> kDecodeRouterNames;
+// The routers' names and their config sections come from the router table (sim/routing/router_registry.hpp).
+
+// A config key naming a file: an error (at `key` of `r`) when it is missing, a directory or not a regular file.
+void require_file(const std::string& path, JsonReader& r, const std::string& key);
 
 // KV memory of an instance of `gpus` GPUs: gpus x HBM x memory_fraction - one copy of the weights.
 double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction);

@@ -402,12 +402,12 @@ std::string decisions_csv(const Workload& w, const RunRecorder& rec)
   return out;
 }
 
-// Present only for drifting workloads or the explicitly named new refit policies, so the summaries of
+// Present only for drifting workloads or a router that follows drift by policy, so the summaries of
 // existing configs stay byte-identical.
-static bool wants_drift_section(const Experiment& x)
+static bool wants_drift_section(const Experiment& x, const RunRecorder& rec)
 {
   return !x.workload.mix_schedule.empty() || std::isfinite(x.workload.new_subtopics_after_s) ||
-         (x.router == "eldr" && (x.eldr.refit == "periodic" || x.eldr.refit == "triggered"));
+         rec.router_follows_drift;
 }
 
 static Json drift_json(const Experiment& x, const Workload& w, const RunRecorder& rec,
@@ -449,7 +449,7 @@ void write_results(const std::string& out_dir, const Experiment& x, const Worklo
   if (x.decision_log)
     write("decisions.csv", decisions_csv(w, rec));
   Json j = summary_json(x, s, rec, w.labels);
-  if (wants_drift_section(x))
+  if (wants_drift_section(x, rec))
     j["drift"] = drift_json(x, w, rec, windows);
   j["files"] = files;
   // summary.json last: its presence marks a complete result.

@@ -1,7 +1,7 @@
 #pragma once
 // Everything a run observes: per-request timestamps, per-decode-step samples, per-worker counters.
 // Filled by the engine, read by the result writer and the tests. Plain data; no SimGrid.
-#include "sim/routing/decision_trace.hpp"
+#include "sim/routing/decision_detail.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -65,8 +65,8 @@ struct CacheCounters {
   long peak_used_blocks = 0;
 };
 
-// One decode routing decision (output.decision_log): the loads the router saw, its choice, and for
-// ELDR what it compared (empty sims otherwise).
+// One decode routing decision (output.decision_log): the loads the router saw, its choice, and what it
+// compared (DecisionDetail; empty sims for routers that do not score the workers).
 struct DecisionRecord {
   uint32_t id   = 0;
   double time_s = 0;
@@ -111,10 +111,12 @@ public:
   int decode_expert_parallel = 1;
   std::string expert_union = "sampled";  // how steps counted distinct experts (workload.union)
   std::vector<long> placement_calibration_requests;
-  std::vector<double> refit_times_s;  // ELDR: simulated times of its refits
-  // The decision log (output.decision_log): off unless log_decisions; ELDR fills eldr_trace per decision.
+  std::vector<double> refit_times_s;  // the decode router's refits, simulated times
+  bool router_follows_drift = false;  // DecodeRouter::follows_drift(): summary.json gets its drift section
+  // The decision log (output.decision_log): off unless log_decisions; a router that scores the workers
+  // fills decision_detail per decision.
   bool log_decisions = false;
-  EldrDecisionTrace eldr_trace;
+  DecisionDetail decision_detail;
   std::vector<DecisionRecord> decisions;
   void record_decision(uint32_t id, double now, std::span<const int> in_flight, int chosen)
   {
@@ -123,12 +125,12 @@ public:
     d.time_s   = now;
     d.chosen   = chosen;
     d.in_flight.assign(in_flight.begin(), in_flight.end());
-    if (eldr_trace.valid) {
-      d.best          = eldr_trace.best;
-      d.floor         = eldr_trace.floor;
-      d.sims          = eldr_trace.sims;
-      d.candidates    = eldr_trace.candidates;
-      eldr_trace.valid = false;
+    if (decision_detail.valid) {
+      d.best                = decision_detail.best;
+      d.floor               = decision_detail.floor;
+      d.sims                = decision_detail.sims;
+      d.candidates          = decision_detail.candidates;
+      decision_detail.valid = false;
     }
     decisions.push_back(std::move(d));
   }

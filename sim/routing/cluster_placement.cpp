@@ -1,5 +1,5 @@
 #include "sim/routing/cluster_placement.hpp"
-#include "sim/routing/signature.hpp"
+#include "sim/routing/eldr/signature.hpp"
 
 #include <stdexcept>
 

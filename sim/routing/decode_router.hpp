@@ -1,7 +1,8 @@
 #pragma once
 // A decode routing policy: after prefill, which decode worker continues a request? Routers are plain
 // C++; they see the request and a read-only view of the decode workers' load, nothing else.
-#include "sim/routing/signature.hpp"
+#include "sim/routing/decision_detail.hpp"
+#include "sim/routing/prompt_profile.hpp"
 #include "sim/workload/request.hpp"
 
 #include <span>
@@ -44,8 +45,23 @@ public:
   {
     return {};
   }
+
+  // What a router adds to a run's results (defaults: nothing); the engine and the result writer know
+  // routers only through these.
   // Counters reported in summary.json under router_stats (e.g. refits performed).
   virtual std::vector<std::pair<std::string, double>> stats() const { return {}; }
+  // The decision log: while `detail` is set (not null), each decision fills it with what the router
+  // compared (decisions.csv's score columns, empty for routers that leave it).
+  virtual void log_decisions_to(DecisionDetail* /*detail*/) {}
+  // Simulated times at which the router refitted itself to the traffic, in order (windows.csv's refits
+  // column, summary.json's drift section).
+  virtual std::vector<double> refit_times() const { return {}; }
+  // The router follows drift by policy (ELDR's eldr.refit periodic or triggered, named so): summary.json
+  // gets its drift section even for a stationary workload.
+  virtual bool follows_drift() const { return false; }
+  // With prefix caching: cached KV blocks keep their per-block expert counts for this router (ELDR's
+  // eldr.signature_cache), so a prompt profile covers the cached prefix too.
+  virtual bool profiles_cached_blocks() const { return false; }
 };
 
 }  // namespace eldr

@@ -86,7 +86,7 @@ TEST_CASE("decision log: nothing recorded without the option")
 {
   SmallRun s = run_small({{"router", "\"eldr\""}});
   CHECK(s.r().decisions.empty());
-  CHECK_FALSE(s.r().eldr_trace.valid);
+  CHECK_FALSE(s.r().decision_detail.valid);
 }
 
 TEST_CASE("tpot windows and the recovery after a shift")

@@ -1,7 +1,7 @@
-// balanced_assignment (sim/routing/balanced_assignment.hpp): exactness against hand-computed cases,
+// balanced_assignment (sim/routing/eldr/balanced_assignment.hpp): exactness against hand-computed cases,
 // brute force on tiny instances and Boost.Graph's min-cost flow on random ones; capacities; errors.
 #include "sim/common/rng.hpp"
-#include "sim/routing/balanced_assignment.hpp"
+#include "sim/routing/eldr/balanced_assignment.hpp"
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/successive_shortest_path_nonnegative_weights.hpp>  // before find_flow_cost: it needs its named params

@@ -1,8 +1,8 @@
-// Spherical K-means (sim/routing/balanced_kmeans.hpp): recovery of separated clusters, balance,
+// Spherical K-means (sim/routing/eldr/balanced_kmeans.hpp): recovery of separated clusters, balance,
 // the vanilla ablation, determinism, warm start, centroid matching, the dot kernels, edge cases.
 #include "sim/common/rng.hpp"
-#include "sim/routing/balanced_assignment.hpp"
-#include "sim/routing/balanced_kmeans.hpp"
+#include "sim/routing/eldr/balanced_assignment.hpp"
+#include "sim/routing/eldr/balanced_kmeans.hpp"
 
 #include <doctest/doctest.h>
 

@@ -3,6 +3,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/routing/router_registry.hpp"
 
 #include <doctest/doctest.h>
 
@@ -436,12 +437,12 @@ TEST_CASE("config: unknown keys or wrong types or out-of-range values name file 
 TEST_CASE("config: enum choices list the allowed values")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"router", "foo"}}); });
-  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, domain, eldr)");
+  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, domain, eldr, jsq_of_d, prefix_affinity)");
   e = input_error_of([] { load_experiment(kDefault, {{"workload.kind", "chat"}}); });
   CHECK(contains(e, "configs/default.json: workload.kind: unknown value 'chat'"));
   e = input_error_of([] { load_experiment(kDefault, {{"workload.routing", "magic"}}); });
   CHECK(contains(e, "workload.routing: unknown value 'magic'"));
-  for (const auto& name : kDecodeRouterNames)
+  for (const auto& name : decode_router_names())
     CHECK(load_experiment(kDefault, {{"router", name}}).router == name);
 }
 

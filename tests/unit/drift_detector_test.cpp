@@ -1,9 +1,9 @@
-// ELDR's drift detector (sim/routing/drift_detector.hpp): it fires on a shift and not on a stationary
+// ELDR's drift detector (sim/routing/eldr/drift_detector.hpp): it fires on a shift and not on a stationary
 // stream of the same length; bad values of the new eldr and output keys are one-line errors naming the
 // file and key. The refit policies on the router are in eldr_router_test.cpp.
 #include "sim/config/experiment.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/routing/drift_detector.hpp"
+#include "sim/routing/eldr/drift_detector.hpp"
 #include "input_error_util.hpp"
 
 #include <doctest/doctest.h>

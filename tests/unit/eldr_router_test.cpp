@@ -1,7 +1,7 @@
-// EldrRouter and EldrModel (sim/routing/eldr_router.hpp, eldr_model.hpp): the locality band, its
+// EldrRouter and EldrModel (sim/routing/eldr/eldr_router.hpp, eldr_model.hpp): the locality band, its
 // limits tau = 0 and tau = 1, the model file, the online refit, and a fit on generated routing; the
 // refit policies (static never refits, periodic every interval, online = periodic, triggered on a shift).
-#include "sim/routing/eldr_router.hpp"
+#include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/workload/routing_source_factory.hpp"

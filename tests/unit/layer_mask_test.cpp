@@ -1,10 +1,10 @@
-// The ELDR layer mask (sim/routing/layer_mask.hpp): the fast Spearman, the greedy selection on a
+// The ELDR layer mask (sim/routing/eldr/layer_mask.hpp): the fast Spearman, the greedy selection on a
 // constructed case whose informative layers are known, determinism, and an end-to-end check on the
 // generated routing of the default scenario.
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/layer_mask.hpp"
-#include "sim/routing/signature.hpp"
+#include "sim/routing/eldr/layer_mask.hpp"
+#include "sim/routing/eldr/signature.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"

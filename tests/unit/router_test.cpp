@@ -4,7 +4,7 @@
 #include "sim/routing/p2c_router.hpp"
 #include "sim/routing/random_router.hpp"
 #include "sim/routing/round_robin_router.hpp"
-#include "sim/routing/router_factory.hpp"
+#include "sim/routing/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
 
 #include <doctest/doctest.h>
@@ -175,7 +175,7 @@ TEST_CASE("routers: same seed gives the same sequence and different seeds differ
 
 TEST_CASE("routers: the factory builds every listed router and rejects unknown names")
 {
-  for (const auto& name : kDecodeRouterNames) {
+  for (const auto& name : decode_router_names()) {
     if (name == "eldr") {
       // ELDR fits on the experiment's calibration routing (tests/unit/eldr_router_test.cpp).
       CHECK_THROWS_AS(make_decode_router(name, RouterSetup{3, 1, &test::two_label_workload()}), std::invalid_argument);

@@ -1,8 +1,8 @@
-// ELDR signatures (sim/routing/signature.hpp): profile counting, gate sums, IDF and the six variants,
+// ELDR signatures (sim/routing/eldr/signature.hpp): profile counting, gate sums, IDF and the six variants,
 // with values by hand.
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/signature.hpp"
+#include "sim/routing/eldr/signature.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/replay_routing.hpp"
 #include "sim/workload/routing_source_factory.hpp"

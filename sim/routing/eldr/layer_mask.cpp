@@ -1,4 +1,4 @@
-#include "sim/routing/layer_mask.hpp"
+#include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/common/rng.hpp"
 
 #include <algorithm>

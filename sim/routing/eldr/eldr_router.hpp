@@ -9,10 +9,9 @@
 // (eldr.refit): static (never), periodic (alias online: every refit_interval_s) and triggered (when
 // the drift detector, drift_detector.hpp, finds the routed signatures moved away from the centroids).
 #include "sim/config/experiment.hpp"
-#include "sim/routing/decision_trace.hpp"
 #include "sim/routing/decode_router.hpp"
-#include "sim/routing/drift_detector.hpp"
-#include "sim/routing/eldr_model.hpp"
+#include "sim/routing/eldr/drift_detector.hpp"
+#include "sim/routing/eldr/eldr_model.hpp"
 #include "sim/routing/router_setup.hpp"
 
 #include <memory>
@@ -21,12 +20,16 @@
 
 namespace eldr {
 
+class JsonReader;
+
 // The fit options an experiment's eldr section asks for, and the fit itself on its calibration split.
 EldrFitOptions eldr_fit_options(const Experiment& x);
 EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing);
 // The router for an experiment: its model file, or a fit on the calibration split; checked against
 // the cluster (one centroid per decode worker) and the routing's shape.
 std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
+// Reads the config's eldr section into x.eldr (ELDR's entry in the router table, router_registry.cpp).
+void read_eldr_section(JsonReader& section, const std::string& root, Experiment& x);
 
 enum class RefitPolicy { static_centroids, periodic, triggered };
 // eldr.refit's value ("online" is periodic's older name). Throws std::invalid_argument on anything else.
@@ -49,15 +52,18 @@ public:
   // prompt with nothing on the mask's layers.
   std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const override;
   std::vector<std::pair<std::string, double>> stats() const override;
+  void log_decisions_to(DecisionDetail* detail) override { trace_ = detail; }
+  // Simulated times of the refits performed (periodic and triggered), in order.
+  std::vector<double> refit_times() const override { return refit_times_; }
+  // Only the policies named periodic or triggered: "online" (periodic's older name) and static runs
+  // keep the summaries they always had.
+  bool follows_drift() const override { return spec_.refit == "periodic" || spec_.refit == "triggered"; }
+  bool profiles_cached_blocks() const override { return spec_.signature_cache; }
 
   // Decision on a ready signature (what choose() does once observe_prompt has run): for tests/benches.
   int choose_signature(std::span<const float> signature, std::span<const int> in_flight);
   const EldrModel& model() const { return model_; }
-  // Simulated times of the refits performed (periodic and triggered), in order.
-  const std::vector<double>& refit_times() const { return refit_times_; }
   const DriftDetector* detector() const { return policy_ == RefitPolicy::triggered ? &detector_ : nullptr; }
-  // The decision log: when set, every decision fills *trace (exact similarities, band, candidates).
-  void set_trace(EldrDecisionTrace* trace) { trace_ = trace; }
 
 private:
   void remember(double now, std::span<const float> signature);
@@ -70,7 +76,7 @@ private:
   std::vector<double> refit_times_;
   bool following_        = false;  // triggered: refitting each interval after a fire, until follow_until_s_
   double follow_until_s_ = 0;
-  EldrDecisionTrace* trace_ = nullptr;
+  DecisionDetail* trace_ = nullptr;  // the decision log: exact similarities, band, candidates
   int last_nearest_ = -1;  // the last decision's most similar worker (lowest index on ties)
   float last_best_  = 0;
   size_t transport_bytes_ = 0;

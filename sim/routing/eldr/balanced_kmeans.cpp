@@ -1,10 +1,10 @@
 // Spherical K-means (balanced and vanilla), k-means++ seeding and centroid matching. The time goes
 // into the N x K dot products (D up to ~6k), so they get a register-blocked AVX2/FMA kernel with a
 // portable twin that computes bit-identical results.
-#include "sim/routing/balanced_kmeans.hpp"
+#include "sim/routing/eldr/balanced_kmeans.hpp"
 
 #include "sim/common/rng.hpp"
-#include "sim/routing/balanced_assignment.hpp"
+#include "sim/routing/eldr/balanced_assignment.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "sim/routing/centroid_table.hpp"
+#include "sim/routing/eldr/centroid_table.hpp"
 
 #include <algorithm>
 #include <bit>

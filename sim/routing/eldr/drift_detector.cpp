@@ -1,4 +1,4 @@
-#include "sim/routing/drift_detector.hpp"
+#include "sim/routing/eldr/drift_detector.hpp"
 
 #include <algorithm>
 #include <cmath>

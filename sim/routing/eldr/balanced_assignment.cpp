@@ -27,7 +27,7 @@
 // Per point: O(K^2) for the search plus O(K log N) heap work per move on the path. With integer-valued
 // costs every quantity is an integer-valued double, so the result is exactly optimal; the tests
 // compare it with Boost.Graph's min-cost flow on such instances.
-#include "sim/routing/balanced_assignment.hpp"
+#include "sim/routing/eldr/balanced_assignment.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -13,7 +13,7 @@
 // radix sort of its similarities: ~0.2 ms a candidate. The plain greedy scores every remaining layer
 // at every step (~800 candidates for counts_idf's 20 layers: ~185 ms); by default a step first
 // screens the candidates on a sixth of the pairs (LayerMaskOptions::screen_pairs): ~95 ms.
-#include "sim/routing/signature.hpp"
+#include "sim/routing/eldr/signature.hpp"
 
 #include <cstdint>
 #include <span>

@@ -1,4 +1,4 @@
-#include "sim/routing/eldr_model.hpp"
+#include "sim/routing/eldr/eldr_model.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/common/result_dir.hpp"
 

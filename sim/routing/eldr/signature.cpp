@@ -1,4 +1,4 @@
-#include "sim/routing/signature.hpp"
+#include "sim/routing/eldr/signature.hpp"
 
 #include <algorithm>
 #include <cmath>

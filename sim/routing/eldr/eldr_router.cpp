@@ -1,4 +1,4 @@
-#include "sim/routing/eldr_router.hpp"
+#include "sim/routing/eldr/eldr_router.hpp"
 
 #include "sim/common/input_error.hpp"
 

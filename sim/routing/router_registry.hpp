@@ -1,0 +1,41 @@
+#pragma once
+// The decode routers, in one table (router_registry.cpp): `eldrsim routers`, --router's help, the
+// config's list of valid names and the factory all read it, so a new router is one line there
+// (docs/adding-a-router.md).
+#include "sim/routing/decode_router.hpp"
+#include "sim/routing/router_setup.hpp"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace eldr {
+
+class JsonReader;
+
+struct RouterEntry {
+  const char* name;
+  const char* description;  // one line, for `eldrsim routers --describe`
+  // Throws std::invalid_argument (or InputError) on a setup the router cannot work with.
+  std::unique_ptr<DecodeRouter> (*make)(const RouterSetup& setup);
+  // The config section holding the router's own parameters (nullptr: none) and the function that reads
+  // and checks it. Every section is read whichever router the config names, so a typo in one is an
+  // error before any run; `root` resolves relative file names.
+  const char* section = nullptr;
+  void (*read_section)(JsonReader& section, const std::string& root, Experiment& x) = nullptr;
+};
+
+std::span<const RouterEntry> decode_routers();
+const RouterEntry* find_decode_router(std::string_view name);  // nullptr: no such router
+std::vector<std::string> decode_router_names();                // in table order
+
+// Builds a decode router by name; throws std::invalid_argument on an unknown name or a setup the
+// router cannot work with.
+std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const RouterSetup& setup);
+
+// Reads every router's config section from the config's top level into `x`.
+void read_router_sections(JsonReader& config, const std::string& root, Experiment& x);
+
+}  // namespace eldr

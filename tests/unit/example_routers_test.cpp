@@ -1,0 +1,88 @@
+// The worked example routers (examples/routers/, docs/adding-a-router.md): jsq_of_d and prefix_affinity,
+// built through the router table like every router, and what the table says about them.
+#include "examples/routers/jsq_of_d.hpp"
+#include "examples/routers/prefix_affinity.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/routing/router_registry.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+using namespace eldr;
+
+TEST_CASE("jsq_of_d: returns a valid worker and avoids the loaded ones")
+{
+  JsqOfDRouter router(1, 3);
+  Request r;
+  std::vector<int> load = {9, 9, 9, 0, 9, 9, 9, 9};
+  int hits = 0;
+  for (int i = 0; i < 1000; ++i) {
+    int w = router.choose(r, DecodeLoadView{load});
+    REQUIRE(w >= 0);
+    REQUIRE(w < 8);
+    hits += w == 3;
+  }
+  // Worker 3 is among 3 distinct samples of 8 with probability 3/8, and then always wins.
+  CHECK(hits == doctest::Approx(375).epsilon(0.15));
+}
+
+TEST_CASE("jsq_of_d: d >= K always takes a least-loaded worker, ties among them all reached")
+{
+  JsqOfDRouter router(7, 40);
+  Request r;
+  std::vector<int> load = {3, 1, 2, 5, 1};
+  int picks[5] = {};
+  for (int i = 0; i < 400; ++i)
+    ++picks[router.choose(r, DecodeLoadView{load})];
+  CHECK(picks[0] + picks[2] + picks[3] == 0);
+  CHECK(picks[1] > 150);  // the first sampled of the two tied: either, evenly
+  CHECK(picks[4] > 150);
+}
+
+TEST_CASE("jsq_of_d: same seed, same decisions, and d from the config section")
+{
+  auto a = make_decode_router("jsq_of_d", RouterSetup{16, 42, nullptr});
+  auto b = make_decode_router("jsq_of_d", RouterSetup{16, 42, nullptr});
+  Request r;
+  std::vector<int> load(16, 0);
+  for (int i = 0; i < 500; ++i) {
+    int w = a->choose(r, DecodeLoadView{load});
+    REQUIRE(w == b->choose(r, DecodeLoadView{load}));
+    ++load[size_t(w)];
+  }
+  // d = 1 from the config: the load is ignored, so a loaded worker gets picked sometimes.
+  Experiment x = load_experiment("configs/default.json", {{"jsq_of_d.d", "1"}});
+  auto one     = make_decode_router("jsq_of_d", RouterSetup{4, 1, nullptr, nullptr, &x});
+  std::vector<int> skewed = {0, 9, 9, 9};
+  int loaded = 0;
+  for (int i = 0; i < 100; ++i)
+    loaded += one->choose(r, DecodeLoadView{skewed}) != 0;
+  CHECK(loaded > 50);
+}
+
+TEST_CASE("prefix_affinity: the prefix's home worker until it is more than kSlack above the least loaded")
+{
+  PrefixAffinityRouter router;
+  Request r;
+  r.prefix_hash         = 4 * 1000 + 2;  // home worker 2 of 4
+  std::vector<int> load = {1, 1, 1 + PrefixAffinityRouter::kSlack, 1};
+  CHECK(router.choose(r, DecodeLoadView{load}) == 2);
+  load[2] = 2 + PrefixAffinityRouter::kSlack;
+  CHECK(router.choose(r, DecodeLoadView{load}) == 0);  // the least loaded, lowest index
+}
+
+TEST_CASE("router table: unique names, a description each, a section reader wherever a section is named")
+{
+  std::vector<std::string> names = decode_router_names();
+  for (const RouterEntry& e : decode_routers()) {
+    CHECK(std::count(names.begin(), names.end(), e.name) == 1);
+    CHECK(std::string(e.description).size() > 10);
+    CHECK(bool(e.section) == bool(e.read_section));
+    CHECK(find_decode_router(e.name) == &e);
+  }
+  CHECK(find_decode_router("JSQ") == nullptr);
+}
