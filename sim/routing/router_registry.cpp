@@ -42,8 +42,8 @@ const RouterEntry kRouters[] = {
     {"domain", "oracle: the shortest queue of the request label's pool of workers", from_setup<DomainRouter>},
     {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", make_eldr_router, "eldr", read_eldr_section},
     // Worked examples (examples/routers/, docs/adding-a-router.md).
-    {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, "jsq_of_d", read_jsq_of_d_section},
-    {"prefix_affinity", "example: the prompt prefix's worker, unless far busier than the least loaded", make_prefix_affinity},
+    {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, "jsq_of_d", read_jsq_of_d_section, true},
+    {"prefix_affinity", "example: the prompt prefix's worker, unless far busier than the least loaded", make_prefix_affinity, nullptr, nullptr, true},
 };
 
 }  // namespace

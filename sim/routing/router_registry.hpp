@@ -25,6 +25,9 @@ struct RouterEntry {
   // error before any run; `root` resolves relative file names.
   const char* section = nullptr;
   void (*read_section)(JsonReader& section, const std::string& root, Experiment& x) = nullptr;
+  // A worked example (examples/routers/): runs like any router, but `eldrsim routers` (what `make run`
+  // and the studies loop over) lists it only with --all.
+  bool example = false;
 };
 
 std::span<const RouterEntry> decode_routers();
