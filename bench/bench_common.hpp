@@ -12,7 +12,10 @@
 
 namespace eldr::bench {
 
-inline std::string source_path(const std::string& rel) { return std::string(ELDR_SOURCE_DIR) + "/" + rel; }
+inline std::string source_path(const std::string& rel)
+{
+  return std::string(ELDR_SOURCE_DIR) + "/" + rel;
+}
 
 inline const ModelSpec& qwen3_30b()
 {

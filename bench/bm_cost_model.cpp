@@ -16,9 +16,9 @@ namespace {
 // counts of the union of their tokens under uniform routing (what DecodeWorker::plan feeds in).
 void BM_DecodeStepCost(benchmark::State& state)
 {
-  const int batch            = int(state.range(0));
-  const ModelSpec& model     = qwen3_30b();
-  const Hardware& hw         = mi300x();
+  const int batch        = int(state.range(0));
+  const ModelSpec& model = qwen3_30b();
+  const Hardware& hw     = mi300x();
   const CostModel cost(model, hw, model.calibration_for(hw.name, "models/qwen3-30b-a3b.json"));
 
   UniformRouting routing(model, 1);
@@ -29,9 +29,9 @@ void BM_DecodeStepCost(benchmark::State& state)
   Rng rng(7, "bench.cost");
   for (int i = 0; i < batch; ++i) {
     Request r;
-    r.id            = uint32_t(i);
-    r.prompt_tokens = 4 + int(rng.below(1021));
-    r.routing_seed  = rng();
+    r.id                = uint32_t(i);
+    r.prompt_tokens     = 4 + int(rng.below(1021));
+    r.routing_seed      = rng();
     const int generated = 1 + int(rng.below(511));
     accumulate(union_masks, routing.token_experts(r, r.prompt_tokens + generated - 1));
     const double context = r.prompt_tokens + generated;

@@ -12,7 +12,10 @@
 namespace eldr::bench {
 namespace {
 
-const Scenario& scenario() { return default_scenario(); }
+const Scenario& scenario()
+{
+  return default_scenario();
+}
 
 void BM_EldrOfflineFit(benchmark::State& state)
 {
@@ -45,7 +48,7 @@ void BM_EldrDecision(benchmark::State& state)
     benchmark::DoNotOptimize(w);
   }
   state.counters["dimension"] = double(router.model().dimension());
-  double nz = 0;
+  double nz                   = 0;
   for (const Signature& g : sigs)
     nz += double(std::count_if(g.begin(), g.end(), [](float v) { return v != 0; }));
   state.counters["nonzero"] = nz / double(sigs.size());

@@ -44,9 +44,9 @@ std::unique_ptr<GeneratedRouting> make_source(const Setup& s)
 // read successive output tokens. items = token-steps.
 void BM_GeneratedDecodeUnion(benchmark::State& state)
 {
-  const Setup& s = setup();
-  auto src       = make_source(s);
-  const int batch = int(state.range(0));
+  const Setup& s            = setup();
+  auto src                  = make_source(s);
+  const int batch           = int(state.range(0));
   const RoutingShape& shape = src->shape();
   std::vector<uint64_t> u(size_t(shape.words()));
   std::vector<uint16_t> distinct(size_t(shape.layers));

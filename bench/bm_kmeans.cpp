@@ -166,10 +166,7 @@ BENCHMARK_CAPTURE(BM_KMeansFit, balanced, KMeansVariant::balanced)
     ->ArgName("K")
     ->Arg(16)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_KMeansFit, vanilla, KMeansVariant::vanilla)
-    ->ArgName("K")
-    ->Arg(16)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_KMeansFit, vanilla, KMeansVariant::vanilla)->ArgName("K")->Arg(16)->Unit(benchmark::kMillisecond);
 
 // The online refit's unit of work: a window of 500 signatures (5 s at 100 req/s), warm-started from
 // the offline centroids, then matched back to the workers.

@@ -34,9 +34,9 @@ const Calibration& calibration()
 {
   static const Calibration c = [] {
     Calibration c;
-    c.x = load_experiment(source_path("configs/default.json"),
-                          {{"workload.warmup_requests", "0"}, {"workload.measured_requests", "100"},
-                           {"workload.calibration_requests", "1000"}});
+    c.x       = load_experiment(source_path("configs/default.json"), {{"workload.warmup_requests", "0"},
+                                                                      {"workload.measured_requests", "100"},
+                                                                      {"workload.calibration_requests", "1000"}});
     c.w       = make_workload(c.x);
     c.routing = make_routing_source(c.x, c.w);
     c.gates   = make_gate_source(*c.routing);
@@ -63,9 +63,9 @@ const std::vector<int> kMask12{24, 30, 18, 36, 12, 27, 21, 33, 15, 39, 9, 42};
 // on a 12-layer mask (what a router needs).
 void BM_CountPrompt(benchmark::State& state)
 {
-  const Calibration& c = calibration();
-  const Request r      = long_prompt();
-  const bool gates     = state.range(0) != 0;
+  const Calibration& c            = calibration();
+  const Request r                 = long_prompt();
+  const bool gates                = state.range(0) != 0;
   const std::span<const int> only = state.range(1) == 12 ? std::span<const int>(kMask12) : std::span<const int>();
   for (auto _ : state) {
     PromptProfile p = count_prompt(*c.routing, r, {gates, gates}, c.gates.get(), only);
@@ -74,11 +74,14 @@ void BM_CountPrompt(benchmark::State& state)
   state.SetItemsProcessed(state.iterations() * r.prompt_tokens);
   state.counters["tokens"] = r.prompt_tokens;
 }
-BENCHMARK(BM_CountPrompt)->ArgNames({"gates", "layers"})->ArgsProduct({{0, 1}, {48, 12}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CountPrompt)
+    ->ArgNames({"gates", "layers"})
+    ->ArgsProduct({{0, 1}, {48, 12}})
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_MakeSignature(benchmark::State& state)
 {
-  const Calibration& c = calibration();
+  const Calibration& c         = calibration();
   const std::vector<int>& mask = kMask12;
   Signature s(mask.size() * size_t(c.routing->shape().experts));
   size_t i = 0;
@@ -107,8 +110,8 @@ void BM_CalibrationProfiles(benchmark::State& state)
     tokens += r.prompt_tokens + r.output_tokens - 1;
   for (auto _ : state)
     for (const Request& r : c.w.calibration) {
-      PromptProfile p            = count_prompt(*c.routing, r);
-      std::vector<uint16_t> d    = count_decode(*c.routing, r);
+      PromptProfile p         = count_prompt(*c.routing, r);
+      std::vector<uint16_t> d = count_decode(*c.routing, r);
       benchmark::DoNotOptimize(p.counts.data());
       benchmark::DoNotOptimize(d.data());
     }
@@ -143,9 +146,9 @@ BENCHMARK(BM_MaskPairs)->Unit(benchmark::kMillisecond);
 // every candidate on all 30,000 pairs). Counters: layers chosen, final Spearman on the pairs.
 void BM_FitLayerMask(benchmark::State& state)
 {
-  const Calibration& c = calibration();
+  const Calibration& c         = calibration();
   static const MaskPairs pairs = make_mask_pairs(c.decode, 30000, 1);
-  const auto v = SignatureVariant(state.range(0));
+  const auto v                 = SignatureVariant(state.range(0));
   LayerMaskOptions opt;
   if (state.range(1) == 0)
     opt.screen_pairs = 0;
@@ -180,7 +183,7 @@ void BM_OfflineFitSignatures(benchmark::State& state)
       decode.push_back(count_decode(*c.routing, r));
     }
     const IdfTable idf = fit_idf(prompts);
-    m = fit_layer_mask(prompts, decode, SignatureVariant::counts_idf, &idf);
+    m                  = fit_layer_mask(prompts, decode, SignatureVariant::counts_idf, &idf);
     benchmark::DoNotOptimize(m.layers.data());
   }
   state.counters["layers"]   = double(m.layers.size());

@@ -18,8 +18,8 @@ namespace eldr::fuzz {
 inline const std::string& scratch_dir()
 {
   static const std::string dir = [] {
-    std::string d = (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/eldr-fuzz-") +
-                    std::to_string(getpid());
+    std::string d =
+        (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/eldr-fuzz-") + std::to_string(getpid());
     std::string cmd = "mkdir -p " + d;
     if (std::system(cmd.c_str()) != 0)
       std::abort();
@@ -33,7 +33,8 @@ inline const std::string& scratch_dir()
 inline std::string write_input(const std::string& name, const uint8_t* data, size_t size)
 {
   const std::string path = scratch_dir() + "/" + name;
-  std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), std::streamsize(size));
   return path;
 }
 

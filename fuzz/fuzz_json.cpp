@@ -9,13 +9,31 @@
 
 namespace {
 
-const char* const kEdgeNumbers[] = {"0", "-0", "1e308", "-1e308", "1.7976931348623157e308", "1e309", "-1e309",
-                                    "4.9e-324", "1e-400", "9223372036854775807", "9223372036854775808",
-                                    "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
-                                    "18446744073709551616", "1e100000000", "0.1e-2147483649", "123456789012345678901234567890",
-                                    "2147483648", "-2147483649", "1.0", "60", "0.5"};
-const char* const kKeys[] = {"router",   "model",  "workload", "rate_rps", "seed",  "topology", "decode",
-                             "instances", "serving", "eldr",   "tau",      "nodes", "description", "output"};
+const char* const kEdgeNumbers[] = {"0",
+                                    "-0",
+                                    "1e308",
+                                    "-1e308",
+                                    "1.7976931348623157e308",
+                                    "1e309",
+                                    "-1e309",
+                                    "4.9e-324",
+                                    "1e-400",
+                                    "9223372036854775807",
+                                    "9223372036854775808",
+                                    "-9223372036854775808",
+                                    "-9223372036854775809",
+                                    "18446744073709551615",
+                                    "18446744073709551616",
+                                    "1e100000000",
+                                    "0.1e-2147483649",
+                                    "123456789012345678901234567890",
+                                    "2147483648",
+                                    "-2147483649",
+                                    "1.0",
+                                    "60",
+                                    "0.5"};
+const char* const kKeys[]        = {"router",    "model",   "workload", "rate_rps", "seed",  "topology",    "decode",
+                                    "instances", "serving", "eldr",     "tau",      "nodes", "description", "output"};
 
 struct Builder {
   const uint8_t* p;
@@ -29,11 +47,21 @@ struct Builder {
   void value()
   {
     switch (next() % 9) {
-    case 0: out += kEdgeNumbers[next() % std::size(kEdgeNumbers)]; break;
-    case 1: out += "\"" + std::string(amount(), char('a' + next() % 26)) + "\""; break;
-    case 2: out += "null"; break;
-    case 3: out += next() & 1 ? "true" : "false"; break;
-    case 4: out += "\"" + std::string(kKeys[next() % std::size(kKeys)]) + "\""; break;
+    case 0:
+      out += kEdgeNumbers[next() % std::size(kEdgeNumbers)];
+      break;
+    case 1:
+      out += "\"" + std::string(amount(), char('a' + next() % 26)) + "\"";
+      break;
+    case 2:
+      out += "null";
+      break;
+    case 3:
+      out += next() & 1 ? "true" : "false";
+      break;
+    case 4:
+      out += "\"" + std::string(kKeys[next() % std::size(kKeys)]) + "\"";
+      break;
     case 5: {  // many levels of arrays at once
       size_t n = amount();
       out += std::string(n, '[');
@@ -55,7 +83,9 @@ struct Builder {
       out += "]";
       break;
     }
-    default: out += "{}"; break;
+    default:
+      out += "{}";
+      break;
     }
   }
   // An object whose members are chosen by the input; nested objects recurse (to a small depth here:
@@ -95,7 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
     });
   }
   b.object(0);
-  const std::string path = eldr::fuzz::write_input("json_config.json", reinterpret_cast<const uint8_t*>(b.out.data()),
-                                                   b.out.size());
+  const std::string path =
+      eldr::fuzz::write_input("json_config.json", reinterpret_cast<const uint8_t*>(b.out.data()), b.out.size());
   return eldr::fuzz::expect_clean([&] { eldr::load_experiment(path); });
 }

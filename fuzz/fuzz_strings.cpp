@@ -18,8 +18,8 @@ namespace {
 
 const std::string kConfig = std::string(ELDR_SOURCE_DIR) + "/configs/default.json";
 // Keys of the default config whose value is a string, and one that takes any text.
-const char* const kStringKeys[] = {"description", "cluster", "model", "router", "workload.kind", "workload.routing",
-                                   "eldr.variant", "workload.trace", "output.dir"};
+const char* const kStringKeys[] = {"description",      "cluster",      "model",          "router",    "workload.kind",
+                                   "workload.routing", "eldr.variant", "workload.trace", "output.dir"};
 
 std::vector<std::string> split(const uint8_t* data, size_t size)
 {
@@ -63,7 +63,7 @@ void command_line(const std::string& config_file, const std::vector<std::string>
   app.add_option("--rate", rate)->check(CLI::PositiveNumber);
   eldr::app::add_input_checks(app);
   static const char* const kOptions[] = {"--out", "--router", "--set", "--routing-cache", "--rate"};
-  std::vector<std::string> args = {"eldrsim", config_file};
+  std::vector<std::string> args       = {"eldrsim", config_file};
   for (size_t i = 0; i < texts.size(); ++i) {
     if (!texts[i].empty() && texts[i][0] == '-')
       args.push_back(texts[i]);  // an option name of the fuzzer's own
@@ -102,7 +102,7 @@ void config_string(const std::string& text, const std::string& key)
   std::ifstream in(kConfig);
   std::stringstream s;
   s << in.rdbuf();
-  std::string doc = s.str();
+  std::string doc          = s.str();
   const std::string anchor = "\"description\": ";
   const size_t at          = doc.find(anchor);
   const size_t end         = doc.find('\n', at);
@@ -110,8 +110,8 @@ void config_string(const std::string& text, const std::string& key)
     doc.replace(at + anchor.size(), end - at - anchor.size() - 1, quoted);  // keeps the trailing comma
   else
     doc.replace(at, 0, "\"x_" + key + "\": " + quoted + ",\n  ");  // an unknown key, quoted back in the error
-  const std::string path = eldr::fuzz::write_input("strings_config.json", reinterpret_cast<const uint8_t*>(doc.data()),
-                                                   doc.size());
+  const std::string path =
+      eldr::fuzz::write_input("strings_config.json", reinterpret_cast<const uint8_t*>(doc.data()), doc.size());
   load_and_echo(path, {});
 }
 
@@ -138,15 +138,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
   if (size < 1)
     return 0;
-  const uint8_t mode                    = data[0];
+  const uint8_t mode                   = data[0];
   const std::vector<std::string> texts = split(data + 1, size - 1);
   return eldr::fuzz::expect_clean([&] {
     try {
       switch (mode % 4) {
-      case 0: command_line(kConfig, texts); break;
-      case 1: load_and_echo(kConfig, {{texts[0], texts.size() > 1 ? texts[1] : ""}}); break;
-      case 2: config_string(texts[0], kStringKeys[(mode >> 2) % std::size(kStringKeys)]); break;
-      default: config_path(texts[0]); break;
+      case 0:
+        command_line(kConfig, texts);
+        break;
+      case 1:
+        load_and_echo(kConfig, {{texts[0], texts.size() > 1 ? texts[1] : ""}});
+        break;
+      case 2:
+        config_string(texts[0], kStringKeys[(mode >> 2) % std::size(kStringKeys)]);
+        break;
+      default:
+        config_path(texts[0]);
+        break;
       }
     } catch (const eldr::InputError& e) {
       require_printable(e.what());

@@ -41,7 +41,7 @@ int JsqOfDRouter::choose(const Request&, const DecodeLoadView& load)
 std::unique_ptr<DecodeRouter> make_jsq_of_d(const RouterSetup& setup)
 {
   static const Json kNoConfig = Json::object();  // a router built without an experiment (tests): defaults
-  const Json& config = setup.experiment ? setup.experiment->resolved : kNoConfig;
+  const Json& config          = setup.experiment ? setup.experiment->resolved : kNoConfig;
   JsonReader top(config.is_object() ? config : kNoConfig, setup.experiment ? setup.experiment->config_file : "");
   JsonReader section = top.object("jsq_of_d");
   return std::make_unique<JsqOfDRouter>(setup.seed, read_d(section));

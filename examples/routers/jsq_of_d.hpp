@@ -21,12 +21,12 @@ namespace eldr {
 class JsonReader;
 
 class JsqOfDRouter : public DecodeRouter {
-public:
+ public:
   JsqOfDRouter(uint64_t seed, int d) : rng_(seed, "router.jsq_of_d"), d_(d) {}
   std::string_view name() const override { return "jsq_of_d"; }
   int choose(const Request& r, const DecodeLoadView& load) override;
 
-private:
+ private:
   Rng rng_;
   int d_;
   std::vector<int> order_;  // scratch: a partial shuffle of the worker indices

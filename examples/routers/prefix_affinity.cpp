@@ -6,9 +6,9 @@ namespace eldr {
 
 int PrefixAffinityRouter::choose(const Request& r, const DecodeLoadView& load)
 {
-  const int home       = int(r.prefix_hash % uint64_t(load.workers()));
-  const auto least     = std::min_element(load.in_flight.begin(), load.in_flight.end());  // the first minimum
-  const int home_load  = load.in_flight[size_t(home)];
+  const int home      = int(r.prefix_hash % uint64_t(load.workers()));
+  const auto least    = std::min_element(load.in_flight.begin(), load.in_flight.end());  // the first minimum
+  const int home_load = load.in_flight[size_t(home)];
   return home_load - *least > kSlack ? int(least - load.in_flight.begin()) : home;
 }
 

@@ -11,7 +11,7 @@
 namespace eldr {
 
 class PrefixAffinityRouter : public DecodeRouter {
-public:
+ public:
   static constexpr int kSlack = 4;  // in-flight requests a home worker may hold above the least loaded
   std::string_view name() const override { return "prefix_affinity"; }
   int choose(const Request& r, const DecodeLoadView& load) override;

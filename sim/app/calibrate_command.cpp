@@ -62,9 +62,10 @@ int calibrate(const CalibrateOptions& o)
   const std::string config = o.config.empty() ? (fs::path(root) / "configs" / "default.json").string() : o.config;
   const Experiment x       = load_experiment(config);
   if (x.hardware.name != o.hardware)
-    throw InputError(config, "cluster",
-                     "runs on hardware '" + x.hardware.name + "', not --hardware '" + o.hardware +
-                         "': give --config an experiment of the measured cluster (its cluster file names the hardware)");
+    throw InputError(
+        config, "cluster",
+        "runs on hardware '" + x.hardware.name + "', not --hardware '" + o.hardware +
+            "': give --config an experiment of the measured cluster (its cluster file names the hardware)");
   check_measured(o.measured);
   auto num = [](double v) {
     std::ostringstream s;
@@ -80,11 +81,30 @@ int calibrate(const CalibrateOptions& o)
     fs::path p = fs::absolute(o.out);
     report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
   }
-  std::vector<std::string> args = {"--models", o.model, "--hardware", o.hardware, "--data",
-                                   o.measured, "--config", config, "--eldrsim", this_binary(), "--calibration-out",
-                                   o.out, "--report", report, "--duration", num(o.duration), "--warmup",
-                                   std::to_string(o.warmup), "--max-evals", std::to_string(o.max_evals), "--jobs",
-                                   std::to_string(o.jobs), "--seed", std::to_string(o.seed)};
+  std::vector<std::string> args = {"--models",
+                                   o.model,
+                                   "--hardware",
+                                   o.hardware,
+                                   "--data",
+                                   o.measured,
+                                   "--config",
+                                   config,
+                                   "--eldrsim",
+                                   this_binary(),
+                                   "--calibration-out",
+                                   o.out,
+                                   "--report",
+                                   report,
+                                   "--duration",
+                                   num(o.duration),
+                                   "--warmup",
+                                   std::to_string(o.warmup),
+                                   "--max-evals",
+                                   std::to_string(o.max_evals),
+                                   "--jobs",
+                                   std::to_string(o.jobs),
+                                   "--seed",
+                                   std::to_string(o.seed)};
   if (!o.start.empty())
     args.insert(args.end(), {"--start", num(o.start[0]), num(o.start[1]), num(o.start[2])});
   exec_analysis_script(root, "fit_cost.py", args);
@@ -96,22 +116,27 @@ Command add_calibrate_command(CLI::App& app)
 {
   auto o    = std::make_shared<CalibrateOptions>();
   auto* sub = app.add_subcommand(
-      "calibrate", "Fit the cost model's coefficients (decode_bw_efficiency, step_overhead_ms, prefill_overhead_ms, and "
-                   "step_jump_ms where the block sets step_jump_batch, the fused-MoE configurations' moe_time_* where it "
-                   "sets them) to your own round-robin measurements; writes "
-                   "the calibration block and prints the fit table");
-  sub->add_option("measured", o->measured,
-                  "Measured CSV in the format of traces/calibration/rr_task_tpot.csv (model, policy, rate_rps, requests, "
-                  "tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, ttft_p50_ms); round_robin rows of --model are fitted")
+      "calibrate",
+      "Fit the cost model's coefficients (decode_bw_efficiency, step_overhead_ms, prefill_overhead_ms, and "
+      "step_jump_ms where the block sets step_jump_batch, the fused-MoE configurations' moe_time_* where it "
+      "sets them) to your own round-robin measurements; writes "
+      "the calibration block and prints the fit table");
+  sub->add_option(
+         "measured", o->measured,
+         "Measured CSV in the format of traces/calibration/rr_task_tpot.csv (model, policy, rate_rps, requests, "
+         "tpot_p50_ms, tpot_p95_ms, tpot_p99_ms, ttft_p50_ms); round_robin rows of --model are fitted")
       ->required();
   sub->add_option("--model", o->model, "Model name under models/ (e.g. qwen3-30b-a3b)")->required();
   sub->add_option("--hardware", o->hardware, "Calibration block to fit, the hardware measured (default mi300x)");
-  sub->add_option("--out", o->out, "File to write: {model, hardware, calibration: {HARDWARE: block}} (JSON)")->required();
-  sub->add_option("--config", o->config,
-                  "Experiment config of the measured set-up: cluster, topology, workload (default configs/default.json)");
+  sub->add_option("--out", o->out, "File to write: {model, hardware, calibration: {HARDWARE: block}} (JSON)")
+      ->required();
+  sub->add_option(
+      "--config", o->config,
+      "Experiment config of the measured set-up: cluster, topology, workload (default configs/default.json)");
   sub->add_option("--report", o->report, "Markdown fit report, and a .csv beside it (default OUT's stem + _report.md)");
   sub->add_option("--duration", o->duration, "Seconds of measured traffic per simulated run (default 120)");
-  sub->add_option("--warmup", o->warmup, "Warm-up requests per simulated run (default 3840)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--warmup", o->warmup, "Warm-up requests per simulated run (default 3840)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-evals", o->max_evals, "Evaluations (one run per rate each) at most (default 40)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--jobs,-j", o->jobs, "Parallel simulator runs (default 2)")->check(CLI::PositiveNumber);

@@ -3,8 +3,8 @@
 #include "sim/common/utf8.hpp"
 
 #include <cerrno>
-#include <charconv>
 #include <cfloat>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -105,7 +105,8 @@ std::string cli_error_line(const CLI::ParseError& e)
       return s;
     };
     const std::string option = msg.substr(0, msg.find(':'));
-    msg = m.prefix().str() + range_text(m[1].str(), trim(m[2].str()), trim(m[3].str()), positive_options().count(option)) +
+    msg                      = m.prefix().str() +
+          range_text(m[1].str(), trim(m[2].str()), trim(m[3].str()), positive_options().count(option)) +
           m.suffix().str();
   }
   msg = printable_line(msg);
@@ -121,8 +122,8 @@ void exec_analysis_script(const std::string& root, const std::string& script, co
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
     throw InputError(path, "", "not found (set ELDR_HOME to the project directory)");
-  const char* py     = std::getenv("ELDR_PYTHON");
-  std::string python = py && *py ? py : "/usr/bin/python3";
+  const char* py               = std::getenv("ELDR_PYTHON");
+  std::string python           = py && *py ? py : "/usr/bin/python3";
   std::vector<std::string> all = {python, path};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;

@@ -28,7 +28,7 @@ struct CompareOptions {
   double tol_p50 = 2, tol_p95 = 3, tol_p99 = 5;  // percent
   double tol_abs_ms = 0.05;                      // changes below this never count
   double ks_alpha = 0.01, ks_d = 0.1;
-  bool require_all = false;
+  bool require_all     = false;
   bool allow_different = false;
 };
 
@@ -44,8 +44,8 @@ struct Run {
 // --allow-different. Top-level summary.json fields (present in the committed baseline too), and from
 // the resolved config, when both summaries have it, the workload kind and trace (by its directory
 // name: paths differ between machines).
-const char* const kIdentityFields[] = {"router", "model", "hardware", "seed", "rate_rps", "prefill_instances",
-                                       "decode_instances", "requests"};
+const char* const kIdentityFields[] = {
+    "router", "model", "hardware", "seed", "rate_rps", "prefill_instances", "decode_instances", "requests"};
 const char kIdentityHelp[] =
     "Runs are comparable when they agree on router, model, hardware, seed, rate_rps, prefill and decode "
     "instances, the number of measured requests, and (when both summaries hold their config) workload kind and "
@@ -58,13 +58,14 @@ Json run_identity(const Json& s)
     id[k] = s.contains(k) ? s[k] : Json(nullptr);
   if (s.contains("config") && s["config"].is_object() && s["config"].contains("workload") &&
       s["config"]["workload"].is_object()) {
-    const Json& w         = s["config"]["workload"];
-    id["workload.kind"]   = w.contains("kind") ? w["kind"] : Json("task");
-    id["workload.trace"]  = w.contains("trace") && w["trace"].is_string()
-                                ? Json(fs::path(w["trace"].get<std::string>()).lexically_normal().filename().string())
-                                : Json(nullptr);
+    const Json& w        = s["config"]["workload"];
+    id["workload.kind"]  = w.contains("kind") ? w["kind"] : Json("task");
+    id["workload.trace"] = w.contains("trace") && w["trace"].is_string()
+                               ? Json(fs::path(w["trace"].get<std::string>()).lexically_normal().filename().string())
+                               : Json(nullptr);
     if (id["workload.trace"] == Json(""))  // "traces/x/": the directory's own name
-      id["workload.trace"] = fs::path(w["trace"].get<std::string>()).lexically_normal().parent_path().filename().string();
+      id["workload.trace"] =
+          fs::path(w["trace"].get<std::string>()).lexically_normal().parent_path().filename().string();
   }
   return id;
 }
@@ -101,11 +102,11 @@ std::vector<double> read_tpot(const std::string& file, long& measured_rows)
   if (!in)
     throw InputError(file, "", "cannot open");
   std::vector<std::string> header, cells;
-  long lines = 0;
+  long lines      = 0;
   bool open_quote = false;
   if (!csv_read_record(in, header, lines, open_quote))
     throw InputError(file, "", "empty file");
-  auto col    = [&](const char* name) {
+  auto col = [&](const char* name) {
     auto it = std::find(header.begin(), header.end(), name);
     if (it == header.end())
       throw InputError(file, name, "column missing");
@@ -119,8 +120,8 @@ std::vector<double> read_tpot(const std::string& file, long& measured_rows)
     if (cells.size() == 1 && cells[0].empty())
       continue;  // a blank line
     if (cells.size() != header.size())
-      throw InputError(file, "line " + std::to_string(row), std::to_string(cells.size()) + " cells, header has " +
-                                                               std::to_string(header.size()));
+      throw InputError(file, "line " + std::to_string(row),
+                       std::to_string(cells.size()) + " cells, header has " + std::to_string(header.size()));
     measured_rows += cells[measured] == "1";
     if (cells[measured] != "1" || cells[tpot].empty())
       continue;
@@ -143,7 +144,8 @@ std::map<std::string, Run> find_runs(const std::string& root)
   // A directory holding any result file is a run and must be a complete one (an incomplete run is an
   // error, not "only in the baseline").
   auto add = [&](const fs::path& d) {
-    const bool summary = fs::is_regular_file(d / "summary.json", ec), requests = fs::is_regular_file(d / "requests.csv", ec);
+    const bool summary  = fs::is_regular_file(d / "summary.json", ec),
+               requests = fs::is_regular_file(d / "requests.csv", ec);
     if (!summary && !requests)
       return;
     if (!requests)
@@ -154,12 +156,13 @@ std::map<std::string, Run> find_runs(const std::string& root)
     r.router   = s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
     r.dir      = d.string();
     r.identity = run_identity(s);
-    long rows = 0;
-    r.tpot    = read_tpot((d / "requests.csv").string(), rows);
+    long rows  = 0;
+    r.tpot     = read_tpot((d / "requests.csv").string(), rows);
     if (!s.contains("requests") || !s["requests"].is_number_integer() || s["requests"].get<long>() != rows)
-      throw InputError((d / "requests.csv").string(), "", std::to_string(rows) + " measured rows, summary.json counts " +
-                                                             (s.contains("requests") ? s["requests"].dump() : "none") +
-                                                             ": cut short or from another run");
+      throw InputError((d / "requests.csv").string(), "",
+                       std::to_string(rows) + " measured rows, summary.json counts " +
+                           (s.contains("requests") ? s["requests"].dump() : "none") +
+                           ": cut short or from another run");
     runs[key] = std::move(r);
   };
   add(root);
@@ -177,7 +180,10 @@ std::map<std::string, Run> find_runs(const std::string& root)
   return runs;
 }
 
-double change_pct(double base, double cur) { return base != 0 ? (cur - base) / base * 100 : 0; }
+double change_pct(double base, double cur)
+{
+  return base != 0 ? (cur - base) / base * 100 : 0;
+}
 
 int compare(const CompareOptions& o)
 {
@@ -201,10 +207,11 @@ int compare(const CompareOptions& o)
       size_t others = 0;
       for (const auto& j : common)
         others += j != k && !differences(base[j].identity, cur[j].identity).empty();
-      throw InputError(cur[k].dir, "", "not comparable with " + base[k].dir + ": " + diff +
-                                           (others ? " (and " + std::to_string(others) + " more runs differ)" : "") +
-                                           "; compare checks one configuration for regressions: pass --allow-different "
-                                           "to compare different ones");
+      throw InputError(cur[k].dir, "",
+                       "not comparable with " + base[k].dir + ": " + diff +
+                           (others ? " (and " + std::to_string(others) + " more runs differ)" : "") +
+                           "; compare checks one configuration for regressions: pass --allow-different "
+                           "to compare different ones");
     }
     notes.push_back("note: " + (k == "." ? std::string("the runs") : k) + " differ: " + diff);
   }
@@ -213,12 +220,12 @@ int compare(const CompareOptions& o)
   size_t width = 6;
   for (const auto& k : common)
     width = std::max(width, k.size());
-  std::printf("%-*s %17s %17s %17s %7s %9s  %s\n", int(width), "run", "TPOT P50 (ms)", "TPOT P95 (ms)",
-              "TPOT P99 (ms)", "KS D", "KS p", "verdict");
+  std::printf("%-*s %17s %17s %17s %7s %9s  %s\n", int(width), "run", "TPOT P50 (ms)", "TPOT P95 (ms)", "TPOT P99 (ms)",
+              "KS D", "KS p", "verdict");
   int regressions = 0;
   for (const auto& k : common) {
-    const Run& b = base[k];
-    const Run& c = cur[k];
+    const Run& b   = base[k];
+    const Run& c   = cur[k];
     Percentiles pb = summarize(b.tpot), pc = summarize(c.tpot);
     double d = ks_statistic(b.tpot, c.tpot);
     double p = ks_pvalue(d, b.tpot.size(), c.tpot.size());
@@ -261,9 +268,10 @@ int compare(const CompareOptions& o)
     std::printf("FAIL: %zu baseline runs missing from the current results\n", only_base.size());
     return 1;
   }
-  std::printf("%s: %d of %zu runs regressed (tolerances: P50 %g%%, P95 %g%%, P99 %g%%, above %g ms; KS D > %g at p < %g)\n",
-              regressions ? "FAIL" : "PASS", regressions, common.size(), o.tol_p50, o.tol_p95, o.tol_p99, o.tol_abs_ms,
-              o.ks_d, o.ks_alpha);
+  std::printf(
+      "%s: %d of %zu runs regressed (tolerances: P50 %g%%, P95 %g%%, P99 %g%%, above %g ms; KS D > %g at p < %g)\n",
+      regressions ? "FAIL" : "PASS", regressions, common.size(), o.tol_p50, o.tol_p95, o.tol_p99, o.tol_abs_ms, o.ks_d,
+      o.ks_alpha);
   return regressions ? 1 : 0;
 }
 
@@ -271,21 +279,31 @@ int compare(const CompareOptions& o)
 
 Command add_compare_command(CLI::App& app)
 {
-  auto o    = std::make_shared<CompareOptions>();
-  auto* sub = app.add_subcommand("compare",
-                                 "Compare the TPOT distributions of two result sets run by run (P50/P95/P99 and a "
-                                 "two-sample KS test); exit 1 on a regression beyond the tolerances");
+  auto o = std::make_shared<CompareOptions>();
+  auto* sub =
+      app.add_subcommand("compare", "Compare the TPOT distributions of two result sets run by run (P50/P95/P99 and a "
+                                    "two-sample KS test); exit 1 on a regression beyond the tolerances");
   sub->add_option("baseline", o->baseline, "Baseline results: a run directory or a directory of runs (e.g. a sweep's)")
       ->required();
   sub->add_option("current", o->current, "Current results, laid out as the baseline (runs match by relative path)")
       ->required();
-  sub->add_option("--tol-p50", o->tol_p50, "Allowed TPOT P50 increase, percent")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--tol-p95", o->tol_p95, "Allowed TPOT P95 increase, percent")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--tol-p99", o->tol_p99, "Allowed TPOT P99 increase, percent")->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--tol-abs", o->tol_abs_ms, "Increases below this many ms never count")->capture_default_str()
+  sub->add_option("--tol-p50", o->tol_p50, "Allowed TPOT P50 increase, percent")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--ks-alpha", o->ks_alpha, "KS significance level")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  sub->add_option("--ks-d", o->ks_d, "KS statistic above which a significant upward shift is a regression")->capture_default_str()
+  sub->add_option("--tol-p95", o->tol_p95, "Allowed TPOT P95 increase, percent")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tol-p99", o->tol_p99, "Allowed TPOT P99 increase, percent")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--tol-abs", o->tol_abs_ms, "Increases below this many ms never count")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--ks-alpha", o->ks_alpha, "KS significance level")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--ks-d", o->ks_d, "KS statistic above which a significant upward shift is a regression")
+      ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--require-all", o->require_all, "Also fail when a baseline run is missing from the current results");
   sub->add_flag("--allow-different", o->allow_different,

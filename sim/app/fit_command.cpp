@@ -50,7 +50,8 @@ Command add_fit_command(CLI::App& app)
   auto o    = std::make_shared<FitOptions>();
   auto* sub = app.add_subcommand("fit", "Fit ELDR (IDF, layer mask, balanced K-means) on an experiment's calibration "
                                         "split and write a router model file (use it with --set eldr.model_file=FILE)");
-  sub->add_option("config", o->config, "Experiment config (JSON): its workload, routing, decode workers and eldr section")
+  sub->add_option("config", o->config,
+                  "Experiment config (JSON): its workload, routing, decode workers and eldr section")
       ->required();
   sub->add_option("--out", o->out, "Router model file to write (JSON)")->required();
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");

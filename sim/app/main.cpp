@@ -15,11 +15,10 @@ int main(int argc, char** argv)
                "eldrsim"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "eldrsim 0.1");
-  std::vector<eldr::app::Command> commands = {eldr::app::add_run_command(app), eldr::app::add_table_command(app),
-                                               eldr::app::add_routers_command(app), eldr::app::add_fit_command(app),
-                                               eldr::app::add_sweep_command(app), eldr::app::add_compare_command(app),
-                                               eldr::app::add_report_command(app), eldr::app::add_calibrate_command(app),
-                                               eldr::app::add_validate_command(app)};
+  std::vector<eldr::app::Command> commands = {
+      eldr::app::add_run_command(app),    eldr::app::add_table_command(app),     eldr::app::add_routers_command(app),
+      eldr::app::add_fit_command(app),    eldr::app::add_sweep_command(app),     eldr::app::add_compare_command(app),
+      eldr::app::add_report_command(app), eldr::app::add_calibrate_command(app), eldr::app::add_validate_command(app)};
   auto* trace = app.add_subcommand("trace", "Generate, import and inspect traces");
   trace->require_subcommand(1);
   commands.push_back(eldr::app::add_trace_gen_command(*trace));

@@ -2,21 +2,21 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
-#include <sched.h>
-#include <thread>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <deque>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <sched.h>
 #include <stdexcept>
-#include <chrono>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 namespace eldr::app {
@@ -120,7 +120,8 @@ int run_tasks(std::vector<ChildTask> tasks, int jobs)
       ChildExit e;
       e.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       e.code   = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + e.signal;
-      e.cpu_s  = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+      e.cpu_s =
+          double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
       e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (tasks[i].done)
         tasks[i].done(e);
@@ -165,7 +166,8 @@ int usable_cpus()
     if (!v1 && !v2)
       continue;
     for (std::filesystem::path g = line.substr(b + 1);; g = g.parent_path()) {
-      const std::filesystem::path dir = std::filesystem::path(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu") / g.relative_path();
+      const std::filesystem::path dir =
+          std::filesystem::path(v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu") / g.relative_path();
       std::string quota;
       long period = 0;
       if (v2) {

@@ -9,8 +9,8 @@ namespace eldr::app {
 
 // How a child ended.
 struct ChildExit {
-  int code   = 0;  // its exit status, or 128 + the signal that killed it
-  int signal = 0;  // the signal that killed it (WTERMSIG), 0 when it exited
+  int code     = 0;              // its exit status, or 128 + the signal that killed it
+  int signal   = 0;              // the signal that killed it (WTERMSIG), 0 when it exited
   double cpu_s = 0, wall_s = 0;  // its CPU time (user + system) and wall time
 };
 

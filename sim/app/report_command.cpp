@@ -20,8 +20,9 @@ int report(const ReportOptions& o)
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(o.results, ec))
-    throw InputError(o.results, "", fs::exists(o.results, ec) ? "not a directory: give a sweep's results directory"
-                                                              : "not found: give a sweep's results directory");
+    throw InputError(o.results, "",
+                     fs::exists(o.results, ec) ? "not a directory: give a sweep's results directory"
+                                               : "not found: give a sweep's results directory");
   // A FIFO or a device would block the reader: a regular file is required (analysis/report.py checks again).
   const auto st = fs::status(fs::path(o.results) / "combined.csv", ec);
   if (st.type() == fs::file_type::not_found)

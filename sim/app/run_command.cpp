@@ -22,13 +22,13 @@ namespace {
 struct RunOptions {
   std::string config;
   std::string router;
-  double rate    = 0;
-  long requests  = 0;
-  long seed      = -1;
+  double rate   = 0;
+  long requests = 0;
+  long seed     = -1;
   std::string out;
   std::vector<std::string> sets;
-  bool quiet = false;
-  bool steps = false;
+  bool quiet     = false;
+  bool steps     = false;
   bool decisions = false;
   std::string routing_cache;
   std::vector<std::string> log;  // SimGrid's --log and --cfg, passed on (sim_log.hpp)
@@ -62,24 +62,25 @@ int run(const RunOptions& o)
     check_log_setting(s);
   for (const std::string& s : o.cfg)
     check_cfg_setting(s);
-  Experiment x   = load_experiment(o.config, collect_overrides(o));
+  Experiment x    = load_experiment(o.config, collect_overrides(o));
   std::string out = o.out;
   if (out.empty())
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;
   // The output is checked (and its staging directory made) before simulating; results appear whole.
   StagedDirectory staged(out);
-  Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w, o.routing_cache);
+  Workload w    = make_workload(x);
+  auto routing  = make_routing_source(x, w, o.routing_cache);
   long measured = 0;
   for (const Request& r : w.requests)
     measured += r.measured;
   if (!o.quiet)
-    std::fprintf(stderr, "eldrsim: %s, %s, %s, %d prefill + %d decode, %.0f req/s, %ld measured + %ld warm-up requests\n",
+    std::fprintf(stderr,
+                 "eldrsim: %s, %s, %s, %d prefill + %d decode, %.0f req/s, %ld measured + %ld warm-up requests\n",
                  o.config.c_str(), x.model.name.c_str(), x.router.c_str(), x.topology.prefill.instances,
                  x.topology.decode.instances, x.workload.rate_rps, measured, long(w.requests.size()) - measured);
   // The progress line is rewritten in place: on a terminal only (a log would get it \r-joined).
   const bool progress = !o.quiet && ::isatty(2);
-  RunRecorder rec = [&] {
+  RunRecorder rec     = [&] {
     try {
       return run_simulation(x, w, *routing, {.progress = progress, .log = o.log, .cfg = o.cfg});
     } catch (...) {
@@ -99,9 +100,10 @@ int run(const RunOptions& o)
     std::printf("%s: no measured request finished (%ld unfinished): no TPOT or TTFT -> %s\n", x.router.c_str(),
                 s.unfinished, out.c_str());
   else if (!o.quiet)
-    std::printf("%s: TPOT p50 %.2f ms p99 %.2f ms, TTFT p50 %.1f ms, %.1f distinct experts/layer, %ld unfinished -> %s\n",
-                x.router.c_str(), s.tpot_ms.p50, s.tpot_ms.p99, s.ttft_ms.p50, s.distinct_experts_per_layer_mean,
-                s.unfinished, out.c_str());
+    std::printf(
+        "%s: TPOT p50 %.2f ms p99 %.2f ms, TTFT p50 %.1f ms, %.1f distinct experts/layer, %ld unfinished -> %s\n",
+        x.router.c_str(), s.tpot_ms.p50, s.tpot_ms.p99, s.ttft_ms.p50, s.distinct_experts_per_layer_mean, s.unfinished,
+        out.c_str());
   return s.unfinished == 0 ? 0 : 3;
 }
 
@@ -109,21 +111,23 @@ int run(const RunOptions& o)
 
 Command add_run_command(CLI::App& app)
 {
-  auto o   = std::make_shared<RunOptions>();
+  auto o    = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand("run", "Simulate one experiment and write summary.json and requests.csv");
   sub->add_option("config", o->config, "Experiment config (JSON), e.g. configs/default.json")->required();
   std::string routers;
   for (const auto& n : decode_router_names())
     routers += (routers.empty() ? "" : ", ") + n;
-  sub->add_option("--router", o->router, "Decode router: " + routers + " (`eldrsim routers --describe` says what each does)");
+  sub->add_option("--router", o->router,
+                  "Decode router: " + routers + " (`eldrsim routers --describe` says what each does)");
   sub->add_option("--rate", o->rate, "Measured arrival rate, requests/s (workload.rate_rps)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--requests", o->requests, "Measured requests (workload.measured_requests)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--seed", o->seed, "Run seed")->check(CLI::NonNegativeNumber);
   sub->add_option("--out", o->out, "Output directory (default results/<config>-<router>)");
-  sub->add_option("--set", o->sets, "Override a config key by dotted path, KEY=VALUE (repeatable), "
-                                    "e.g. --set model=gpt-oss-120b --set workload.rate_rps=80")
+  sub->add_option("--set", o->sets,
+                  "Override a config key by dotted path, KEY=VALUE (repeatable), "
+                  "e.g. --set model=gpt-oss-120b --set workload.rate_rps=80")
       ->allow_extra_args(false);
   sub->add_flag("--steps", o->steps, "Also write steps.csv (one row per decode step)");
   sub->add_flag("--decisions", o->decisions,

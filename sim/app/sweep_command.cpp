@@ -34,11 +34,11 @@ struct SweepCli {
   int jobs  = 0;
   int seeds = 0;
   std::vector<std::string> sets;
-  bool quiet = false;
-  bool list  = false;
-  bool merge = false;
+  bool quiet  = false;
+  bool list   = false;
+  bool merge  = false;
   bool no_fit = false;
-  long point = -1;
+  long point  = -1;
   std::string emit_slurm;
   std::string slurm_options;
 };
@@ -48,7 +48,10 @@ std::string out_dir(const SweepCli& o)
   return o.out.empty() ? "results/" + fs::path(o.file).stem().string() : o.out;
 }
 
-fs::path point_dir(const std::string& out, const SweepPoint& p) { return fs::path(out) / p.sweep / p.name; }
+fs::path point_dir(const std::string& out, const SweepPoint& p)
+{
+  return fs::path(out) / p.sweep / p.name;
+}
 fs::path fit_file(const std::string& out, const SweepPoint& p)
 {
   return fs::absolute(fs::path(out) / ".eldr-fits" / (p.fit_key + ".json"));
@@ -90,7 +93,7 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
 {
   const std::string mine = owner_suffix();
   const std::string host = mine.substr(0, mine.rfind('@') + 1);  // "@<host>@"
-  std::set<std::string> dirs{out};  // out: routing caches of killed sweeps
+  std::set<std::string> dirs{out};                               // out: routing caches of killed sweeps
   for (const auto& p : plan.points)
     dirs.insert((fs::path(out) / p.sweep).string());
   std::error_code ec;
@@ -204,7 +207,7 @@ void end_progress_line()
 // On a terminal one line rewritten in place; elsewhere (a log file, a pipe) a whole line per point.
 // Failures are printed even when quiet: errors never are.
 class Progress {
-public:
+ public:
   Progress(size_t total, size_t skipped, bool quiet)
       : total_(total), done_(skipped), quiet_(quiet), tty_(::isatty(2)), start_(std::chrono::steady_clock::now())
   {
@@ -221,8 +224,8 @@ public:
         std::fprintf(stderr, "sweep: %s\n", what.c_str());
       return;
     }
-    double el  = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    double eta = double(total_ - done_) * el / double(now_);
+    double el              = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    double eta             = double(total_ - done_) * el / double(now_);
     const std::string line = "sweep: " + std::to_string(done_) + "/" + std::to_string(total_) + " done" +
                              (failed_ ? ", " + std::to_string(failed_) + " failed" : "") + ", elapsed " +
                              fmt_duration(el) + ", ETA " + fmt_duration(eta) + "  " + what;
@@ -248,7 +251,7 @@ public:
     std::fprintf(stderr, "%s\n", line.c_str());
   }
 
-private:
+ private:
   size_t total_, done_, now_ = 0, failed_ = 0;
   bool quiet_, tty_;
   std::chrono::steady_clock::time_point start_;
@@ -279,7 +282,10 @@ struct Interrupted {
   int signal;
 };
 // A child's exit code (or 128 + signal) after an interrupt.
-bool interrupted(int code) { return code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP; }
+bool interrupted(int code)
+{
+  return code == 130 || code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP;
+}
 
 // A shared fit on disk that reads back whole; one that does not (damaged: its checksum fails) is
 // removed with a note, to be fitted again.
@@ -299,8 +305,8 @@ bool usable_fit(const fs::path& file, Progress& progress)
 }
 
 // Runs the given points (indices into plan.points) that are not done yet. Returns the failures.
-size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs,
-                  bool fit, bool quiet)
+size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs, bool fit,
+                  bool quiet)
 {
   const std::string self = self_executable();
   remove_stale_temporaries(out, plan);
@@ -333,15 +339,16 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     for (const auto& [key, i] : fits) {
       std::string file = fit_file(out, plan.points[i]).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({nullptr, fit_argv(self, plan.points[i], file, cache.dir), log, [&, key, log](const ChildExit& e) {
-                         if (e.code != 0 && !interrupted(e.code)) {
-                           const std::string how = how_it_ended(e);
-                           if (e.signal != 0)
-                             append_line(log, "eldrsim sweep: the fit was " + how);
-                           failed_fits[key] = how + ", see " + log;
-                           progress.note("sweep: ELDR fit failed (" + how + "), see " + log, true);
-                         }
-                       }});
+      tasks.push_back(
+          {nullptr, fit_argv(self, plan.points[i], file, cache.dir), log, [&, key, log](const ChildExit& e) {
+             if (e.code != 0 && !interrupted(e.code)) {
+               const std::string how = how_it_ended(e);
+               if (e.signal != 0)
+                 append_line(log, "eldrsim sweep: the fit was " + how);
+               failed_fits[key] = how + ", see " + log;
+               progress.note("sweep: ELDR fit failed (" + how + "), see " + log, true);
+             }
+           }});
     }
     if (!quiet)
       std::fprintf(stderr, "sweep: fitting ELDR %zu time%s for %zu points\n", fits.size(), fits.size() > 1 ? "s" : "",
@@ -350,9 +357,9 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       throw Interrupted{sig};
   }
 
-  size_t failures   = 0;
-  double cpu_total   = 0;
-  auto started       = std::chrono::steady_clock::now();
+  size_t failures  = 0;
+  double cpu_total = 0;
+  auto started     = std::chrono::steady_clock::now();
   std::vector<ChildTask> tasks;
   for (size_t i : todo) {
     const SweepPoint& p = plan.points[i];
@@ -364,10 +371,11 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       std::error_code ec;
       fs::create_directories(failed_log.parent_path(), ec);
       write_file_atomically(failed_log.string(), "not run: its ELDR fit failed (" + failed_fits[p.fit_key] + ")\n");
-      progress.finished(false, p.sweep + "/" + p.name + " FAILED: its ELDR fit failed (" + failed_fits[p.fit_key] + ")");
+      progress.finished(false,
+                        p.sweep + "/" + p.name + " FAILED: its ELDR fit failed (" + failed_fits[p.fit_key] + ")");
       continue;
     }
-    fs::path tmp = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
+    fs::path tmp      = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
     std::string model = fit && p.fit_eldr ? fit_file(out, p).string() : "";
     std::string log   = (tmp / "run.log").string();
     // The temporary directory is made when the point starts, not up front.
@@ -377,44 +385,46 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       if (!fs::create_directories(tmp, ec) && ec)
         throw InputError(out, "", "cannot create a point's directory: " + ec.message());
     };
-    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model, cache.dir), log, [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
-                       const SweepPoint& q = plan.points[i];
-                       const int code      = e.code;
-                       const double cpu = e.cpu_s, wall = e.wall_s;
-                       std::error_code ec;
-                       if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
-                         fs::remove_all(tmp, ec);
-                         return;
-                       }
-                       // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
-                       if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
-                         // Timings stay here, out of combined.csv (which is byte-identical across runs).
-                         Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
-                         cpu_total += cpu;
-                         write_file_atomically((tmp / "point.json").string(), rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
-                         publish(tmp, final_dir);
-                         fs::remove(failed_log, ec);
-                         progress.finished(true, q.sweep + "/" + q.name);
-                       } else {
-                         ++failures;
-                         fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
-                         fs::remove_all(tmp, ec);
-                         const std::string how =
-                             code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
-                         // A killed run wrote nothing about it: the log says what happened.
-                         append_line(failed_log, "eldrsim sweep: the run ended: " + how);
-                         progress.finished(false, q.sweep + "/" + q.name + " FAILED (" + how + "), see " +
-                                                      failed_log.string());
-                       }
-                     }});
+    tasks.push_back(
+        {prepare, run_argv(self, p, tmp.string(), model, cache.dir), log,
+         [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
+           const SweepPoint& q = plan.points[i];
+           const int code      = e.code;
+           const double cpu = e.cpu_s, wall = e.wall_s;
+           std::error_code ec;
+           if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
+             fs::remove_all(tmp, ec);
+             return;
+           }
+           // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
+           if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
+             // Timings stay here, out of combined.csv (which is byte-identical across runs).
+             Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
+             cpu_total += cpu;
+             write_file_atomically((tmp / "point.json").string(),
+                                   rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+             publish(tmp, final_dir);
+             fs::remove(failed_log, ec);
+             progress.finished(true, q.sweep + "/" + q.name);
+           } else {
+             ++failures;
+             fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
+             fs::remove_all(tmp, ec);
+             const std::string how =
+                 code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
+             // A killed run wrote nothing about it: the log says what happened.
+             append_line(failed_log, "eldrsim sweep: the run ended: " + how);
+             progress.finished(false, q.sweep + "/" + q.name + " FAILED (" + how + "), see " + failed_log.string());
+           }
+         }});
   }
   size_t ran = tasks.size();
   if (int sig = run_tasks(std::move(tasks), jobs))
     throw Interrupted{sig};
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!quiet && ran > 0)
-    std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran, wall,
-                 cpu_total, cpu_total / double(ran), jobs);
+    std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran,
+                 wall, cpu_total, cpu_total / double(ran), jobs);
   return failures;
 }
 
@@ -515,7 +525,7 @@ size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
       ++missing;
       continue;
     }
-    Json s          = load_json_file((point_dir(out, p) / "summary.json").string());  // checked by point_done
+    Json s = load_json_file((point_dir(out, p) / "summary.json").string());  // checked by point_done
     std::string row;
     param_cells(row, plan, p, true);
     std::string gkey = p.sweep + "/" + p.group;
@@ -570,8 +580,8 @@ std::string shell_quote(const std::string& s)
 // The sweep's own command line for the cluster (absolute paths; cwd is the submit directory).
 std::string sweep_command_line(const SweepCli& o, const std::string& out)
 {
-  std::string c = shell_quote(self_executable()) + " sweep " + shell_quote(fs::absolute(o.file).string()) +
-                  " --out " + shell_quote(fs::absolute(out).string());
+  std::string c = shell_quote(self_executable()) + " sweep " + shell_quote(fs::absolute(o.file).string()) + " --out " +
+                  shell_quote(fs::absolute(out).string());
   if (o.seeds > 0)
     c += " --seeds " + std::to_string(o.seeds);
   for (const auto& s : o.sets)
@@ -597,22 +607,25 @@ int emit_slurm(const SweepCli& o, const SweepPlan& plan, const std::string& out)
     if (e > b)
       extra += "#SBATCH " + o.slurm_options.substr(b, e - b) + "\n";
   }
-  std::string array = head + "#SBATCH --job-name=eldrsim-" + fs::path(o.file).stem().string() +
-                      "\n#SBATCH --array=0-" + std::to_string(plan.points.size() - 1) +
+  std::string array = head + "#SBATCH --job-name=eldrsim-" + fs::path(o.file).stem().string() + "\n#SBATCH --array=0-" +
+                      std::to_string(plan.points.size() - 1) +
                       "\n#SBATCH --ntasks=1\n#SBATCH --cpus-per-task=1\n#SBATCH --output=" + (dir / "logs").string() +
-                      "/point-%a.out\n" + extra + "set -eu\ncd " + shell_quote(cwd) + "\n# One point per array task: " +
-                      std::to_string(plan.points.size()) + " points, written atomically under " +
-                      fs::absolute(out).string() + "\nexec " + cmd + " --point \"$SLURM_ARRAY_TASK_ID\" -q\n";
+                      "/point-%a.out\n" + extra + "set -eu\ncd " + shell_quote(cwd) +
+                      "\n# One point per array task: " + std::to_string(plan.points.size()) +
+                      " points, written atomically under " + fs::absolute(out).string() + "\nexec " + cmd +
+                      " --point \"$SLURM_ARRAY_TASK_ID\" -q\n";
   std::string merge_script = head + "#SBATCH --job-name=eldrsim-" + fs::path(o.file).stem().string() +
                              "-merge\n#SBATCH --ntasks=1\n#SBATCH --output=" + (dir / "logs").string() +
                              "/merge.out\n" + extra + "set -eu\ncd " + shell_quote(cwd) +
                              "\n# After the array: runs any point that failed or is missing, then the combined CSV.\n"
-                             "exec " + cmd + " -j 1\n";
-  std::string submit = "#!/bin/bash\n# Submits the point array, then the merge step once every point has ended.\nset -eu\n"
-                       "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
-                       "array=$(sbatch --parsable \"$here/points.sbatch\")\narray=${array%%;*}\n"
-                       "merge=$(sbatch --parsable --dependency=afterany:$array \"$here/merge.sbatch\")\nmerge=${merge%%;*}\n"
-                       "echo \"array job $array, merge job $merge\"\n";
+                             "exec " +
+                             cmd + " -j 1\n";
+  std::string submit =
+      "#!/bin/bash\n# Submits the point array, then the merge step once every point has ended.\nset -eu\n"
+      "here=$(cd \"$(dirname \"$0\")\" && pwd)\n"
+      "array=$(sbatch --parsable \"$here/points.sbatch\")\narray=${array%%;*}\n"
+      "merge=$(sbatch --parsable --dependency=afterany:$array \"$here/merge.sbatch\")\nmerge=${merge%%;*}\n"
+      "echo \"array job $array, merge job $merge\"\n";
   write_file_atomically((dir / "points.sbatch").string(), array);
   write_file_atomically((dir / "merge.sbatch").string(), merge_script);
   write_file_atomically((dir / "submit.sh").string(), submit);
@@ -628,8 +641,8 @@ int sweep(const SweepCli& o)
 {
   install_interrupt_handler();  // until run_tasks takes the signals: one line, exit 128 + the signal
   SweepOptions so;
-  so.seeds   = o.seeds;
-  so.sets    = parse_sets(o.sets);
+  so.seeds        = o.seeds;
+  so.sets         = parse_sets(o.sets);
   std::string out = out_dir(o);
   if (!o.quiet && !o.list) {
     // The plan at once (checking every point's config can take a while on a large grid).
@@ -656,8 +669,9 @@ int sweep(const SweepCli& o)
   int jobs = o.jobs > 0 ? o.jobs : usable_cpus();
   if (o.point >= 0) {
     if (size_t(o.point) >= plan.points.size())
-      throw InputError("--point", "", std::to_string(o.point) + " is past the last point (" +
-                                          std::to_string(plan.points.size() - 1) + ")");
+      throw InputError("--point", "",
+                       std::to_string(o.point) + " is past the last point (" + std::to_string(plan.points.size() - 1) +
+                           ")");
   }
   std::vector<size_t> which;
   if (o.point >= 0)
@@ -675,7 +689,8 @@ int sweep(const SweepCli& o)
     for (size_t k : which)
       done += point_done(out, plan.points[k]);
     end_progress_line();
-    std::fprintf(stderr, "eldrsim: error: interrupted by %s: %s: %zu of %zu points done, kept (the same command resumes)\n",
+    std::fprintf(stderr,
+                 "eldrsim: error: interrupted by %s: %s: %zu of %zu points done, kept (the same command resumes)\n",
                  signal_name(i.signal).c_str(), out.c_str(), done, which.size());
     return 128 + i.signal;
   } catch (...) {
@@ -684,7 +699,7 @@ int sweep(const SweepCli& o)
   }
   if (o.point >= 0)
     return failures == 0 ? 0 : 1;
-  size_t missing  = merge(plan, out, o.quiet);
+  size_t missing = merge(plan, out, o.quiet);
   if (failures > 0)  // even when quiet: errors never are
     std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
   return failures == 0 && missing == 0 ? 0 : 1;
@@ -700,19 +715,22 @@ Command add_sweep_command(CLI::App& app)
                "time; resumable; writes OUT/combined.csv");
   sub->add_option("sweep", o->file, "Sweep file (JSON), e.g. configs/paper/all.json")->required();
   sub->add_option("--out,-o", o->out, "Results directory (default results/<sweep file stem>)");
-  sub->add_option("-j,--jobs", o->jobs, "Points run at once (default: the CPUs this process may use)")->check(CLI::PositiveNumber);
+  sub->add_option("-j,--jobs", o->jobs, "Points run at once (default: the CPUs this process may use)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--seeds", o->seeds, "Run every point with seeds 1..N; combined_seeds.csv has mean and 95% interval")
       ->check(CLI::Range(1, 1000));
-  sub->add_option("--set", o->sets, "Override a config key in every point, KEY=VALUE (repeatable; the sweep file's own "
-                                    "set and grid win)")
+  sub->add_option("--set", o->sets,
+                  "Override a config key in every point, KEY=VALUE (repeatable; the sweep file's own "
+                  "set and grid win)")
       ->allow_extra_args(false);
   sub->add_flag("--list", o->list, "List the points (index, directory) and whether they are done; run nothing");
   sub->add_flag("--merge", o->merge, "Only write combined.csv from the results present (exit 1 if some are missing)");
   sub->add_option("--point", o->point, "Run only the point with this index (as a Slurm array task does)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--no-fit", o->no_fit, "Do not share ELDR fits between points: every eldr point fits on its own");
-  sub->add_option("--emit-slurm", o->emit_slurm,
-                  "Write a Slurm job array (points.sbatch), a merge step (merge.sbatch) and submit.sh into DIR; run nothing");
+  sub->add_option(
+      "--emit-slurm", o->emit_slurm,
+      "Write a Slurm job array (points.sbatch), a merge step (merge.sbatch) and submit.sh into DIR; run nothing");
   sub->add_option("--slurm-options", o->slurm_options,
                   "Extra #SBATCH lines for --emit-slurm, separated by ';', e.g. '--partition=cpu;--time=00:10:00'");
   sub->add_flag("--quiet,-q", o->quiet, "No progress lines (failures are still printed)");

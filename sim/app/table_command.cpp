@@ -36,8 +36,8 @@ int table(const std::vector<std::string>& dirs)
   // Everything is read and checked before the first line is printed.
   std::vector<std::string> rows;
   for (const auto& d : dirs) {
-    std::string file = (std::filesystem::path(d) / "summary.json").string();
-    Json j           = read_verified_summary(d);
+    std::string file   = (std::filesystem::path(d) / "summary.json").string();
+    Json j             = read_verified_summary(d);
     std::string router = j.contains("router") && j["router"].is_string() ? j["router"].get<std::string>() : d;
     char buf[256];
     std::snprintf(buf, sizeof buf, "%-14s %10s %10s %10s %10s %9s %9s", router.c_str(),

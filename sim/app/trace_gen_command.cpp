@@ -52,10 +52,10 @@ int gen(const GenOptions& o)
   if (x.workload.kind == "trace")
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
-  Workload w  = make_workload(x);
-  auto source = make_routing_source(x, w);
-  auto* shared = dynamic_cast<const SharedPrefixRouting*>(source.get());
-  auto* gen    = dynamic_cast<const GeneratedRouting*>(shared ? &shared->inner() : source.get());
+  Workload w                = make_workload(x);
+  auto source               = make_routing_source(x, w);
+  auto* shared              = dynamic_cast<const SharedPrefixRouting*>(source.get());
+  auto* gen                 = dynamic_cast<const GeneratedRouting*>(shared ? &shared->inner() : source.get());
   const RoutingShape& shape = source->shape();
 
   // One timeline: calibration requests at 0, warm-up from 0, measured after the last warm-up arrival.
@@ -79,30 +79,31 @@ int gen(const GenOptions& o)
     tokens += r->prompt_tokens + r->output_tokens - 1;  // the last output token is never run
   const double mb = tokens * shape.layers * shape.top_k * ((shape.experts <= 256 ? 1 : 2) + (gen ? 4 : 0)) / 1e6;
   if (o.routing && mb > o.max_routing_mb)
-    throw InputError("--routing", "", "the routing file would take " + std::to_string(long(mb)) + " MB (limit --max-routing-mb " +
-                                          std::to_string(long(o.max_routing_mb)) + "): generate fewer requests");
+    throw InputError("--routing", "",
+                     "the routing file would take " + std::to_string(long(mb)) + " MB (limit --max-routing-mb " +
+                         std::to_string(long(o.max_routing_mb)) + "): generate fewer requests");
 
   std::unique_ptr<RoutingWriter> writer;
   namespace fs = std::filesystem;
   if (o.routing) {
     m.model        = TraceModel{x.model.name, shape.layers, shape.experts, shape.top_k};
     m.routing_file = "routing.bin";
-    writer = std::make_unique<RoutingWriter>((fs::path(stage.dir()) / "routing.bin").string(), shape.layers, shape.experts,
-                                             shape.top_k, gen != nullptr);
+    writer         = std::make_unique<RoutingWriter>((fs::path(stage.dir()) / "routing.bin").string(), shape.layers,
+                                             shape.experts, shape.top_k, gen != nullptr);
   }
   std::vector<uint16_t> ids;
   std::vector<float> gates;
-  const auto gate_source = gen ? make_gate_source(*source) : nullptr;  // the shared-prefix remapping included
+  const auto gate_source   = gen ? make_gate_source(*source) : nullptr;  // the shared-prefix remapping included
   const size_t calibration = w.calibration.size();
   for (size_t i = 0; i < order.size(); ++i) {
     const Request& r = *order[i];
     TraceRequest t;
-    t.id            = uint32_t(i);
-    t.calibration   = i < calibration;
-    t.arrival_s     = t.calibration ? 0.0 : r.measured ? warm_end + r.arrival_s : r.arrival_s;
-    t.prompt_tokens = r.prompt_tokens;
-    t.output_tokens = r.output_tokens;
-    t.label         = r.label;
+    t.id              = uint32_t(i);
+    t.calibration     = i < calibration;
+    t.arrival_s       = t.calibration ? 0.0 : r.measured ? warm_end + r.arrival_s : r.arrival_s;
+    t.prompt_tokens   = r.prompt_tokens;
+    t.output_tokens   = r.output_tokens;
+    t.label           = r.label;
     const auto hashes = w.hashes(r);
     t.prefix_hashes.assign(hashes.begin(), hashes.end());
     if (writer) {
@@ -130,7 +131,8 @@ Command add_trace_gen_command(CLI::App& trace)
 {
   auto o    = std::make_shared<GenOptions>();
   auto* sub = trace.add_subcommand("gen", "Write an experiment's generated workload as a trace directory");
-  sub->add_option("config", o->config, "Experiment config (JSON): its workload (task or language) and routing")->required();
+  sub->add_option("config", o->config, "Experiment config (JSON): its workload (task or language) and routing")
+      ->required();
   sub->add_option("--out", o->out, "Trace directory to write")->required();
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable)");
   sub->add_flag("--routing", o->routing,

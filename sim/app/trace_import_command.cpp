@@ -65,7 +65,9 @@ void add_request_trace_options(CLI::App* sub, RequestTraceImportOptions& o, cons
 Command add_trace_import_command(CLI::App& trace)
 {
   auto o    = std::make_shared<ImportOptions>();
-  auto* sub = trace.add_subcommand("import", "Import public data (ESFT routing, Azure 2023, Mooncake) or captured vLLM routing as a trace directory");
+  auto* sub = trace.add_subcommand(
+      "import",
+      "Import public data (ESFT routing, Azure 2023, Mooncake) or captured vLLM routing as a trace directory");
   sub->require_subcommand(1);
 
   auto* esft = sub->add_subcommand("esft", "ESFT per-token routing of DeepSeek-V2-Lite (4 task domains): requests + "
@@ -77,38 +79,45 @@ Command add_trace_import_command(CLI::App& trace)
   esft->add_option("--prompt-fraction", o->esft.prompt_fraction,
                    "Share of each sequence's tokens taken as the prompt (default 0.4)")
       ->check(CLI::Range(0.0, 1.0));
-  esft->add_option("--rate", o->esft.rate_rps, "Poisson arrival rate, requests/s (default 10)")->check(CLI::PositiveNumber);
+  esft->add_option("--rate", o->esft.rate_rps, "Poisson arrival rate, requests/s (default 10)")
+      ->check(CLI::PositiveNumber);
   esft->add_option("--seed", o->esft.seed, "Seed of the shuffle and the arrivals (default 1)");
   esft->add_option("--calibration", o->esft.calibration,
                    "Flag the first N sequences (after the shuffle) as calibration requests (default 0)")
       ->check(CLI::NonNegativeNumber);
   esft->add_flag("--no-shuffle", o->no_shuffle, "Keep domain and sequence order instead of a seeded shuffle");
-  esft->add_option("--sequences", o->esft.sequences_per_domain, "Only the first N sequences of each domain (default: all)")
+  esft->add_option("--sequences", o->esft.sequences_per_domain,
+                   "Only the first N sequences of each domain (default: all)")
       ->check(CLI::PositiveNumber);
   esft->add_option("--repeat", o->esft.repeat,
                    "Serve each non-calibration sequence N times (copies share the routing record; default 1)")
       ->check(CLI::PositiveNumber);
 
   auto* azure = sub->add_subcommand("azure", "Azure LLM inference trace 2023 CSV: arrivals and lengths, one label");
-  add_request_trace_options(azure, o->azure, "traces/azure2023_conv.csv", "code if the file name has 'code', else chat");
-  auto* moon = sub->add_subcommand("mooncake", "Mooncake trace JSONL: arrivals, lengths, prefix block hashes, one label");
+  add_request_trace_options(azure, o->azure, "traces/azure2023_conv.csv",
+                            "code if the file name has 'code', else chat");
+  auto* moon =
+      sub->add_subcommand("mooncake", "Mooncake trace JSONL: arrivals, lengths, prefix block hashes, one label");
   add_request_trace_options(moon, o->mooncake, "traces/mooncake_conversation.jsonl", "chat");
 
   auto* vllm = sub->add_subcommand(
       "vllm", "Completion responses captured from vLLM with --enable-return-routed-experts (one JSON response a line): "
               "real per-token routing of prompts and outputs, with arrival times");
-  vllm->add_option("responses", o->vllm.input, "Responses JSONL: each line one completion response with its "
-                                                "choice's routed_experts over the whole sequence (vLLM's layout), or "
-                                                "prompt_routed_experts and routed_experts (nested lists or base64 .npy)")
+  vllm->add_option("responses", o->vllm.input,
+                   "Responses JSONL: each line one completion response with its "
+                   "choice's routed_experts over the whole sequence (vLLM's layout), or "
+                   "prompt_routed_experts and routed_experts (nested lists or base64 .npy)")
       ->required();
   vllm->add_option("--model", o->vllm.model_file,
                    "The served model: a name under models/ (e.g. qwen3-30b-a3b) or a model file; its MoE layers, "
                    "experts and top_k are checked against every array")
       ->required();
   vllm->add_option("--out", o->vllm.out_dir, "Trace directory to write (created if needed)")->required();
-  vllm->add_option("--arrivals", o->vllm.arrivals_csv,
-                   "CSV 'request_id,arrival_s' joined to the responses by --id-field (default: each line's --arrival-field)");
-  vllm->add_option("--arrival-field", o->vllm.arrival_field, "Field of a line with its arrival time in seconds (default arrival_s)");
+  vllm->add_option(
+      "--arrivals", o->vllm.arrivals_csv,
+      "CSV 'request_id,arrival_s' joined to the responses by --id-field (default: each line's --arrival-field)");
+  vllm->add_option("--arrival-field", o->vllm.arrival_field,
+                   "Field of a line with its arrival time in seconds (default arrival_s)");
   vllm->add_option("--id-field", o->vllm.id_field, "Field of a line with its request id, for --arrivals (default id)");
   vllm->add_option("--label", o->vllm.label, "Label of lines without a string \"label\" field (default chat)");
   vllm->add_option("--calibration", o->vllm.calibration,

@@ -38,8 +38,8 @@ int stats(const StatsOptions& o)
   Workload w   = make_workload(x);
   auto source  = make_routing_source(x, w);
   RoutingStatsOptions opt;
-  opt.requests   = o.requests;
-  opt.seed       = uint64_t(o.seed);
+  opt.requests                      = o.requests;
+  opt.seed                          = uint64_t(o.seed);
   std::unique_ptr<GateSource> gates = make_gate_source(*source);
   if (gates)
     opt.token_gates = [&gates](const Request& r, int token) { return gates->token_gates(r, token).prob; };
@@ -48,9 +48,9 @@ int stats(const StatsOptions& o)
     opt.subtopic = [&source](const Request& r) { return source->primary_subtopic(r); };
   RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
-  const bool has_targets     = x.workload.routing == "generated";
-  const RoutingTargets& tg   = x.routing_profile.targets;
-  const std::string kind     = x.workload.kind;
+  const bool has_targets   = x.workload.routing == "generated";
+  const RoutingTargets& tg = x.routing_profile.targets;
+  const std::string kind   = x.workload.kind;
   std::printf("routing statistics: %s, %s workload, %s routing, %d sampled requests\n", x.model.name.c_str(),
               kind.c_str(), x.workload.routing.c_str(), s.sampled_requests);
   std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n"
@@ -100,20 +100,24 @@ int stats(const StatsOptions& o)
               s.top_share_max, "-");
   std::printf("%-58s %9.4f %9s\n", "                                      uniform", s.top_share_uniform, "-");
   std::printf("%-58s %9.3f %9s\n", "label divergence (Jensen-Shannon, bits), mean over layers", s.label_js_mean, "-");
-  std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers", s.label_js_min_layer,
-              s.label_js_max_layer, "-");
+  std::printf("%-58s %4.3f-%.3f %9s\n", "                                      min-max over layers",
+              s.label_js_min_layer, s.label_js_max_layer, "-");
   std::printf("%-58s %9d %9s\n", "                                      most divergent layer", s.label_js_max_at, "-");
 
   if (!o.json.empty()) {
     Json j;
-    j["model"]    = x.model.name;
-    j["workload"] = kind;
-    j["routing"]  = x.workload.routing;
+    j["model"]            = x.model.name;
+    j["workload"]         = kind;
+    j["routing"]          = x.workload.routing;
     j["sampled_requests"] = s.sampled_requests;
-    Json loc = Json::array();
+    Json loc              = Json::array();
     for (const auto& b : s.locality) {
-      Json e = {{"batch", b.batch},           {"distinct_same", b.distinct_same}, {"distinct_mixed", b.distinct_mixed},
-                {"reduction", b.reduction()}, {"tiles_same", b.tiles_same},       {"tiles_mixed", b.tiles_mixed},
+      Json e = {{"batch", b.batch},
+                {"distinct_same", b.distinct_same},
+                {"distinct_mixed", b.distinct_mixed},
+                {"reduction", b.reduction()},
+                {"tiles_same", b.tiles_same},
+                {"tiles_mixed", b.tiles_mixed},
                 {"tile_reduction", b.tile_reduction()}};
       if (subtopics) {
         e["expected_same_label"]    = b.expected_same;
@@ -125,16 +129,22 @@ int stats(const StatsOptions& o)
     j["locality"]               = loc;
     j["tile_tokens"]            = opt.tile_tokens;
     j["pearson_prefill_decode"] = s.pearson_prefill_decode;
-    j["spearman"] = {{"counts", s.spearman_counts}, {"counts_idf", s.spearman_counts_idf}, {"sqrt_counts", s.spearman_sqrt},
-                     {"binary", s.spearman_binary}};
+    j["spearman"]               = {{"counts", s.spearman_counts},
+                                   {"counts_idf", s.spearman_counts_idf},
+                                   {"sqrt_counts", s.spearman_sqrt},
+                                   {"binary", s.spearman_binary}};
     if (s.has_gate_prob) {
       j["spearman"]["gate_prob"] = s.spearman_gate_prob;
-      j["gate_per_pick"]         = {{"p5", s.gate_per_pick_p5}, {"p50", s.gate_per_pick_p50}, {"p95", s.gate_per_pick_p95}};
+      j["gate_per_pick"] = {{"p5", s.gate_per_pick_p5}, {"p50", s.gate_per_pick_p50}, {"p95", s.gate_per_pick_p95}};
     }
-    j["top_expert_share"] = {{"mean", s.top_share_mean}, {"min", s.top_share_min}, {"max", s.top_share_max},
-                             {"uniform", s.top_share_uniform}};
-    j["label_divergence_js"] = {{"mean", s.label_js_mean}, {"min_layer", s.label_js_min_layer},
-                                {"max_layer", s.label_js_max_layer}, {"most_divergent_layer", s.label_js_max_at}};
+    j["top_expert_share"]    = {{"mean", s.top_share_mean},
+                                {"min", s.top_share_min},
+                                {"max", s.top_share_max},
+                                {"uniform", s.top_share_uniform}};
+    j["label_divergence_js"] = {{"mean", s.label_js_mean},
+                                {"min_layer", s.label_js_min_layer},
+                                {"max_layer", s.label_js_max_layer},
+                                {"most_divergent_layer", s.label_js_max_at}};
     write_file_atomically(o.json, j.dump(2) + "\n");
   }
   return 0;

@@ -43,7 +43,8 @@ Command add_validate_command(CLI::App& app)
                   "and the published router claims; writes results/validate/report.md (about 10 minutes on 2 cores)");
   sub->add_option("--out", o->out, "Results directory (default results/validate)");
   sub->add_option("-j,--jobs", o->jobs, "Simulations at once (default 2)")->check(CLI::PositiveNumber);
-  sub->add_option("--seeds", o->seeds, "Check the claims on the mean over seeds 1..N (default 1); the round-robin cells stay at one seed")
+  sub->add_option("--seeds", o->seeds,
+                  "Check the claims on the mean over seeds 1..N (default 1); the round-robin cells stay at one seed")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--skip-claims", o->skip_claims, "Only the round-robin cells and their leave-one-rate-out predictions");
   sub->add_flag("--skip-loro", o->skip_loro, "No leave-one-rate-out predictions");

@@ -100,7 +100,7 @@ void BlockCache::release(std::span<const uint64_t> keys, long private_blocks)
 
 void BlockCache::unlink(int32_t i)
 {
-  Node& n = nodes_[size_t(i)];
+  Node& n                                                 = nodes_[size_t(i)];
   (n.prev >= 0 ? nodes_[size_t(n.prev)].next : lru_head_) = n.next;
   (n.next >= 0 ? nodes_[size_t(n.next)].prev : lru_tail_) = n.prev;
   n.prev = n.next = -1;
@@ -108,11 +108,11 @@ void BlockCache::unlink(int32_t i)
 
 void BlockCache::push_back_lru(int32_t i)
 {
-  Node& n = nodes_[size_t(i)];
-  n.prev  = lru_tail_;
-  n.next  = -1;
+  Node& n                                                       = nodes_[size_t(i)];
+  n.prev                                                        = lru_tail_;
+  n.next                                                        = -1;
   (lru_tail_ >= 0 ? nodes_[size_t(lru_tail_)].next : lru_head_) = i;
-  lru_tail_ = i;
+  lru_tail_                                                     = i;
 }
 
 int32_t BlockCache::allocate(uint64_t key, const BlockOrigin& origin)

@@ -27,15 +27,15 @@ struct BlockOrigin {
 };
 
 struct BlockCacheStats {
-  long lookups         = 0;  // acquire() calls
-  long hit_blocks      = 0;  // leading blocks found cached (their compute or transfer is saved)
-  long missed_blocks   = 0;  // full prompt blocks that had to be filled
-  long evictions       = 0;
-  long peak_used       = 0;  // blocks, cached + private
+  long lookups       = 0;  // acquire() calls
+  long hit_blocks    = 0;  // leading blocks found cached (their compute or transfer is saved)
+  long missed_blocks = 0;  // full prompt blocks that had to be filled
+  long evictions     = 0;
+  long peak_used     = 0;  // blocks, cached + private
 };
 
 class BlockCache {
-public:
+ public:
   explicit BlockCache(long capacity_blocks);
 
   long capacity() const { return capacity_; }
@@ -64,7 +64,7 @@ public:
   // The reference count of a cached block (0: cached, evictable; -1: absent). For tests.
   int references(uint64_t key) const;
 
-private:
+ private:
   struct Node {
     uint64_t key = 0;
     int refs     = 0;

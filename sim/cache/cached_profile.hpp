@@ -23,6 +23,9 @@ PromptProfile cached_prompt_profile(const ExpertRoutingSource& routing, const Re
                                     std::span<const int> only_layers = {});
 
 // Bytes of one block's counts: an int8 per (layer, expert).
-inline double signature_block_bytes(int layers, int experts) { return double(layers) * double(experts); }
+inline double signature_block_bytes(int layers, int experts)
+{
+  return double(layers) * double(experts);
+}
 
 }  // namespace eldr

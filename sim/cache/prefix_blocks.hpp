@@ -13,9 +13,15 @@
 namespace eldr {
 
 // Full KV blocks of a prompt: the cacheable ones.
-inline int full_blocks(int prompt_tokens, int block_tokens) { return prompt_tokens / block_tokens; }
+inline int full_blocks(int prompt_tokens, int block_tokens)
+{
+  return prompt_tokens / block_tokens;
+}
 // KV blocks a request holds at the end of its decode: prompt + output, rounded up.
-inline int total_blocks(int tokens, int block_tokens) { return (tokens + block_tokens - 1) / block_tokens; }
+inline int total_blocks(int tokens, int block_tokens)
+{
+  return (tokens + block_tokens - 1) / block_tokens;
+}
 
 // The keys of `r`'s full prompt blocks of `block_tokens` tokens (into `keys`, replaced).
 void prompt_block_keys(const Workload& w, const Request& r, int block_tokens, std::vector<uint64_t>& keys);

@@ -25,7 +25,7 @@ struct WorkQueue {
   std::deque<const Request*> items;
   simgrid::s4u::MutexPtr mutex             = simgrid::s4u::Mutex::create();
   simgrid::s4u::ConditionVariablePtr ready = simgrid::s4u::ConditionVariable::create();
-  bool sleeping = false;  // the consumer waits on `ready`
+  bool sleeping                            = false;  // the consumer waits on `ready`
 
   // The driver's push notifies even when nobody waits: a simcall lets the other actors of the instant
   // run, and a burst of arrivals at one instant (trace timestamps) interleaves with the prefill workers
@@ -57,11 +57,10 @@ struct WorkQueue {
 // sleep: one simcall a sleep and one a wake; a condition variable adds a mutex lock and unlock around
 // each wait. A decode worker's arrivals (KV received, waiting for admission) and the routing proxy's
 // prefilled prompts are such queues.
-template <class Item>
-struct SignalQueue {
+template <class Item> struct SignalQueue {
   std::deque<Item> items;
   simgrid::s4u::SemaphorePtr bell = simgrid::s4u::Semaphore::create(0);
-  bool sleeping = false;  // the consumer sleeps on `bell` and no push has released it yet
+  bool sleeping                   = false;  // the consumer sleeps on `bell` and no push has released it yet
 
   void push(Item item)
   {
@@ -74,7 +73,7 @@ struct SignalQueue {
   // Sleeps until a push, or at most `timeout` seconds (negative: no limit); true when a push woke it.
   bool sleep(double timeout)
   {
-    sleeping = true;
+    sleeping       = true;
     bool timed_out = false;
     if (timeout < 0)
       bell->acquire();
@@ -113,25 +112,15 @@ inline InstanceLayout instance_layout(const InstanceGroup& g, const ClusterSpec&
 struct ClusterState {
   ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const ExpertRoutingSource& src,
                DecodeRouter& router, RunRecorder& rec)
-      : experiment(x)
-      , workload(w)
-      , cost(c)
-      , routing(src)
-      , decode_router(router)
-      , prefill_router(x.topology.prefill.instances, x.serving.prefill_hash_vnodes, x.serving.prefill_load_factor)
-      , recorder(rec)
-      , gates(make_gate_source(src))
-      , prefill_queues(size_t(x.topology.prefill.instances))
-      , decode_arrivals(size_t(x.topology.decode.instances))
-      , prefill_in_flight(size_t(x.topology.prefill.instances), 0)
-      , decode_in_flight(size_t(x.topology.decode.instances), 0)
-      , kv_transfers(w.requests.size())
-      , kv_flows_pending(w.requests.size(), 0)
-      , prefill_layout(instance_layout(x.topology.prefill, x.cluster))
-      , decode_layout(instance_layout(x.topology.decode, x.cluster))
-      , kv_block_tokens(x.model.kv_block_tokens)
-      , kv_block_bytes(c.kv_bytes(x.model.kv_block_tokens))
-      , block_keys(x.serving.prefix_cache ? w.requests.size() : 0)
+      : experiment(x), workload(w), cost(c), routing(src), decode_router(router),
+        prefill_router(x.topology.prefill.instances, x.serving.prefill_hash_vnodes, x.serving.prefill_load_factor),
+        recorder(rec), gates(make_gate_source(src)), prefill_queues(size_t(x.topology.prefill.instances)),
+        decode_arrivals(size_t(x.topology.decode.instances)),
+        prefill_in_flight(size_t(x.topology.prefill.instances), 0),
+        decode_in_flight(size_t(x.topology.decode.instances), 0), kv_transfers(w.requests.size()),
+        kv_flows_pending(w.requests.size(), 0), prefill_layout(instance_layout(x.topology.prefill, x.cluster)),
+        decode_layout(instance_layout(x.topology.decode, x.cluster)), kv_block_tokens(x.model.kv_block_tokens),
+        kv_block_bytes(c.kv_bytes(x.model.kv_block_tokens)), block_keys(x.serving.prefix_cache ? w.requests.size() : 0)
   {
     // KV memory in whole blocks, the unit vLLM allocates; prefill workers have a cache only when
     // prefix caching is on (otherwise their KV lives just for one batch and its transfer).
@@ -145,7 +134,10 @@ struct ClusterState {
     decode_caches.assign(size_t(x.topology.decode.instances), BlockCache(blocks(x.topology.decode)));
   }
   bool caches_prefixes() const { return experiment.serving.prefix_cache; }
-  bool decode_caches_prefixes() const { return experiment.serving.prefix_cache && experiment.serving.decode_prefix_cache; }
+  bool decode_caches_prefixes() const
+  {
+    return experiment.serving.prefix_cache && experiment.serving.decode_prefix_cache;
+  }
 
   const Experiment& experiment;
   const Workload& workload;
@@ -159,12 +151,12 @@ struct ClusterState {
   std::vector<simgrid::s4u::Host*> prefill_hosts;  // each instance's first GPU
   std::vector<simgrid::s4u::Host*> decode_hosts;
   std::vector<std::vector<simgrid::s4u::Host*>> prefill_gpu_hosts, decode_gpu_hosts;  // all of each instance's GPUs
-  std::vector<simgrid::s4u::Mailbox*> kv_doorbells;    // a decode instance learns of an incoming KV transfer here
+  std::vector<simgrid::s4u::Mailbox*> kv_doorbells;  // a decode instance learns of an incoming KV transfer here
   std::vector<WorkQueue> prefill_queues;
   std::vector<ArrivalQueue> decode_arrivals;
   SignalQueue<PrefilledPrompt> routing_queue;  // prompts waiting for a router with per-request work
-  std::vector<int> prefill_in_flight;      // assigned and not yet prefilled
-  std::vector<int> decode_in_flight;       // routed and not yet finished
+  std::vector<int> prefill_in_flight;          // assigned and not yet prefilled
+  std::vector<int> decode_in_flight;           // routed and not yet finished
   // By request id, while its KV cache is in flight: one flow per GPU of the decode instance (prefill
   // GPU i mod g_p -> decode GPU i), and how many of them have not arrived yet.
   std::vector<std::vector<simgrid::s4u::CommPtr>> kv_transfers;
@@ -186,10 +178,10 @@ struct ClusterState {
   std::vector<std::vector<uint64_t>> block_keys;  // by request id: its full prompt blocks' keys (prefix caching)
 
   // Completion tracking for the driver.
-  long finished          = 0;
-  long finished_warmup   = 0;
-  simgrid::s4u::MutexPtr done_mutex           = simgrid::s4u::Mutex::create();
-  simgrid::s4u::ConditionVariablePtr done_cv  = simgrid::s4u::ConditionVariable::create();
+  long finished                              = 0;
+  long finished_warmup                       = 0;
+  simgrid::s4u::MutexPtr done_mutex          = simgrid::s4u::Mutex::create();
+  simgrid::s4u::ConditionVariablePtr done_cv = simgrid::s4u::ConditionVariable::create();
 };
 
 // Request lifecycle helpers shared by the actors.

@@ -38,7 +38,8 @@ void KvReceiver::operator()()
     std::vector<sg4::CommPtr>().swap(s_.kv_transfers[r->id]);
     RequestRecord& rec = s_.recorder.request(r->id);
     rec.kv_end_s       = sg4::Engine::get_clock();
-    s_.recorder.decode_worker(index_).kv_received_bytes += s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens);
+    s_.recorder.decode_worker(index_).kv_received_bytes +=
+        s_.cost.kv_bytes(r->prompt_tokens - rec.decode_cached_tokens);
     // Before the push, which may let the decode worker admit it at once.
     XBT_CVERB(eldr_kv,
               "request %u: KV transfer ends at decode worker %d, %.0f KV bytes; queued for admission behind %zu", r->id,
@@ -101,7 +102,8 @@ void DecodeWorker::admit()
       c.kv_peak_bytes = double(cache_.used()) * s_.kv_block_bytes;
       c.kv_peak_s     = now;
     }
-    batch_.push_back({r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_)});
+    batch_.push_back(
+        {r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_)});
     if (expected_)
       expected_->join(s_.routing.token_law(*r, 1));
     s_.recorder.request(r->id).decode_admit_s = now;
@@ -146,12 +148,12 @@ void DecodeWorker::accumulate_ranks(int k)
 {
   const RoutingShape& shape = s_.routing.shape();
   const int W = shape.words_per_layer, R = ep_;
-  const size_t per_layer = size_t(R + R * R);
-  std::span<uint64_t> u  = step_union(k);
+  const size_t per_layer  = size_t(R + R * R);
+  std::span<uint64_t> u   = step_union(k);
   std::span<uint32_t> acc = step_ranks(k);
   for (size_t t = 0; t < tokens_.size(); ++t) {
     std::span<const uint64_t> m = s_.routing.token_experts(*tokens_[t].request, tokens_[t].position);
-    const int o = owners_[t];
+    const int o                 = owners_[t];
     for (int l = 0; l < shape.layers; ++l) {
       uint32_t* a = &acc[size_t(l) * per_layer];
       for (int r = 0; r < R; ++r) {
@@ -185,7 +187,7 @@ DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& at
     return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_);
   const RoutingShape& shape = s_.routing.shape();
   const int W = shape.words_per_layer, R = ep_;
-  const size_t per_layer = size_t(R + R * R);
+  const size_t per_layer        = size_t(R + R * R);
   std::span<const uint64_t> u   = step_union(k);
   std::span<const uint32_t> acc = step_ranks(k);
   for (int l = 0; l < shape.layers; ++l) {
@@ -263,8 +265,14 @@ int DecodeWorker::plan(double start)
     const double distinct_sum = step_distinct(k);
     const DecodeStepCost c    = step_cost(k, int(batch_.size()), attention);
     const double d            = c.seconds;
-    planned_[slot(k)] = {t, d, attention.context_tokens, float(distinct_sum / shape.layers),
-                         uint32_t(batch_.size()), uint16_t(index_), float(c.imbalance), float(c.all_to_all_s)};
+    planned_[slot(k)]         = {t,
+                                 d,
+                                 attention.context_tokens,
+                                 float(distinct_sum / shape.layers),
+                                 uint32_t(batch_.size()),
+                                 uint16_t(index_),
+                                 float(c.imbalance),
+                                 float(c.all_to_all_s)};
     t += d;  // the clock after sleeping d from t, exactly as SimGrid computes it
   }
   return n;
@@ -322,9 +330,9 @@ void DecodeWorker::commit(int steps, double now)
 
 void DecodeWorker::finish(const Sequence& seq, double now)
 {
-  const Request& r   = *seq.request;
-  RequestRecord& rec = s_.recorder.request(r.id);
-  rec.finish_s       = now;
+  const Request& r     = *seq.request;
+  RequestRecord& rec   = s_.recorder.request(r.id);
+  rec.finish_s         = now;
   rec.tokens_generated = seq.generated;
   ++rec.finish_count;
   XBT_VERB("request %u: finishes at decode worker %d, %d tokens, TPOT %.3f ms", r.id, index_, seq.generated,
@@ -364,7 +372,7 @@ void DecodeWorker::operator()()
     const double start = sg4::Engine::get_clock();
     const int steps    = plan(start);
     XBT_DEBUG("decode worker %d: up to %d steps of a batch of %zu", index_, steps, batch_.size());
-    const int done     = sleep_through(start, steps);
+    const int done = sleep_through(start, steps);
     commit(done, sg4::Engine::get_clock());
   }
 }

@@ -10,11 +10,11 @@ namespace eldr {
 // moment its transfer completes, in completion order (a small cache is not held up behind a large
 // one). Separate from the worker so arrivals are timed exactly while the worker sleeps through a step.
 class KvReceiver {
-public:
+ public:
   KvReceiver(ClusterState& state, int index) : s_(state), index_(index) {}
   void operator()();
 
-private:
+ private:
   ClusterState& s_;
   int index_;
 };
@@ -35,11 +35,11 @@ private:
 // step's end by under 1 ns; a step slept through is not a SimGrid event, so it keeps its exact end.
 // It happens in some runs (1 of the 15 calibration cells, not S1) and moves times by under 1 ns.
 class DecodeWorker {
-public:
+ public:
   DecodeWorker(ClusterState& state, int index, int max_block_steps);
   void operator()();
 
-private:
+ private:
   struct Sequence {
     const Request* request;
     long private_blocks;  // KV blocks of its own (output, partial prompt block; all of them without prefix caching)
@@ -62,7 +62,7 @@ private:
   ClusterState& s_;
   int index_;
   int max_block_;
-  BlockCache& cache_;  // this worker's KV memory, in blocks
+  BlockCache& cache_;         // this worker's KV memory, in blocks
   long warmup_requests_ = 0;  // the driver waits for these to finish before the measured phase
   std::vector<Sequence> batch_;
   std::vector<uint64_t> unions_;     // ring of max_block_ unions of the upcoming steps
@@ -70,8 +70,8 @@ private:
   std::vector<StepRecord> planned_;  // ring of the planned steps: start, duration, ...
   int head_ = 0;                     // the slot of the next step in both rings
   std::vector<TokenRef> tokens_;
-  std::vector<uint16_t> counts_;   // sampled: distinct experts per layer of the step's union
-  std::vector<double> distinct_;   // what the cost model gets: the counts, or their expectation
+  std::vector<uint16_t> counts_;  // sampled: distinct experts per layer of the step's union
+  std::vector<double> distinct_;  // what the cost model gets: the counts, or their expectation
   // workload.union = expected: the batch's miss products, kept as sequences join and leave (the
   // per-step unions above are then unused).
   std::optional<ExpectedUnion> expected_;
@@ -83,7 +83,7 @@ private:
   std::vector<int> owners_;  // owner of each of tokens_
   std::vector<uint16_t> rank_distinct_;
   std::vector<uint32_t> rank_picks_, pair_max_;
-  long admitted_ = 0;
+  long admitted_              = 0;
   const Request* logged_wait_ = nullptr;  // verbose log: the request whose wait for admission was logged
 };
 

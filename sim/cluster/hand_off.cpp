@@ -27,11 +27,11 @@ PromptProfile prompt_profile(const ClusterState& s, const PrefilledPrompt& p)
 
 void hand_off(ClusterState& s, const PrefilledPrompt& p)
 {
-  const Request& r   = *p.request;
-  RequestRecord& rec = s.recorder.request(r.id);
-  const double now   = sg4::Engine::get_clock();
-  rec.first_token_s  = now;
-  rec.tokens_generated = 1;
+  const Request& r          = *p.request;
+  RequestRecord& rec        = s.recorder.request(r.id);
+  const double now          = sg4::Engine::get_clock();
+  rec.first_token_s         = now;
+  rec.tokens_generated      = 1;
   rec.prefill_cached_tokens = p.cached_tokens;
 
   DecodeLoadView view{s.decode_in_flight, now};

@@ -1,10 +1,9 @@
 #include "sim/cluster/prefill_worker.hpp"
-#include "sim/cluster/hand_off.hpp"
 #include "sim/cache/prefix_blocks.hpp"
+#include "sim/cluster/hand_off.hpp"
 #include "sim/workload/expected_union.hpp"
 
 #include <algorithm>
-
 
 XBT_LOG_EXTERNAL_CATEGORY(eldr);
 XBT_LOG_NEW_DEFAULT_SUBCATEGORY(eldr_prefill, eldr, "eldr-sim prefill workers");
@@ -29,7 +28,7 @@ void release_prefill_blocks(ClusterState& s, const Request& r)
 {
   if (!s.caches_prefixes())
     return;
-  const int w = s.recorder.request(r.id).prefill_worker;
+  const int w      = s.recorder.request(r.id).prefill_worker;
   const auto& keys = s.block_keys[r.id];
   s.prefill_caches[size_t(w)].release(keys, total_blocks(r.prompt_tokens, s.kv_block_tokens) - long(keys.size()));
   ++s.prefill_releases[size_t(w)];
@@ -57,7 +56,8 @@ bool PrefillWorker::reserve_blocks(const Request& r, int& cached_tokens)
     return false;
   for (size_t i = size_t(std::min(hit, lead)); i < keys.size(); ++i)
     batch_new_.push_back(keys[i]);
-  cached_tokens = int(usable_prefix_blocks(std::min(hit, lead), r.prompt_tokens, s_.kv_block_tokens)) * s_.kv_block_tokens;
+  cached_tokens =
+      int(usable_prefix_blocks(std::min(hit, lead), r.prompt_tokens, s_.kv_block_tokens)) * s_.kv_block_tokens;
   return true;
 }
 

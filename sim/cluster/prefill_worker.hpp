@@ -10,11 +10,11 @@ namespace eldr {
 // (only the tail is, attending to the cached prefix) and its blocks stay referenced until its KV
 // cache has reached the decode worker.
 class PrefillWorker {
-public:
+ public:
   PrefillWorker(ClusterState& state, int index) : s_(state), index_(index) {}
   void operator()();
 
-private:
+ private:
   // Takes the next batch off the queue (empty: the queue's head does not fit in KV memory yet).
   void take_batch();
   // Reserves r's KV blocks; false if they do not fit now.

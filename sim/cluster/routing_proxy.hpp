@@ -9,11 +9,11 @@ namespace eldr {
 // routing_overhead_s(), and then hands each off. The prefill GPU does not wait for it: it goes on with
 // its next batch.
 class RoutingProxy {
-public:
+ public:
   explicit RoutingProxy(ClusterState& state) : s_(state) {}
   void operator()();
 
-private:
+ private:
   ClusterState& s_;
 };
 

@@ -117,7 +117,7 @@ void check_one_setting(const std::string& whole, const std::string& s)
     fail("want CATEGORY.SETTING:VALUE, e.g. eldr.thres:verbose");
   const std::string cat = s.substr(0, dot), option = s.substr(dot + 1, sep - dot - 1), value = s.substr(sep + 1);
   const std::vector<std::string> ours = eldr_log_categories();
-  const bool is_ours = std::find(ours.begin(), ours.end(), cat) != ours.end();
+  const bool is_ours                  = std::find(ours.begin(), ours.end(), cat) != ours.end();
   if (!is_ours && !simgrid_category(cat))
     fail("unknown category '" + cat + "' (" + log_problem_hint() + ")");
   const std::string setting = setting_of(option);

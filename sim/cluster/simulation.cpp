@@ -23,7 +23,7 @@ namespace {
 
 // Issues arrivals in time order, waits for the warm-up to drain if asked, then for every request to finish.
 class Driver {
-public:
+ public:
   Driver(ClusterState& s, bool progress) : s_(s), progress_(progress) {}
   void operator()()
   {
@@ -37,7 +37,7 @@ public:
     const long warmup = long(i);
     if (s_.experiment.workload.drain_after_warmup)
       wait_until([&] { return s_.finished_warmup >= warmup; });
-    offset                     = sg4::Engine::get_clock();
+    offset = sg4::Engine::get_clock();
     XBT_VERB("measured phase starts: %ld warm-up requests issued, %ld finished", warmup, s_.finished_warmup);
     s_.recorder.measured_start_s = offset;
     const double horizon = s_.experiment.workload.horizon_s > 0 ? offset + s_.experiment.workload.horizon_s : INFINITY;
@@ -55,7 +55,7 @@ public:
       std::fprintf(stderr, "\r%-60s\r", "");
   }
 
-private:
+ private:
   template <class Pred> void wait_until(Pred done, double deadline = INFINITY)
   {
     std::unique_lock<sg4::Mutex> lock(*s_.done_mutex);
@@ -70,7 +70,7 @@ private:
   // The run stops at its horizon: where each unfinished request is (the daemons die with the driver).
   void record_leftovers()
   {
-    RunRecorder& rec = s_.recorder;
+    RunRecorder& rec       = s_.recorder;
     rec.stopped_at_horizon = true;
     for (const Request& r : s_.workload.requests) {
       const RequestRecord& q = rec.request(r.id);
@@ -115,7 +115,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
   recorder.decode_expert_parallel = x.topology.decode.expert_parallel;
   recorder.expert_union           = x.workload.expert_union;
-  recorder.log_decisions = x.decision_log;
+  recorder.log_decisions          = x.decision_log;
   if (x.decision_log)
     router->log_decisions_to(&recorder.decision_detail);
   recorder.router_follows_drift = router->follows_drift();
@@ -126,7 +126,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertR
   for (const ExpertPlacement& p : placements.placements)
     s.decode_rank_masks.push_back(p.rank_masks(routing.shape().words_per_layer));
   recorder.placement_calibration_requests = placements.calibration_requests;
-  auto gpu_hosts = [&](const std::vector<int>& gpus) {
+  auto gpu_hosts                          = [&](const std::vector<int>& gpus) {
     std::vector<sg4::Host*> hosts;
     for (int g : gpus)
       hosts.push_back(platform.gpus[size_t(g)]);

@@ -10,7 +10,10 @@
 
 namespace eldr {
 
-std::string atomic_temporary(const std::string& path) { return path + ".tmp." + std::to_string(::getpid()); }
+std::string atomic_temporary(const std::string& path)
+{
+  return path + ".tmp." + std::to_string(::getpid());
+}
 
 void write_file_atomically(const std::string& path, const std::string& contents)
 {
@@ -25,7 +28,8 @@ void write_file_atomically(const std::string& path, const std::string& contents)
   std::string tmp = atomic_temporary(path);
   int fd          = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
-    throw InputError(path, "", std::string("cannot write: ") + std::strerror(errno));  // the file asked for, not its temporary
+    throw InputError(path, "",
+                     std::string("cannot write: ") + std::strerror(errno));  // the file asked for, not its temporary
   const char* p = contents.data();
   size_t left   = contents.size();
   while (left > 0) {

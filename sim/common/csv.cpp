@@ -2,7 +2,10 @@
 
 namespace eldr {
 
-bool csv_needs_quotes(std::string_view field) { return field.find_first_of(",\"\r\n") != std::string_view::npos; }
+bool csv_needs_quotes(std::string_view field)
+{
+  return field.find_first_of(",\"\r\n") != std::string_view::npos;
+}
 
 void csv_append_field(std::string& out, std::string_view field)
 {
@@ -35,7 +38,7 @@ bool split_into(std::string_view line, std::vector<std::string>& cells, bool quo
   if (cells.empty())
     cells.emplace_back();
   for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
+    const char c     = line[i];
     std::string& cur = cells.back();
     if (quoted) {
       if (c == '"' && i + 1 < line.size() && line[i + 1] == '"')

@@ -10,7 +10,7 @@
 namespace eldr {
 
 class HugePageBuffer {
-public:
+ public:
   HugePageBuffer() = default;
   explicit HugePageBuffer(size_t words);
   uint64_t* data() { return data_.get(); }
@@ -19,7 +19,7 @@ public:
   uint64_t& operator[](size_t i) { return data_[i]; }
   const uint64_t& operator[](size_t i) const { return data_[i]; }
 
-private:
+ private:
   struct Free {
     void operator()(uint64_t* p) const;
   };

@@ -10,12 +10,12 @@ namespace eldr {
 std::string printable_line(const std::string& text);
 
 class InputError : public std::runtime_error {
-public:
+ public:
   InputError(const std::string& file, const std::string& field, const std::string& problem);
   const std::string& file() const { return file_; }
   const std::string& field() const { return field_; }
 
-private:
+ private:
   std::string file_;
   std::string field_;
 };

@@ -15,7 +15,7 @@ namespace {
 [[noreturn]] void fail_stat(const std::string& path, int err)
 {
   if (err == ENOENT || err == ENOTDIR) {
-    struct stat l{};
+    struct stat l {};
     if (::lstat(path.c_str(), &l) == 0 && S_ISLNK(l.st_mode))
       throw InputError(path, "", "file not found (a symbolic link to a missing file)");
     throw InputError(path, "", "file not found");
@@ -33,13 +33,13 @@ void check_mode(const std::string& path, mode_t mode)
 
 std::string too_large(uint64_t max_bytes)
 {
-  return "larger than " + std::to_string(max_bytes) + " bytes, the most eldrsim reads of one file "
+  return "larger than " + std::to_string(max_bytes) +
+         " bytes, the most eldrsim reads of one file "
          "(truncate it, or split the input)";
 }
 
 // Reads the file whole into `out` (a std::string or a byte vector).
-template <class Buffer>
-void read_whole(const std::string& path, uint64_t max_bytes, Buffer& out)
+template <class Buffer> void read_whole(const std::string& path, uint64_t max_bytes, Buffer& out)
 {
   if (path.empty())
     throw InputError("<empty path>", "", "give a file");
@@ -47,12 +47,12 @@ void read_whole(const std::string& path, uint64_t max_bytes, Buffer& out)
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) == 0)
       check_mode(path, st.st_mode);
     fail_stat(path, err);
   }
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
@@ -104,7 +104,7 @@ void check_input_file(const std::string& path)
 {
   if (path.empty())
     throw InputError("<empty path>", "", "give a file");
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     fail_stat(path, errno);
   check_mode(path, st.st_mode);

@@ -24,7 +24,7 @@ namespace {
 // value are recursive): a nesting limit, so no later recursion can overflow the stack, and one
 // value per key.
 class ParseGuard {
-public:
+ public:
   ParseGuard(const std::string& file, const std::string& where) : file_(file), where_(where) {}
 
   bool operator()(int, Json::parse_event_t event, Json& parsed)
@@ -56,7 +56,7 @@ public:
     return true;
   }
 
-private:
+ private:
   struct Frame {
     bool object;
     std::unordered_set<std::string> keys;

@@ -29,7 +29,7 @@ Json parse_json_guarded(const std::string& text, const std::string& file, const 
 Json load_json_file(const std::string& path);
 
 class JsonReader {
-public:
+ public:
   JsonReader(const Json& object, std::string file, std::string path = "");
 
   // The key is present (a null value too: the getters reject null, it never means "the default").
@@ -66,7 +66,7 @@ public:
   std::string key_path(const std::string& key) const;
   const std::string& file() const { return file_; }
 
-private:
+ private:
   const Json* find(const std::string& key);
   const Json& object_;
   std::string file_;

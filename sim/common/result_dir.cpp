@@ -1,7 +1,7 @@
 #include "sim/common/result_dir.hpp"
-#include "sim/common/input_file.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <filesystem>
 #include <set>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace eldr {
@@ -39,7 +39,10 @@ void write_all(const char* msg, size_t len)
   }
 }
 
-void write_str(const char* s) { write_all(s, std::strlen(s)); }
+void write_str(const char* s)
+{
+  write_all(s, std::strlen(s));
+}
 
 }  // namespace
 
@@ -151,45 +154,66 @@ InterruptNote::~InterruptNote()
 std::string signal_name(int sig)
 {
   switch (sig) {
-  case SIGINT: return "SIGINT";
-  case SIGTERM: return "SIGTERM";
-  case SIGHUP: return "SIGHUP";
-  case SIGKILL: return "SIGKILL";
-  case SIGSEGV: return "SIGSEGV";
-  case SIGABRT: return "SIGABRT";
-  case SIGBUS: return "SIGBUS";
-  case SIGFPE: return "SIGFPE";
-  case SIGILL: return "SIGILL";
-  case SIGPIPE: return "SIGPIPE";
-  case SIGXCPU: return "SIGXCPU";
-  case SIGXFSZ: return "SIGXFSZ";
-  case SIGQUIT: return "SIGQUIT";
-  default: return "signal " + std::to_string(sig);
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGHUP:
+    return "SIGHUP";
+  case SIGKILL:
+    return "SIGKILL";
+  case SIGSEGV:
+    return "SIGSEGV";
+  case SIGABRT:
+    return "SIGABRT";
+  case SIGBUS:
+    return "SIGBUS";
+  case SIGFPE:
+    return "SIGFPE";
+  case SIGILL:
+    return "SIGILL";
+  case SIGPIPE:
+    return "SIGPIPE";
+  case SIGXCPU:
+    return "SIGXCPU";
+  case SIGXFSZ:
+    return "SIGXFSZ";
+  case SIGQUIT:
+    return "SIGQUIT";
+  default:
+    return "signal " + std::to_string(sig);
   }
 }
 
 std::string signal_meaning(int sig)
 {
   switch (sig) {
-  case SIGKILL: return "usually the kernel's out-of-memory killer (or a batch system's memory or time limit)";
+  case SIGKILL:
+    return "usually the kernel's out-of-memory killer (or a batch system's memory or time limit)";
   case SIGSEGV:
   case SIGBUS:
   case SIGILL:
-  case SIGFPE: return "a crash: a bug, please report it with the command line";
-  case SIGABRT: return "an abort: a failed check or an uncaught error, please report it with the command line";
-  case SIGXCPU: return "the CPU time limit (ulimit -t or a batch system's)";
-  case SIGXFSZ: return "the file size limit (ulimit -f)";
+  case SIGFPE:
+    return "a crash: a bug, please report it with the command line";
+  case SIGABRT:
+    return "an abort: a failed check or an uncaught error, please report it with the command line";
+  case SIGXCPU:
+    return "the CPU time limit (ulimit -t or a batch system's)";
+  case SIGXFSZ:
+    return "the file size limit (ulimit -f)";
   case SIGTERM:
   case SIGINT:
-  case SIGHUP: return "stopped from outside (kill, a batch system, a closed terminal)";
-  default: return "";
+  case SIGHUP:
+    return "stopped from outside (kill, a batch system, a closed terminal)";
+  default:
+    return "";
   }
 }
 
 void install_interrupt_handler()
 {
   g_tty = ::isatty(2);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP})

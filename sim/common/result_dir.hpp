@@ -35,7 +35,7 @@ inline constexpr const char kExitCodesHelp[] =
 // rmdir, write and _exit (async-signal-safe). Notes nest: the newest one is in force, and its
 // destructor puts back the one before (destroy them in reverse order, as scopes do).
 class InterruptNote {
-public:
+ public:
   // `files` are unlinked, then `dirs` removed (rmdir: each must be empty by then, so list a
   // directory's files first). Paths as given (relative ones against the working directory).
   explicit InterruptNote(const std::string& note, std::vector<std::string> files = {},
@@ -46,7 +46,7 @@ public:
 
   struct Block;  // what the handler reads
 
-private:
+ private:
   const Block* mine_;
   const Block* previous_;
 };
@@ -55,7 +55,7 @@ private:
 extern const std::vector<std::string> kResultFiles;
 
 class StagedDirectory {
-public:
+ public:
   // Checks that `target` can take results (absent, or a directory; its parent can be created) and
   // makes the staging directory: an InputError naming `target` otherwise. Call before simulating.
   explicit StagedDirectory(const std::string& target);
@@ -70,7 +70,7 @@ public:
   // run.log, say) loses its summary.json first, gets the new files, then the new summary.json.
   void commit();
 
-private:
+ private:
   std::string target_, staging_;
   enum class Mode { absent, swap, in_place } mode_;
   bool committed_ = false;

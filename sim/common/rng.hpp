@@ -31,7 +31,7 @@ inline constexpr uint64_t stream_seed(uint64_t run_seed, std::string_view name)
 
 // xoshiro256** (Blackman & Vigna): fast, good statistical quality, 2^256 period.
 class Rng {
-public:
+ public:
   using result_type = uint64_t;
   explicit Rng(uint64_t seed)
   {
@@ -77,7 +77,7 @@ public:
   // Exponential with the given rate (mean 1/rate).
   double exponential(double rate) { return -std::log1p(-uniform01()) / rate; }
 
-private:
+ private:
   static constexpr uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };

@@ -5,7 +5,7 @@ namespace eldr {
 
 size_t utf8_sequence_length(std::string_view text, size_t i)
 {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const auto byte       = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char c = byte(i);
   if (c < 0x80)
     return 1;
@@ -52,7 +52,7 @@ size_t invalid_utf8_offset(std::string_view text)
 std::string describe_invalid_utf8(std::string_view text)
 {
   static const char* hex = "0123456789ABCDEF";
-  const size_t at       = invalid_utf8_offset(text);
+  const size_t at        = invalid_utf8_offset(text);
   if (at == std::string_view::npos)
     return "valid UTF-8";
   const auto c = static_cast<unsigned char>(text[at]);

@@ -10,8 +10,8 @@ class JsonReader;
 struct ClusterSpec {
   std::string name;
   std::string hardware;  // a file under models/hardware/
-  int nodes               = 0;
-  int gpus_per_node       = 0;
+  int nodes                 = 0;
+  int gpus_per_node         = 0;
   double nic_bandwidth_Bps  = 0;  // per GPU NIC, each direction
   double nic_latency_s      = 0;  // per NIC link
   double switch_latency_s   = 0;

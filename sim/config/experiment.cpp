@@ -90,9 +90,10 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
   // The key path nests as deep as the parsed JSON may (a 60,000-segment key would build an object
   // too deep to copy).
   if (size_t(std::count(path.begin(), path.end(), '.')) + 1 >= kMaxJsonDepth)
-    throw InputError(file, "--set", "key path nests deeper than " + std::to_string(kMaxJsonDepth) + " levels ('" +
-                                        path.substr(0, 40) + "...')");
-  Json* node = &doc;
+    throw InputError(file, "--set",
+                     "key path nests deeper than " + std::to_string(kMaxJsonDepth) + " levels ('" + path.substr(0, 40) +
+                         "...')");
+  Json* node   = &doc;
   size_t begin = 0;
   while (true) {
     size_t dot      = path.find('.', begin);
@@ -105,7 +106,7 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
       (*node)[key] = value;
       return;
     }
-    node  = &(*node)[key];
+    node = &(*node)[key];
     if (node->is_null())
       *node = Json::object();
     begin = dot + 1;
@@ -317,12 +318,13 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.topology.decode  = read_group(topo.object("decode"), x.cluster, x.model, used, {1, 2}, true);
   topo.finish();
 
-  auto w                 = r.object("workload");
-  x.workload.kind        = w.choice("kind", "task", {"task", "language", "trace"});
+  auto w          = r.object("workload");
+  x.workload.kind = w.choice("kind", "task", {"task", "language", "trace"});
   if (x.workload.kind != "trace")
-    x.workload.labels = load_workload_labels((fs::path(root) / "traces/workload_labels.json").string(), x.workload.kind);
-  x.workload.distinct_prompts   = w.integer("distinct_prompts", 0, 0, 100000000);
-  x.workload.system_prompts     = int(w.integer("system_prompts", 0, 0, 1000000));
+    x.workload.labels =
+        load_workload_labels((fs::path(root) / "traces/workload_labels.json").string(), x.workload.kind);
+  x.workload.distinct_prompts     = w.integer("distinct_prompts", 0, 0, 100000000);
+  x.workload.system_prompts       = int(w.integer("system_prompts", 0, 0, 1000000));
   x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens", 0, 0, 1 << 20));
   if ((x.workload.system_prompts > 0) != (x.workload.system_prompt_tokens > 0))
     w.fail(x.workload.system_prompts > 0 ? "system_prompt_tokens" : "system_prompts",
@@ -335,8 +337,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     x.workload.template_suffix_tokens = x.model.template_suffix_tokens;
   }
   x.workload.calibration_requests = w.integer("calibration_requests", 1000, 0, 100000000);
-  x.workload.arrivals    = w.choice("arrivals", "poisson", {"poisson", "trace", "file"});
-  std::string arrivals_file = w.string("arrivals_file", "traces/azure2023_conv.csv");
+  x.workload.arrivals             = w.choice("arrivals", "poisson", {"poisson", "trace", "file"});
+  std::string arrivals_file       = w.string("arrivals_file", "traces/azure2023_conv.csv");
   if (x.workload.arrivals == "file") {
     x.workload.arrivals_file =
         fs::path(arrivals_file).is_absolute() ? arrivals_file : (fs::path(root) / arrivals_file).string();
@@ -347,8 +349,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
       w.fail("arrivals", "'file' re-times generated workloads; a trace uses 'trace' or 'poisson'");
   }
   if (x.workload.kind == "trace") {
-    std::string dir = w.require_string("trace");
-    x.workload.trace_dir = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
+    std::string dir            = w.require_string("trace");
+    x.workload.trace_dir       = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
     const std::string manifest = (fs::path(x.workload.trace_dir) / "trace.json").string();
     if (fs::exists(manifest))
       check_input_file(manifest);
@@ -360,8 +362,8 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     if (x.workload.arrivals == "trace")
       w.fail("arrivals", "'trace' needs workload.kind 'trace'");
   }
-  x.workload.rate_rps    = w.number("rate_rps", 60, 1e-6, 1e7);
-  x.workload.duration_s  = w.number("duration_s", 120, 1e-6, 1e7);
+  x.workload.rate_rps   = w.number("rate_rps", 60, 1e-6, 1e7);
+  x.workload.duration_s = w.number("duration_s", 120, 1e-6, 1e7);
   // Absent: rate x duration. Given, it is a count: at least 1 (0 is an error, not "the default").
   x.workload.measured_requests_given = w.has("measured_requests");
   x.workload.measured_requests       = w.integer("measured_requests", 0, 1, kMaxRunRequests);
@@ -377,15 +379,15 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
   x.workload.drain_after_warmup = w.boolean("drain_after_warmup", true);
   // Absent: no horizon. Given, a duration above 0 (0 is not "none").
-  x.workload.horizon_s          = w.number("horizon_s", 0, 1e-9, 1e9);
-  x.workload.output_tokens      = int(w.integer("output_tokens", 512, 2, 1 << 20));
-  x.workload.prompt_min_tokens  = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
-  x.workload.prompt_max_tokens  = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
+  x.workload.horizon_s         = w.number("horizon_s", 0, 1e-9, 1e9);
+  x.workload.output_tokens     = int(w.integer("output_tokens", 512, 2, 1 << 20));
+  x.workload.prompt_min_tokens = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
+  x.workload.prompt_max_tokens = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
   // Prompt lengths: task prompts from the task datasets; language (chat) prompts from WildChat first
   // user turns, as the testbed's language workload.
   std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/wildchat_first_turn_cl100k.csv"
                                                                                : "traces/task_lengths_cl100k.csv");
-  x.workload.lengths_file       = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
+  x.workload.lengths_file = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
   if (!fs::exists(x.workload.lengths_file))
     w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
   check_input_file(x.workload.lengths_file);
@@ -399,17 +401,18 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     x.routing_profile = load_routing_profile(x.workload.routing_profile_file, root);
     if (x.routing_profile.model != x.model.name)
       throw InputError(x.workload.routing_profile_file, "model",
-                       "profile is for '" + x.routing_profile.model + "' but the experiment runs '" + x.model.name + "'");
-    x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind,
-                               x.workload.routing_profile_file);
+                       "profile is for '" + x.routing_profile.model + "' but the experiment runs '" + x.model.name +
+                           "'");
+    x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind, x.workload.routing_profile_file);
   }
   {
     // workload.union: expected where tokens have laws and the decode instances' unions are single-rank.
-    const bool has_laws = x.workload.routing != "trace";
-    const bool ep       = x.topology.decode.expert_parallel > 1;
+    const bool has_laws     = x.workload.routing != "trace";
+    const bool ep           = x.topology.decode.expert_parallel > 1;
     x.workload.expert_union = w.choice("union", has_laws && !ep ? "expected" : "sampled", {"expected", "sampled"});
     if (x.workload.expert_union == "expected" && !has_laws)
-      w.fail("union", "'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
+      w.fail("union",
+             "'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
     if (x.workload.expert_union == "expected" && ep)
       w.fail("union", "'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
   }
@@ -425,14 +428,14 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   }
   w.finish();
 
-  auto s                          = r.object("serving");
-  x.serving.prefill_token_budget  = s.integer("prefill_token_budget", 8192, 1, 1L << 30);
-  x.serving.max_decode_seqs       = int(s.integer("max_decode_seqs", 1024, 1, 1 << 20));
-  x.serving.kv_memory_fraction    = s.number("kv_memory_fraction", 0.9, 0.01, 1.0);
-  x.serving.prefill_hash_vnodes   = int(s.integer("prefill_hash_vnodes", 160, 1, 100000));
-  x.serving.prefill_load_factor   = s.number("prefill_load_factor", 1.25, 1.0, 1e6);
-  x.serving.prefix_cache          = s.boolean("prefix_cache", false);
-  x.serving.decode_prefix_cache   = s.boolean("decode_prefix_cache", true);
+  auto s                         = r.object("serving");
+  x.serving.prefill_token_budget = s.integer("prefill_token_budget", 8192, 1, 1L << 30);
+  x.serving.max_decode_seqs      = int(s.integer("max_decode_seqs", 1024, 1, 1 << 20));
+  x.serving.kv_memory_fraction   = s.number("kv_memory_fraction", 0.9, 0.01, 1.0);
+  x.serving.prefill_hash_vnodes  = int(s.integer("prefill_hash_vnodes", 160, 1, 100000));
+  x.serving.prefill_load_factor  = s.number("prefill_load_factor", 1.25, 1.0, 1e6);
+  x.serving.prefix_cache         = s.boolean("prefix_cache", false);
+  x.serving.decode_prefix_cache  = s.boolean("decode_prefix_cache", true);
   s.finish();
   const int template_tokens = x.workload.template_tokens();
   const int longest_prompt  = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens + template_tokens;
@@ -448,7 +451,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
 
   read_router_sections(r, root, x);  // each router's own section (eldr.*, ...), through its table entry
 
-  auto out      = r.object("output");
+  auto out       = r.object("output");
   x.write_steps  = out.boolean("steps_csv", false);
   x.decision_log = out.boolean("decision_log", false);
   out.finish();
@@ -460,14 +463,17 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   // Admission reserves whole KV blocks for prompt + output: check the same size.
   double largest = x.model.kv_reserved_bytes(longest_prompt + x.workload.output_tokens);
   for (const InstanceGroup* g : {&x.topology.decode, &x.topology.prefill}) {
-    double kv_capacity = instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
+    double kv_capacity =
+        instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
     if (kv_capacity < largest)
       throw InputError(model_file, "(weights)",
                        "model weights leave no room for one request's KV cache on " +
-                           (g->gpus_per_instance == 1 ? "'" + x.hardware.name + "'"
-                                                      : std::to_string(g->gpus_per_instance) + " x '" + x.hardware.name + "'") +
+                           (g->gpus_per_instance == 1
+                                ? "'" + x.hardware.name + "'"
+                                : std::to_string(g->gpus_per_instance) + " x '" + x.hardware.name + "'") +
                            " (" + std::to_string(kv_capacity / 1e9) + " GB free at kv_memory_fraction " +
-                           std::to_string(x.serving.kv_memory_fraction) + (g == &x.topology.prefill ? ", prefill instances" : "") + ")");
+                           std::to_string(x.serving.kv_memory_fraction) +
+                           (g == &x.topology.prefill ? ", prefill instances" : "") + ")");
   }
   return x;
 }

@@ -20,12 +20,12 @@ namespace eldr {
 // parallel, expert_parallel = gpus_per_instance: each GPU holds experts/ep whole experts, placed by
 // `placement`) or tensor-split like the rest (expert_parallel = 1).
 struct InstanceGroup {
-  int instances         = 0;
-  int gpus_per_instance = 1;
-  int tensor_parallel   = 1;
-  int expert_parallel   = 1;
-  std::string placement = "contiguous";  // contiguous | random | cluster_balanced (decode, ep > 1)
-  double placement_batch = 32;           // B of the expected-activation weight 1 - (1 - p)^B
+  int instances          = 0;
+  int gpus_per_instance  = 1;
+  int tensor_parallel    = 1;
+  int expert_parallel    = 1;
+  std::string placement  = "contiguous";  // contiguous | random | cluster_balanced (decode, ep > 1)
+  double placement_batch = 32;            // B of the expected-activation weight 1 - (1 - p)^B
   std::vector<int> nodes;
   std::vector<std::vector<int>> gpus;  // resolved: global GPU ids of each instance
 };
@@ -43,37 +43,37 @@ struct MixPhase {
 };
 
 struct WorkloadSpec {
-  std::string kind        = "task";  // task | language | trace
-  std::vector<TaskLabel> labels;     // task and language: the kind's labels (traces/workload_labels.json)
-  std::string trace_dir;             // kind trace: resolved trace directory
-  std::string arrivals    = "poisson";  // poisson at rate_rps; "trace": a trace's own times; "file": the
+  std::string kind = "task";            // task | language | trace
+  std::vector<TaskLabel> labels;        // task and language: the kind's labels (traces/workload_labels.json)
+  std::string trace_dir;                // kind trace: resolved trace directory
+  std::string arrivals = "poisson";     // poisson at rate_rps; "trace": a trace's own times; "file": the
                                         // gaps of arrivals_file (Azure 2023 CSV) rescaled to rate_rps
   std::string arrivals_file;            // resolved; arrivals "file" only
-  long calibration_requests = 1000;  // kept apart from served requests (router fitting)
-  double rate_rps         = 60;
-  long measured_requests  = 0;  // 0: rate_rps x duration_s
+  long calibration_requests    = 1000;  // kept apart from served requests (router fitting)
+  double rate_rps              = 60;
+  long measured_requests       = 0;      // 0: rate_rps x duration_s
   bool measured_requests_given = false;  // set in the config (traces: otherwise all remaining requests)
-  double duration_s       = 120;
-  long warmup_requests    = 3840;
-  double warmup_rate_rps  = 64;
-  bool drain_after_warmup = true;  // measured arrivals start once warm-up requests have finished
-  double horizon_s        = 0;     // > 0: stop this many simulated seconds after the measured phase
-                                   // starts, finished or not (overload studies); 0: run to the end
-  int output_tokens       = 512;
-  int prompt_min_tokens   = 4;
-  int prompt_max_tokens   = 1024;
-  long distinct_prompts   = 0;  // > 0: requests repeat prompts from a pool of this many (each once in a
-                                // shuffled order, then drawn with replacement); 0: every prompt is new
-  int system_prompts      = 0;  // > 0: each request starts with one of this many shared system prompts
-  int system_prompt_tokens = 0; //   of this many tokens
+  double duration_s            = 120;
+  long warmup_requests         = 3840;
+  double warmup_rate_rps       = 64;
+  bool drain_after_warmup      = true;  // measured arrivals start once warm-up requests have finished
+  double horizon_s             = 0;     // > 0: stop this many simulated seconds after the measured phase
+                                        // starts, finished or not (overload studies); 0: run to the end
+  int output_tokens     = 512;
+  int prompt_min_tokens = 4;
+  int prompt_max_tokens = 1024;
+  long distinct_prompts = 0;     // > 0: requests repeat prompts from a pool of this many (each once in a
+                                 // shuffled order, then drawn with replacement); 0: every prompt is new
+  int system_prompts       = 0;  // > 0: each request starts with one of this many shared system prompts
+  int system_prompt_tokens = 0;  //   of this many tokens
   // The model's chat template (ModelSpec::template_*_tokens) around every prompt of kinds task and
   // language, whose lengths are raw message lengths (workload.chat_template false: none); a trace's
   // lengths are as served. Prompt tokens: template prefix, system prompt, message, template suffix.
   int template_prefix_tokens = 0;
   int template_suffix_tokens = 0;
   int template_tokens() const { return template_prefix_tokens + template_suffix_tokens; }
-  std::string lengths_file;  // resolved path
-  std::string routing = "uniform";  // uniform | generated | trace (replay the trace's routing file)
+  std::string lengths_file;          // resolved path
+  std::string routing = "uniform";   // uniform | generated | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
   // How a step's distinct experts are counted (docs/model.md section 2b): "expected", the exact mean
   // over the tokens' laws (generated and uniform routing; the default there), or "sampled", the union
@@ -100,25 +100,25 @@ struct ServingSpec {
 // ELDR's parameters (docs/design.md section 1), the config's eldr section: read by ELDR's entry in the
 // router table (sim/routing/eldr/eldr_section.cpp). The fitted state lives in a router model file.
 struct EldrSpec {
-  std::string model_file;             // resolved; empty: fit on the workload's calibration split
-  std::string variant = "counts_idf"; // signature variant
-  std::string kmeans  = "balanced";   // balanced | vanilla
-  double tau          = 0.1;          // locality band
-  bool min_two        = true;         // with tau > 0, always keep at least two candidates
-  std::string refit   = "online";     // static | periodic (alias online) | triggered (docs/eldr.md)
+  std::string model_file;                  // resolved; empty: fit on the workload's calibration split
+  std::string variant     = "counts_idf";  // signature variant
+  std::string kmeans      = "balanced";    // balanced | vanilla
+  double tau              = 0.1;           // locality band
+  bool min_two            = true;          // with tau > 0, always keep at least two candidates
+  std::string refit       = "online";      // static | periodic (alias online) | triggered (docs/eldr.md)
   double refit_window_s   = 5;
-  double refit_interval_s = 1;        // periodic
+  double refit_interval_s = 1;  // periodic
   // triggered: the drift detector (drift_detector.hpp): window, and thresholds in units of the
   // statistics' stationary noise (chosen on stationary streams, docs/eldr.md "Refit policies").
   double drift_window_s     = 5;
   double drift_similarity_z = 6;
   double drift_psi_ratio    = 4;
-  int refit_iterations    = 3;        // K-means iterations per online refit (warm-started)
-  int mask_pairs          = 30000;
-  double mask_min_gain    = 0.001;    // a layer joins the mask only if it adds more Spearman than this
-  int kmeans_iterations   = 50;
-  bool signature_cache    = true;     // with prefix caching: per-KV-block expert counts (else cached
-                                      // blocks add nothing to a signature)
+  int refit_iterations      = 3;  // K-means iterations per online refit (warm-started)
+  int mask_pairs            = 30000;
+  double mask_min_gain      = 0.001;  // a layer joins the mask only if it adds more Spearman than this
+  int kmeans_iterations     = 50;
+  bool signature_cache      = true;  // with prefix caching: per-KV-block expert counts (else cached
+                                     // blocks add nothing to a signature)
   // After a prefill batch, before its first tokens and KV transfers: reading the prompts' routed
   // experts, building their signatures and deciding (the paper measures ~0.86 ms per request, 1.2% of
   // TTFT; the batch's requests are handled together, docs/eldr.md).
@@ -138,9 +138,9 @@ struct Experiment {
   ServingSpec serving;
   std::string router = "round_robin";
   EldrSpec eldr;
-  uint64_t seed      = 1;
-  bool write_steps   = false;
-  bool decision_log  = false;  // output.decision_log: decisions.csv, one row per routed request
+  uint64_t seed     = 1;
+  bool write_steps  = false;
+  bool decision_log = false;  // output.decision_log: decisions.csv, one row per routed request
 };
 
 using Override = std::pair<std::string, std::string>;  // dotted key path, value text

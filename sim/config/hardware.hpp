@@ -8,11 +8,11 @@ class JsonReader;
 
 struct Hardware {
   std::string name;
-  double hbm_bytes          = 0;  // capacity
-  double hbm_bandwidth_Bps  = 0;  // peak HBM bandwidth
-  double dense_flops        = 0;  // peak dense bf16 FLOP/s
-  double dense_fp8_flops    = 0;  // peak dense fp8 FLOP/s; 0: not given (fp8 models are then rejected)
-  double gemm_efficiency    = 0;  // achieved fraction of dense_flops in large GEMMs (prefill)
+  double hbm_bytes         = 0;  // capacity
+  double hbm_bandwidth_Bps = 0;  // peak HBM bandwidth
+  double dense_flops       = 0;  // peak dense bf16 FLOP/s
+  double dense_fp8_flops   = 0;  // peak dense fp8 FLOP/s; 0: not given (fp8 models are then rejected)
+  double gemm_efficiency   = 0;  // achieved fraction of dense_flops in large GEMMs (prefill)
   // Measured MoE-layer scaling: a layer's time at `moe_distinct_hi` distinct experts is
   // `moe_time_ratio` times its time at `moe_distinct_lo`. Fixes the per-layer MoE overhead.
   double moe_distinct_lo = 16;

@@ -95,7 +95,7 @@ ModelSpec read_model(JsonReader& r)
   if ((m.dense_layers > 0) != (m.dense_layer_bytes > 0))
     r.fail(m.dense_layers > 0 ? "dense_layer_MB" : "dense_layers",
            "dense layers need both a count (dense_layers) and a size (dense_layer_MB) above 0");
-  m.gemm_dtype = r.choice("gemm_dtype", "bf16", {"bf16", "fp8"});
+  m.gemm_dtype     = r.choice("gemm_dtype", "bf16", {"bf16", "fp8"});
   m.norm_topk_prob = r.boolean("norm_topk_prob", false);
   m.moe_kernel     = r.choice("moe_kernel", "fused_moe", {"fused_moe", "matmul_ogs"}) == "matmul_ogs"
                          ? MoeKernel::matmul_ogs
@@ -107,7 +107,7 @@ ModelSpec read_model(JsonReader& r)
     t.ignore("source");
     t.finish();
   }
-  auto cal                 = r.object("calibration");
+  auto cal = r.object("calibration");
   for (const auto& hw : cal.keys()) {
     auto c = cal.object(hw);
     Calibration k;

@@ -2,8 +2,8 @@
 // An MoE model's structure and sizes, from a file under models/. Bytes are in the served dtype.
 #include <array>
 #include <map>
-#include <string_view>
 #include <string>
+#include <string_view>
 
 namespace eldr {
 
@@ -15,9 +15,9 @@ class JsonReader;
 enum class MoeKernel { fused_moe, matmul_ogs };
 
 // The fused-MoE kernel's default bf16 configurations, in order of token count (BLOCK_SIZE_M, _N, _K).
-inline constexpr int kFusedMoeConfigs = 4;
-inline constexpr std::array<std::string_view, kFusedMoeConfigs> kFusedMoeConfigNames = {
-    "m16_n64_k128", "m32_n64_k128", "m32_n128_k64", "m64_n128_k64"};
+inline constexpr int kFusedMoeConfigs                                                = 4;
+inline constexpr std::array<std::string_view, kFusedMoeConfigs> kFusedMoeConfigNames = {"m16_n64_k128", "m32_n64_k128",
+                                                                                        "m32_n128_k64", "m64_n128_k64"};
 
 // Coefficients fitted for one (model, hardware) pair; see docs/calibration.md.
 struct Calibration {
@@ -27,8 +27,8 @@ struct Calibration {
   // (the engine's per-request scheduling, input preparation, sampling and output processing). The
   // round-robin curves fit it at 0-30 us, none in the committed models (docs/calibration.md
   // section 4); 0: none.
-  double step_per_sequence_s  = 0;
-  double prefill_overhead_s   = 0;  // per prefill batch: eager kernel launches, front end, first-token sampling
+  double step_per_sequence_s = 0;
+  double prefill_overhead_s  = 0;  // per prefill batch: eager kernel launches, front end, first-token sampling
   // Per-MoE-layer fixed cost (router, gating, permutation, launches). < 0: derived from the hardware's
   // measured MoE-layer scaling as a multiple of one expert's read time (the measured models). Models
   // whose experts are far larger or fewer than the measured one give it in seconds instead, since that
@@ -50,14 +50,14 @@ struct Calibration {
 
 struct ModelSpec {
   std::string name;
-  int layers     = 0;
-  int hidden     = 0;
-  int experts    = 0;
-  int top_k      = 0;
-  int expert_ffn = 0;
-  int q_heads    = 0;
-  int kv_heads   = 0;
-  int head_dim   = 0;
+  int layers                        = 0;
+  int hidden                        = 0;
+  int experts                       = 0;
+  int top_k                         = 0;
+  int expert_ffn                    = 0;
+  int q_heads                       = 0;
+  int kv_heads                      = 0;
+  int head_dim                      = 0;
   double expert_bytes               = 0;  // one routed expert of one layer
   double non_expert_bytes_per_layer = 0;  // attention, dense MLP, norms, gate: read every step
   double embedding_bytes            = 0;  // embeddings + LM head, resident
@@ -66,8 +66,8 @@ struct ModelSpec {
   int kv_block_tokens               = 16;
   // Sliding-window attention: the share of per-token KV bytes held by sliding layers, and their
   // window. Decode reads at most `sliding_window` tokens of context on those layers.
-  int sliding_window         = 0;
-  double sliding_kv_fraction = 0;
+  int sliding_window            = 0;
+  double sliding_kv_fraction    = 0;
   double weight_bytes_per_param = 2;  // dtype of non-expert weights (FLOPs from bytes)
   // Optional structure of DeepSeek-style models (docs/model.md section 5); the defaults describe a
   // model without them, so existing files keep their numbers. `layers` stays the MoE layers (the ones
@@ -77,8 +77,8 @@ struct ModelSpec {
   int shared_expert_ffn      = 0;  // width of one shared expert
   double shared_expert_bytes = 0;  // all shared experts of one MoE layer
   int dense_layers           = 0;
-  double dense_layer_bytes   = 0;  // one dense layer: attention, dense MLP, norms; read every step
-  std::string gemm_dtype     = "bf16";  // which peak of the hardware the GEMMs run at: bf16 | fp8
+  double dense_layer_bytes   = 0;                     // one dense layer: attention, dense MLP, norms; read every step
+  std::string gemm_dtype     = "bf16";                // which peak of the hardware the GEMMs run at: bf16 | fp8
   MoeKernel moe_kernel       = MoeKernel::fused_moe;  // "moe_kernel" in the model file
   // The gate weights the engine applies (and reports) are the softmax renormalized over the token's
   // top k (true: the Hugging Face config's norm_topk_prob, or a softmax over the top-k logits), or
@@ -95,10 +95,10 @@ struct ModelSpec {
   double weight_bytes() const;
   // KV memory a sequence of `tokens` occupies: whole blocks of kv_block_tokens.
   double kv_reserved_bytes(int tokens) const;
-  double expert_flops_per_token() const;      // one layer, all top-k experts
-  double non_expert_flops_per_token() const;  // one layer, without attention scores
-  double shared_expert_flops_per_token() const;  // one MoE layer, all shared experts
-  double dense_layer_flops_per_token() const;    // one dense layer, without attention scores
+  double expert_flops_per_token() const;                          // one layer, all top-k experts
+  double non_expert_flops_per_token() const;                      // one layer, without attention scores
+  double shared_expert_flops_per_token() const;                   // one MoE layer, all shared experts
+  double dense_layer_flops_per_token() const;                     // one dense layer, without attention scores
   int attention_layers() const { return layers + dense_layers; }  // layers that hold KV
   // The calibration for `hardware`; if the model has none and `fallback` (the hardware file's
   // calibration_from) is set, the fallback hardware's block, marked as transferred.

@@ -18,7 +18,8 @@ static std::pair<double, double> read_range(JsonReader& r, const std::string& ke
 {
   r.ignore(key);
   const Json& v = r.raw(key);
-  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() || v[0].get<double>() > v[1].get<double>())
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number() ||
+      v[0].get<double>() > v[1].get<double>())
     r.fail(key, "must be a range [lo, hi] of two numbers, lo <= hi");
   return {v[0].get<double>(), v[1].get<double>()};
 }

@@ -12,9 +12,9 @@ struct LabelLocality {
   double label_strength    = 1.0;  // scale of the label's own expert preferences
   double subtopic_strength = 0.8;  // scale of a sub-topic's preferences within its label
   // The profile's values of these three unless the kind sets its own.
-  double popularity_sigma  = 1.0;
-  double phase_drift       = 0.3;
-  double request_mix_max   = 0.5;
+  double popularity_sigma = 1.0;
+  double phase_drift      = 0.3;
+  double request_mix_max  = 0.5;
   // The sub-topics are topics every label shares: sub-topic k has the same preferences in every
   // label (a coding question in any language), where otherwise each label has sub-topics of its own.
   bool shared_subtopics = false;
@@ -35,12 +35,12 @@ struct RoutingTargets {
 
 struct RoutingProfile {
   std::string model;
-  int subtopics_per_label   = 8;
-  int palette_records       = 512;   // pre-sampled tokens per (label, sub-topic, phase)
-  double popularity_sigma   = 1.0;   // scale of the shared (generalist) expert preferences: popularity skew
-  double phase_drift        = 0.3;   // decode preferences drift from prefill by this much
-  double request_mix_max    = 0.5;   // a request draws up to this share of tokens from a second sub-topic
-                                     // (a kind may set its own of these three: LabelLocality)
+  int subtopics_per_label = 8;
+  int palette_records     = 512;  // pre-sampled tokens per (label, sub-topic, phase)
+  double popularity_sigma = 1.0;  // scale of the shared (generalist) expert preferences: popularity skew
+  double phase_drift      = 0.3;  // decode preferences drift from prefill by this much
+  double request_mix_max  = 0.5;  // a request draws up to this share of tokens from a second sub-topic
+                                  // (a kind may set its own of these three: LabelLocality)
   // Label discriminativeness by depth x = l/(L-1): floor + (1-floor) exp(-((x-peak)/width)^2).
   double layer_floor = 0.3;
   double layer_peak  = 0.55;

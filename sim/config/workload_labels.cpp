@@ -11,7 +11,7 @@ std::vector<TaskLabel> load_workload_labels(const std::string& path, const std::
   JsonReader r(j, path);
   if (!r.has(kind))
     r.fail(kind, "no labels for workload kind '" + kind + "'");
-  JsonReader k = r.object(kind);
+  JsonReader k     = r.object(kind);
   const Json& list = k.raw("labels");
   if (!list.is_array() || list.empty())
     k.fail("labels", "must be a non-empty list of {\"name\": ..., \"weight\": ...}");

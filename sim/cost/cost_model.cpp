@@ -137,10 +137,10 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
       throw std::invalid_argument("decode_step: an expert-parallel layout needs its per-rank loads");
     // Each MoE layer waits for its slowest rank, then for the dispatch and combine all-to-alls (the
     // same messages both ways) of the largest GPU pair's hidden states.
-    const int R       = ranks->ranks;
-    double imbalance  = 0;
-    const double msg  = model_.hidden * kActivationBytes;
-    const int tokens  = decode_graph_tokens(batch);  // the kernels' padded token count, once
+    const int R      = ranks->ranks;
+    double imbalance = 0;
+    const double msg = model_.hidden * kActivationBytes;
+    const int tokens = decode_graph_tokens(batch);  // the kernels' padded token count, once
     for (int l = 0; l < model_.layers; ++l) {
       double worst = 0, sum = 0;
       for (int r = 0; r < R; ++r) {

@@ -53,7 +53,7 @@ struct DecodeStepCost {
 };
 
 class CostModel {
-public:
+ public:
   CostModel(const ModelSpec& model, const Hardware& hw, const Calibration& cal);
 
   // One decode step of `batch` sequences; distinct[l] = distinct experts the batch's tokens pick at
@@ -94,7 +94,7 @@ public:
   double effective_bandwidth() const { return bw_; }
   double moe_overhead_s() const { return moe_overhead_s_; }
 
-private:
+ private:
   double attention_read_bytes(const AttentionLoad& a) const;
   double always_active_s(int tokens, double split = 1) const;  // shared experts and dense layers
   double expert_read_s(double tokens) const;  // one expert's stream under the kernel configuration for `tokens`

@@ -35,7 +35,8 @@ std::vector<uint64_t> ExpertPlacement::rank_masks(int words_per_layer) const
   std::vector<uint64_t> m(size_t(layers) * size_t(ranks) * size_t(words_per_layer), 0);
   for (int l = 0; l < layers; ++l)
     for (int e = 0; e < experts; ++e)
-      m[(size_t(l) * size_t(ranks) + size_t(rank(l, e))) * size_t(words_per_layer) + size_t(e / 64)] |= uint64_t(1) << (e % 64);
+      m[(size_t(l) * size_t(ranks) + size_t(rank(l, e))) * size_t(words_per_layer) + size_t(e / 64)] |= uint64_t(1)
+                                                                                                        << (e % 64);
   return m;
 }
 
@@ -86,14 +87,14 @@ std::vector<int> balanced_partition(std::span<const double> w, int ranks)
   // Swaps between the heaviest rank and another: take the swap that lowers the pair's larger load
   // the most, until none lowers the heaviest rank.
   for (int round = 0; round < 64 * n; ++round) {
-    const int hi = int(std::max_element(load.begin(), load.end()) - load.begin());
+    const int hi     = int(std::max_element(load.begin(), load.end()) - load.begin());
     double best_gain = 1e-12 * (1 + load[size_t(hi)]);
     int bi = -1, bj = -1;
     for (int i = 0; i < n; ++i) {
       if (rank_of[size_t(i)] != hi)
         continue;
       for (int j = 0; j < n; ++j) {
-        const int r = rank_of[size_t(j)];
+        const int r    = rank_of[size_t(j)];
         const double d = w[size_t(i)] - w[size_t(j)];
         if (r == hi || d <= 0)
           continue;
@@ -106,7 +107,7 @@ std::vector<int> balanced_partition(std::span<const double> w, int ranks)
     }
     if (bi < 0)
       break;
-    const int r = rank_of[size_t(bj)];
+    const int r    = rank_of[size_t(bj)];
     const double d = w[size_t(bi)] - w[size_t(bj)];
     load[size_t(hi)] -= d;
     load[size_t(r)] += d;

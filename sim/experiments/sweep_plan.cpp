@@ -86,11 +86,20 @@ std::string point_name(const std::vector<SweepParam>& params)
 
 bool key_changes_fit(const std::string& key)
 {
-  static const std::set<std::string> run_only = {
-      "router",           "workload.rate_rps",        "workload.duration_s",      "workload.measured_requests",
-      "workload.warmup_requests", "workload.warmup_rate_rps", "workload.drain_after_warmup",
-      "eldr.tau",         "eldr.min_two_candidates",  "eldr.refit",               "eldr.refit_window_s",
-      "eldr.refit_interval_s", "eldr.refit_iterations", "description"};
+  static const std::set<std::string> run_only = {"router",
+                                                 "workload.rate_rps",
+                                                 "workload.duration_s",
+                                                 "workload.measured_requests",
+                                                 "workload.warmup_requests",
+                                                 "workload.warmup_rate_rps",
+                                                 "workload.drain_after_warmup",
+                                                 "eldr.tau",
+                                                 "eldr.min_two_candidates",
+                                                 "eldr.refit",
+                                                 "eldr.refit_window_s",
+                                                 "eldr.refit_interval_s",
+                                                 "eldr.refit_iterations",
+                                                 "description"};
   return !run_only.contains(key) && !key.starts_with("output.");
 }
 
@@ -128,7 +137,10 @@ std::string resolve_path(const std::string& value, const std::string& sweep_file
   return (fs::path(project_root(sweep_file)) / p).lexically_normal().string();
 }
 
-std::string override_text(const Json& v) { return v.dump(); }
+std::string override_text(const Json& v)
+{
+  return v.dump();
+}
 
 std::string project_label(const std::string& path)
 {
@@ -142,7 +154,7 @@ std::string project_label(const std::string& path)
 struct Loader {
   SweepOptions options;
   SweepPlan plan;
-  std::set<std::string> open_files;  // include cycles
+  std::set<std::string> open_files;                // include cycles
   std::map<std::string, std::string> sweep_names;  // name -> file
 
   void load(const std::string& path, const std::vector<Override>& outer_sets, int outer_seeds)
@@ -159,7 +171,7 @@ struct Loader {
     std::string name = r.string("name", fs::path(path).stem().string());
     if (name.empty() || name.find('/') != std::string::npos || name.starts_with("."))
       r.fail("name", "must be a plain directory name, got '" + name + "'");
-    int seeds = int(r.integer("seeds", outer_seeds, 1, 1000));
+    int seeds                  = int(r.integer("seeds", outer_seeds, 1, 1000));
     std::vector<Override> sets = outer_sets;
     if (r.has("set")) {
       const Json& s = r.raw("set");
@@ -187,7 +199,7 @@ struct Loader {
       }
     }
     bool has_grid_or_base = r.has("grid") || r.has("base");
-    std::string base = resolve_path(r.string("base", "configs/default.json"), path);
+    std::string base      = resolve_path(r.string("base", "configs/default.json"), path);
     if (!fs::is_regular_file(base))
       r.fail("base", "file not found: " + base);
     std::vector<SweepAxis> axes;
@@ -265,7 +277,7 @@ struct Loader {
     p.config_label = project_label(p.config);
     p.params       = std::move(params);
     p.name         = point_name(p.params);
-    p.group  = point_name(without_seed);
+    p.group        = point_name(without_seed);
     if (!names.insert(p.name).second)
       throw InputError(path, "grid", "two points share the directory name '" + p.name + "'");
     if (options.validate_points)

@@ -70,9 +70,9 @@ struct SweepPlan {
 };
 
 struct SweepOptions {
-  int seeds = 0;                   // > 0: overrides the files' "seeds"
-  std::vector<Override> sets;      // applied under every file's own "set"
-  bool validate_points = true;     // load every point's experiment (catches bad keys and values)
+  int seeds = 0;                // > 0: overrides the files' "seeds"
+  std::vector<Override> sets;   // applied under every file's own "set"
+  bool validate_points = true;  // load every point's experiment (catches bad keys and values)
 };
 
 // Reads and validates a sweep file (InputError naming file, field and problem).

@@ -65,7 +65,7 @@ std::optional<std::string> check_run_invariants(const Experiment& x, const Workl
              at(c.kv_peak_s) + ", more than its " + std::to_string(c.kv_capacity_bytes);
   }
   const std::pair<const char*, const std::vector<CacheCounters>*> caches[] = {{"prefill", &rec.prefill_caches},
-                                                                               {"decode", &rec.decode_caches}};
+                                                                              {"decode", &rec.decode_caches}};
   for (const auto& [kind, list] : caches)
     for (size_t i = 0; i < list->size(); ++i)
       if ((*list)[i].peak_used_blocks > (*list)[i].capacity_blocks)

@@ -18,9 +18,9 @@ Json read_verified_summary(const std::string& dir)
     throw InputError(dir, "", "not a directory (give a run's output directory)");
   const std::string file = (d / "summary.json").string();
   if (!fs::is_regular_file(file, ec))
-    throw InputError(file, "", fs::exists(d / "requests.csv", ec)
-                                   ? "missing: the run was interrupted or is still running"
-                                   : "missing: not a run's output directory");
+    throw InputError(file, "",
+                     fs::exists(d / "requests.csv", ec) ? "missing: the run was interrupted or is still running"
+                                                        : "missing: not a run's output directory");
   Json j = load_json_file(file);
   if (!j.is_object())
     throw InputError(file, "", "must be a JSON object");
@@ -40,8 +40,9 @@ Json read_verified_summary(const std::string& dir)
     text << in.rdbuf();
     const std::string s = text.str();
     if (Json(s.size()) != rec["bytes"] || Json(fnv1a64_hex(s)) != rec["fnv1a64"])
-      throw InputError(path, "", "does not match summary.json (" + std::to_string(s.size()) + " bytes, summary.json records " +
-                                     rec["bytes"].dump() + " and another checksum): cut short, edited or from another run");
+      throw InputError(path, "",
+                       "does not match summary.json (" + std::to_string(s.size()) + " bytes, summary.json records " +
+                           rec["bytes"].dump() + " and another checksum): cut short, edited or from another run");
   }
   return j;
 }

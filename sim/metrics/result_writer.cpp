@@ -19,7 +19,7 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
   s.router = x.router;
   std::vector<double> tpot, ttft, e2e;
   double first_arrival = INFINITY, last_finish = -INFINITY;
-  long tokens          = 0;
+  long tokens   = 0;
   double prompt = 0, prefill_cached = 0, decode_cached = 0;
   for (const Request& r : w.requests) {
     if (!r.measured)
@@ -29,7 +29,7 @@ RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecord
     prompt += r.prompt_tokens;
     prefill_cached += q.prefill_cached_tokens;
     decode_cached += q.decode_cached_tokens;
-    first_arrival          = std::min(first_arrival, q.arrival_s);
+    first_arrival = std::min(first_arrival, q.arrival_s);
     if (q.finish_count != 1) {
       ++s.unfinished;
       continue;
@@ -139,7 +139,8 @@ static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const Ru
   return j;
 }
 
-Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec, const std::vector<std::string>& labels)
+Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec,
+                  const std::vector<std::string>& labels)
 {
   // nlohmann::json keeps keys sorted: stable, byte-identical output for identical runs.
   Json j;
@@ -172,10 +173,10 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
       ep["placement_calibration_requests"] = rec.placement_calibration_requests;
     j["expert_parallel"] = ep;
   }
-  j["measured_span_s"]                 = value_or_null(finished, s.measured_span_s);
-  j["measured_start_s"]                = rec.measured_start_s;
-  j["sim_time_s"]                      = s.sim_time_s;
-  Json workers                         = Json::array();
+  j["measured_span_s"]  = value_or_null(finished, s.measured_span_s);
+  j["measured_start_s"] = rec.measured_start_s;
+  j["sim_time_s"]       = s.sim_time_s;
+  Json workers          = Json::array();
   for (const WorkerCounters& c : rec.decode_workers()) {
     Json mix = Json::object();
     for (size_t l = 0; l < c.label_requests.size() && l < labels.size(); ++l)
@@ -197,10 +198,12 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   if (x.serving.prefix_cache)
     j["prefix_cache"] = prefix_cache_json(x, s, rec);
   if (rec.stopped_at_horizon)
-    j["stopped_at_horizon"] = {{"unarrived", rec.left_unarrived},   {"in_prefill", rec.left_in_prefill},
-                               {"in_transfer", rec.left_in_transfer}, {"waiting_for_admission", rec.left_waiting},
+    j["stopped_at_horizon"] = {{"unarrived", rec.left_unarrived},
+                               {"in_prefill", rec.left_in_prefill},
+                               {"in_transfer", rec.left_in_transfer},
+                               {"waiting_for_admission", rec.left_waiting},
                                {"decoding", rec.left_decoding}};
-  j["config"]         = x.resolved;
+  j["config"] = x.resolved;
   return j;
 }
 
@@ -223,11 +226,11 @@ std::string requests_csv(const Workload& w, const RunRecorder& rec)
     const RequestRecord& q = rec.requests()[r.id];
     out += std::to_string(r.id) + ",";
     csv_append_field(out, w.labels[r.label]);  // labels come from traces: any text
-    out += std::string(",") + (r.measured ? "1" : "0") + "," +
-           std::to_string(r.prompt_tokens) + "," + std::to_string(r.output_tokens) + "," +
-           std::to_string(q.prefill_worker) + "," + std::to_string(q.decode_worker);
-    for (double v : {q.arrival_s, q.prefill_start_s, q.first_token_s, q.kv_start_s, q.kv_end_s, q.decode_admit_s,
-                     q.finish_s}) {
+    out += std::string(",") + (r.measured ? "1" : "0") + "," + std::to_string(r.prompt_tokens) + "," +
+           std::to_string(r.output_tokens) + "," + std::to_string(q.prefill_worker) + "," +
+           std::to_string(q.decode_worker);
+    for (double v :
+         {q.arrival_s, q.prefill_start_s, q.first_token_s, q.kv_start_s, q.kv_end_s, q.decode_admit_s, q.finish_s}) {
       out += ",";
       append_value(out, v);
     }
@@ -329,8 +332,8 @@ std::vector<ShiftRecovery> shift_recoveries(const Experiment& x, const std::vect
     shifts.push_back({x.workload.new_subtopics_after_s, "new_subtopics"});
   std::stable_sort(shifts.begin(), shifts.end(), [](const auto& a, const auto& b) { return a.at_s < b.at_s; });
   for (size_t k = 0; k < shifts.size(); ++k) {
-    ShiftRecovery& sh   = shifts[k];
-    const double next   = k + 1 < shifts.size() ? shifts[k + 1].at_s : INFINITY;
+    ShiftRecovery& sh = shifts[k];
+    const double next = k + 1 < shifts.size() ? shifts[k + 1].at_s : INFINITY;
     auto usable = [&](const TpotWindow& v) { return v.requests >= kMinWindowRequests && v.end_s <= arrivals_end_s; };
     for (const TpotWindow& v : windows)
       if (v.end_s <= sh.at_s && usable(v))
@@ -418,15 +421,18 @@ static Json drift_json(const Experiment& x, const Workload& w, const RunRecorder
   j["window_s"] = kTpotWindowS;
   Json shifts   = Json::array();
   for (const ShiftRecovery& s : shift_recoveries(x, windows, measured_arrivals_end_s(w, rec)))
-    shifts.push_back({{"at_s", s.at_s}, {"kind", s.kind}, {"pre_p50_ms", num(s.pre_p50_ms)},
-                      {"peak_p50_ms", num(s.peak_p50_ms)}, {"recovery_s", num(s.recovery_s)}});
+    shifts.push_back({{"at_s", s.at_s},
+                      {"kind", s.kind},
+                      {"pre_p50_ms", num(s.pre_p50_ms)},
+                      {"peak_p50_ms", num(s.peak_p50_ms)},
+                      {"recovery_s", num(s.recovery_s)}});
   j["shifts"] = shifts;
   Json refits = Json::array();
   for (double t : rec.refit_times_s)
     refits.push_back(t - rec.measured_start_s);  // negative: during warm-up
-  j["refit_times_s"]       = refits;
-  j["refits_measured"]     = long(std::count_if(rec.refit_times_s.begin(), rec.refit_times_s.end(),
-                                                [&](double t) { return t >= rec.measured_start_s; }));
+  j["refit_times_s"]   = refits;
+  j["refits_measured"] = long(std::count_if(rec.refit_times_s.begin(), rec.refit_times_s.end(),
+                                            [&](double t) { return t >= rec.measured_start_s; }));
   return j;
 }
 

@@ -14,18 +14,18 @@ namespace eldr {
 
 struct RunSummary {
   std::string router;
-  long measured         = 0;
-  long unfinished       = 0;  // measured requests that did not finish
+  long measured   = 0;
+  long unfinished = 0;  // measured requests that did not finish
   Percentiles tpot_ms, ttft_ms, e2e_ms;
   double throughput_tok_s                = 0;
   double distinct_experts_per_layer_mean = 0;
   double decode_batch_mean               = 0;
   long decode_steps                      = 0;
   // Expert-parallel decode instances only: means over the measured steps.
-  double rank_imbalance_mean             = 1;
-  double all_to_all_ms_mean              = 0;
-  double sim_time_s                      = 0;
-  double measured_span_s                 = 0;
+  double rank_imbalance_mean = 1;
+  double all_to_all_ms_mean  = 0;
+  double sim_time_s          = 0;
+  double measured_span_s     = 0;
   // Prefix caching: shares of the measured requests' prompt tokens reused on prefill (not computed)
   // and held already on decode (not transferred).
   double prefill_token_hit_rate = 0;
@@ -37,9 +37,9 @@ struct RunSummary {
 // two windows' start_s is windows in which nothing finished.
 struct TpotWindow {
   double start_s = 0, end_s = 0;  // from the measured phase's start
-  long requests  = 0;             // measured requests finished in [start_s, end_s)
+  long requests = 0;              // measured requests finished in [start_s, end_s)
   double p50_ms = 0, p99_ms = 0;  // 0 when empty
-  long refits    = 0;             // ELDR refits in the window
+  long refits = 0;                // ELDR refits in the window
 };
 inline constexpr double kTpotWindowS = 10;
 std::vector<TpotWindow> tpot_windows(const Workload& w, const RunRecorder& rec, double window_s = kTpotWindowS);
@@ -66,7 +66,8 @@ double measured_arrivals_end_s(const Workload& w, const RunRecorder& rec);
 // Metrics over measured requests; decode-step means over steps that start while a measured request is in flight.
 RunSummary summarize_run(const Experiment& x, const Workload& w, const RunRecorder& rec);
 // decode_workers[].label_mix counts the requests each worker served per label (all phases).
-Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec, const std::vector<std::string>& labels);
+Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec,
+                  const std::vector<std::string>& labels);
 std::string requests_csv(const Workload& w, const RunRecorder& rec);
 std::string steps_csv(const RunRecorder& rec);
 std::string windows_csv(const std::vector<TpotWindow>& windows);

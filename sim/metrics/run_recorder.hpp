@@ -16,32 +16,32 @@ namespace eldr {
 inline constexpr double kNotYet = std::numeric_limits<double>::quiet_NaN();
 
 struct RequestRecord {
-  int prefill_worker    = -1;
-  int decode_worker     = -1;
-  double arrival_s      = kNotYet;
-  double prefill_start_s = kNotYet;
-  double first_token_s  = kNotYet;  // prefill end: the first output token exists
-  double kv_start_s     = kNotYet;
-  double kv_end_s       = kNotYet;
-  double decode_admit_s = kNotYet;
-  double finish_s       = kNotYet;
-  int tokens_generated  = 0;  // including the first token
-  int finish_count      = 0;  // must end at exactly 1
+  int prefill_worker        = -1;
+  int decode_worker         = -1;
+  double arrival_s          = kNotYet;
+  double prefill_start_s    = kNotYet;
+  double first_token_s      = kNotYet;  // prefill end: the first output token exists
+  double kv_start_s         = kNotYet;
+  double kv_end_s           = kNotYet;
+  double decode_admit_s     = kNotYet;
+  double finish_s           = kNotYet;
+  int tokens_generated      = 0;  // including the first token
+  int finish_count          = 0;  // must end at exactly 1
   int prefill_cached_tokens = 0;  // prompt tokens whose KV the prefill worker reused (not computed)
   int decode_cached_tokens  = 0;  // prompt tokens whose KV the decode worker held already (not sent)
 };
 
 struct StepRecord {
-  double start_s          = 0;
-  double duration_s       = 0;
-  double context_tokens   = 0;
-  float distinct_mean     = 0;  // mean over layers of distinct experts in the batch
-  uint32_t batch          = 0;
-  uint16_t worker         = 0;
+  double start_s        = 0;
+  double duration_s     = 0;
+  double context_tokens = 0;
+  float distinct_mean   = 0;  // mean over layers of distinct experts in the batch
+  uint32_t batch        = 0;
+  uint16_t worker       = 0;
   // Expert-parallel instances (docs/model.md section 3b): max over mean of the ranks' MoE time,
   // averaged over layers (1 when ep = 1), and the dispatch + combine all-to-all time of the step.
-  float rank_imbalance    = 1;
-  float all_to_all_s      = 0;
+  float rank_imbalance = 1;
+  float all_to_all_s   = 0;
 };
 
 struct WorkerCounters {
@@ -57,11 +57,11 @@ struct WorkerCounters {
 
 // A worker's KV block cache at the end of a run (BlockCacheStats, with its size).
 struct CacheCounters {
-  long capacity_blocks = 0;
-  long lookups         = 0;
-  long hit_blocks      = 0;
-  long missed_blocks   = 0;
-  long evictions       = 0;
+  long capacity_blocks  = 0;
+  long lookups          = 0;
+  long hit_blocks       = 0;
+  long missed_blocks    = 0;
+  long evictions        = 0;
   long peak_used_blocks = 0;
 };
 
@@ -79,7 +79,7 @@ struct DecisionRecord {
 };
 
 class RunRecorder {
-public:
+ public:
   RunRecorder(size_t requests, int decode_workers) : requests_(requests), decode_(size_t(decode_workers)) {}
 
   RequestRecord& request(uint32_t id) { return requests_[id]; }
@@ -109,7 +109,7 @@ public:
   // Expert-parallel decode instances: the layout, and with cluster_balanced placement the calibration
   // requests each instance's placement was balanced for (empty otherwise).
   int decode_expert_parallel = 1;
-  std::string expert_union = "sampled";  // how steps counted distinct experts (workload.union)
+  std::string expert_union   = "sampled";  // how steps counted distinct experts (workload.union)
   std::vector<long> placement_calibration_requests;
   std::vector<double> refit_times_s;  // the decode router's refits, simulated times
   bool router_follows_drift = false;  // DecodeRouter::follows_drift(): summary.json gets its drift section
@@ -121,9 +121,9 @@ public:
   void record_decision(uint32_t id, double now, std::span<const int> in_flight, int chosen)
   {
     DecisionRecord d;
-    d.id       = id;
-    d.time_s   = now;
-    d.chosen   = chosen;
+    d.id     = id;
+    d.time_s = now;
+    d.chosen = chosen;
     d.in_flight.assign(in_flight.begin(), in_flight.end());
     if (decision_detail.valid) {
       d.best                = decision_detail.best;
@@ -146,7 +146,7 @@ public:
   long left_waiting       = 0;  // received, not admitted (no KV memory or batch room)
   long left_decoding      = 0;  // in a decode batch
 
-private:
+ private:
   std::vector<RequestRecord> requests_;
   std::vector<WorkerCounters> decode_;
   mutable std::vector<StepRecord> steps_;  // sorted lazily by steps()

@@ -47,9 +47,9 @@ ClusterPlacements decode_placements(const Experiment& x, const Workload& w, cons
     PromptProfile prompt;
     if (router.uses_prompt_profile())
       prompt = count_prompt(routing, r, router.prompt_fields(), gates, router.prompt_layers());
-    const std::vector<int> homes = router.home_workers(r, prompt);
+    const std::vector<int> homes       = router.home_workers(r, prompt);
     const std::vector<uint16_t> decode = count_decode(routing, r);
-    const double n = r.output_tokens - 1;  // the decode tokens count_decode covers
+    const double n                     = r.output_tokens - 1;  // the decode tokens count_decode covers
     for (size_t c = 0; c < cells; ++c)
       global[c] += decode[c];
     global_tokens += n;
@@ -65,10 +65,10 @@ ClusterPlacements decode_placements(const Experiment& x, const Workload& w, cons
   const ExpertPlacement everyone =
       balanced_placement(activation_weights(global, global_tokens, g.placement_batch), L, E, R);
   for (int i = 0; i < K; ++i)
-    out.placements.push_back(tokens[size_t(i)] > 0
-                                 ? balanced_placement(activation_weights(counts[size_t(i)], tokens[size_t(i)],
-                                                                         g.placement_batch), L, E, R)
-                                 : everyone);
+    out.placements.push_back(
+        tokens[size_t(i)] > 0
+            ? balanced_placement(activation_weights(counts[size_t(i)], tokens[size_t(i)], g.placement_batch), L, E, R)
+            : everyone);
   return out;
 }
 

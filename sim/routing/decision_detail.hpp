@@ -8,10 +8,10 @@
 namespace eldr {
 
 struct DecisionDetail {
-  bool valid  = false;        // set by the router, cleared by whoever consumes it
-  float best  = 0;            // the best score
-  float floor = 0;            // the band floor: scores from it to best were candidates
-  std::vector<float> sims;    // each worker's score
+  bool valid  = false;          // set by the router, cleared by whoever consumes it
+  float best  = 0;              // the best score
+  float floor = 0;              // the band floor: scores from it to best were candidates
+  std::vector<float> sims;      // each worker's score
   std::vector<int> candidates;  // workers in the band (plus the runner-up min_two adds), ascending
 };
 

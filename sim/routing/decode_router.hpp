@@ -7,9 +7,9 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
-#include <string_view>
 
 namespace eldr {
 
@@ -21,8 +21,8 @@ struct DecodeLoadView {
 };
 
 class DecodeRouter {
-public:
-  virtual ~DecodeRouter() = default;
+ public:
+  virtual ~DecodeRouter()               = default;
   virtual std::string_view name() const = 0;
   // Returns a worker index in [0, load.workers()).
   virtual int choose(const Request& r, const DecodeLoadView& load) = 0;

@@ -8,7 +8,8 @@
 
 namespace eldr {
 
-DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::vector<std::string>& labels, int workers)
+DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::vector<std::string>& labels,
+                              int workers)
 {
   const double total = double(std::accumulate(label_counts.begin(), label_counts.end(), 0L));
   if (total <= 0)
@@ -40,9 +41,8 @@ DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::
     used += size[i] = int(std::floor(workers * share[i]));
   std::vector<size_t> order(share.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return workers * share[a] - size[a] > workers * share[b] - size[b];
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return workers * share[a] - size[a] > workers * share[b] - size[b]; });
   for (size_t k = 0; used < workers; ++k, ++used)
     ++size[order[k % order.size()]];
   int first = 0;

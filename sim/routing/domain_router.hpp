@@ -19,10 +19,11 @@ struct DomainPools {
 };
 
 // Pools for K workers from label counts (index = label).
-DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::vector<std::string>& labels, int workers);
+DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::vector<std::string>& labels,
+                              int workers);
 
 class DomainRouter : public DecodeRouter {
-public:
+ public:
   explicit DomainRouter(const RouterSetup& setup);
   std::string_view name() const override { return "domain"; }
   int choose(const Request& r, const DecodeLoadView& load) override;
@@ -30,7 +31,7 @@ public:
   std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const override;
   const DomainPools& pools() const { return pools_; }
 
-private:
+ private:
   DomainPools pools_;
   Rng rng_;
 };

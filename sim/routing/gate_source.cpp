@@ -21,19 +21,19 @@ namespace {
 // read them, and mostly of prompt palettes), each palette from its own stream, so the values do not
 // depend on the order of use.
 class GeneratedGates : public GateSource {
-public:
+ public:
   explicit GeneratedGates(const GeneratedRouting& g) : routing_(g), tables_(size_t(g.palettes())) {}
   bool has_scores() const override { return true; }
   TokenGates token_gates(const Request& r, int token) const override
   {
     const size_t rec = routing_.record_of(r, token), R = size_t(routing_.records_per_palette());
-    const size_t n   = size_t(routing_.shape().layers) * size_t(routing_.shape().top_k);
-    const Table& t   = table(rec / R);
-    const size_t at  = (rec % R) * n;
+    const size_t n  = size_t(routing_.shape().layers) * size_t(routing_.shape().top_k);
+    const Table& t  = table(rec / R);
+    const size_t at = (rec % R) * n;
     return {{&t.prob[at], n}, {&t.score[at], n}};
   }
 
-private:
+ private:
   struct Table {
     std::vector<float> prob, score;  // [record][layer][pick], picks in ascending expert id
   };
@@ -73,18 +73,18 @@ private:
 
 // Replayed routing with gate values: the recorded values, already in ascending expert order.
 class ReplayGates : public GateSource {
-public:
+ public:
   explicit ReplayGates(const ReplayRouting& r) : routing_(r) {}
   bool has_scores() const override { return false; }
   TokenGates token_gates(const Request& r, int token) const override { return {routing_.token_gates(r, token), {}}; }
 
-private:
+ private:
   const ReplayRouting& routing_;
 };
 
 // Gates of a source whose shared prompt tokens route as another request's: the same remapping.
 class SharedPrefixGates : public GateSource {
-public:
+ public:
   SharedPrefixGates(const SharedPrefixRouting& routing, std::unique_ptr<GateSource> inner)
       : routing_(routing), inner_(std::move(inner))
   {
@@ -95,7 +95,7 @@ public:
     return inner_->token_gates(routing_.owner(r, token), token);
   }
 
-private:
+ private:
   const SharedPrefixRouting& routing_;
   std::unique_ptr<GateSource> inner_;
 };

@@ -18,7 +18,7 @@ struct TokenGates {
 
 // The gate values of the experts a token picked: what the gate_prob and gate_score variants sum.
 class GateSource {
-public:
+ public:
   virtual ~GateSource() = default;
   // Whether raw gate scores (the router's logits) are known; probabilities always are.
   virtual bool has_scores() const = 0;

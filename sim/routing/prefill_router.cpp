@@ -18,13 +18,13 @@ PrefillRouter::PrefillRouter(int workers, int virtual_nodes, double load_factor)
 int PrefillRouter::owner(uint64_t key) const
 {
   uint64_t point = splitmix64(key);
-  auto it = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(point, 0));
+  auto it        = std::lower_bound(ring_.begin(), ring_.end(), std::make_pair(point, 0));
   return it == ring_.end() ? ring_.front().second : it->second;
 }
 
 int PrefillRouter::choose(uint64_t key, std::span<const int> in_flight) const
 {
-  int w = owner(key);
+  int w        = owner(key);
   double total = 0;
   for (int l : in_flight)
     total += l;

@@ -11,14 +11,14 @@
 namespace eldr {
 
 class PrefillRouter {
-public:
+ public:
   PrefillRouter(int workers, int virtual_nodes, double load_factor);
   // The worker the hash ring maps `key` to, ignoring load.
   int owner(uint64_t key) const;
   // The worker to use given each worker's in-flight prefills (lowest index among the least loaded).
   int choose(uint64_t key, std::span<const int> in_flight) const;
 
-private:
+ private:
   std::vector<std::pair<uint64_t, int>> ring_;  // (point, worker), sorted by point
   double load_factor_;
 };

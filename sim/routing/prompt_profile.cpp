@@ -20,8 +20,8 @@ ProfileFields fields_for(SignatureVariant v)
 PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields)
 {
   PromptProfile p;
-  p.layers     = shape.layers;
-  p.experts    = shape.experts;
+  p.layers           = shape.layers;
+  p.experts          = shape.experts;
   const size_t cells = size_t(shape.layers) * size_t(shape.experts);
   p.counts.assign(cells, 0);
   if (fields.gate_prob)
@@ -56,9 +56,8 @@ struct WordRun {
 };
 
 // Each adds `times` (at most 255, and the byte counters must have room) to the counters of the set bits.
-__attribute__((target("avx512f,avx512bw"))) void add_mask_bytes_avx512(const uint64_t* masks,
-                                                                       std::span<const WordRun> runs, uint8_t* acc,
-                                                                       uint8_t times)
+__attribute__((target("avx512f,avx512bw"))) void
+add_mask_bytes_avx512(const uint64_t* masks, std::span<const WordRun> runs, uint8_t* acc, uint8_t times)
 {
   const __m512i m = _mm512_set1_epi8(char(times));
   for (const WordRun& run : runs)
@@ -73,8 +72,8 @@ __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, 
 {
   // Byte i of a 32-bit half takes byte i / 8 of it (each 128-bit lane holds the broadcast dword), then
   // keeps bit i % 8: equal to the selector iff the bit is set.
-  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                          3, 3, 3, 3, 3, 3, 3);
+  const __m256i spread =
+      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i select = _mm256_set1_epi64x(int64_t(0x8040201008040201ULL));
   const __m256i m      = _mm256_set1_epi8(char(times));
   for (const WordRun& run : runs)
@@ -94,7 +93,7 @@ __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, 
 // spill every vector register.)
 constexpr int kRegWords = 24;
 __attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const uint64_t* const* tokens, int n,
-                                                                      const uint32_t* words, int nw, uint8_t* acc)
+                                                                       const uint32_t* words, int nw, uint8_t* acc)
 {
   __m512i sum[kRegWords];
 #pragma GCC unroll 24
@@ -126,7 +125,7 @@ int best_kernel()
 // Adds tokens' masks to [layer][expert] counts with one of the kernels (0 scalar, 1 AVX2, 2 AVX-512BW),
 // on the layers `only` (all when empty; other layers' counts are left alone).
 class MaskCounter {
-public:
+ public:
   MaskCounter(const RoutingShape& s, std::span<uint16_t> counts, int kernel, std::span<const int> only = {})
       : s_(s), counts_(counts), kernel_(kernel), acc_(kernel ? size_t(s.words()) * 64 : 0, 0)
   {
@@ -138,7 +137,8 @@ public:
     } else {
       for (int l : only) {
         if (l < 0 || l >= s.layers)
-          throw std::invalid_argument("layer " + std::to_string(l) + " outside the model's " + std::to_string(s.layers));
+          throw std::invalid_argument("layer " + std::to_string(l) + " outside the model's " +
+                                      std::to_string(s.layers));
         layers_.push_back(l);
         runs_.push_back({uint32_t(l) * W, W});
       }
@@ -233,7 +233,7 @@ public:
     }
   }
 
-private:
+ private:
   const RoutingShape& s_;
   std::span<uint16_t> counts_;
   int kernel_;
@@ -284,7 +284,8 @@ void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin,
                 const GateSource* gates, std::span<const int> only_layers)
 {
   const RoutingShape& s = routing.shape();
-  if (into.layers != s.layers || into.experts != s.experts || into.counts.size() != size_t(s.layers) * size_t(s.experts))
+  if (into.layers != s.layers || into.experts != s.experts ||
+      into.counts.size() != size_t(s.layers) * size_t(s.experts))
     throw std::invalid_argument("profile shape differs from the routing source's");
   const bool want_prob = !into.gate_prob.empty(), want_score = !into.gate_score.empty();
   if ((want_prob || want_score) && !gates)
@@ -304,7 +305,7 @@ void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin,
     take[size_t(l)] = 1;
   const size_t E = size_t(s.experts), K = size_t(s.top_k);
   for (int t = begin; t < end; ++t) {
-    const auto [prob, score] = gates->token_gates(r, t);
+    const auto [prob, score]        = gates->token_gates(r, t);
     std::span<const uint64_t> masks = routing.token_experts(r, t);
     for (int l = 0; l < s.layers; ++l) {
       if (!take[size_t(l)])

@@ -24,9 +24,9 @@ ProfileFields fields_for(SignatureVariant v);
 struct PromptProfile {
   int layers  = 0;
   int experts = 0;
-  std::vector<uint16_t> counts;  // prompt tokens that picked (l, e); at most 65535 (more throws)
-  std::vector<float> gate_prob;  // sum of their gate probabilities; empty when not gathered
-  std::vector<float> gate_score; // sum of their raw gate scores; empty when not gathered
+  std::vector<uint16_t> counts;   // prompt tokens that picked (l, e); at most 65535 (more throws)
+  std::vector<float> gate_prob;   // sum of their gate probabilities; empty when not gathered
+  std::vector<float> gate_score;  // sum of their raw gate scores; empty when not gathered
 };
 
 // An all-zero profile of `shape` with the requested sums allocated.

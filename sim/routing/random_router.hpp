@@ -6,12 +6,12 @@ namespace eldr {
 
 // Uniformly random worker, ignoring load.
 class RandomRouter : public DecodeRouter {
-public:
+ public:
   explicit RandomRouter(uint64_t seed) : rng_(seed, "router.random") {}
   std::string_view name() const override { return "random"; }
   int choose(const Request& r, const DecodeLoadView& load) override;
 
-private:
+ private:
   Rng rng_;
 };
 

@@ -5,11 +5,11 @@ namespace eldr {
 
 // Workers in turn, 0, 1, ..., K-1, 0, ...
 class RoundRobinRouter : public DecodeRouter {
-public:
+ public:
   std::string_view name() const override { return "round_robin"; }
   int choose(const Request& r, const DecodeLoadView& load) override;
 
-private:
+ private:
   int next_ = 0;
 };
 

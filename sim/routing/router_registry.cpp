@@ -17,18 +17,15 @@ namespace eldr {
 namespace {
 
 // Factories for routers whose constructor takes nothing, the run seed, or the whole setup.
-template <class R>
-std::unique_ptr<DecodeRouter> plain(const RouterSetup&)
+template <class R> std::unique_ptr<DecodeRouter> plain(const RouterSetup&)
 {
   return std::make_unique<R>();
 }
-template <class R>
-std::unique_ptr<DecodeRouter> seeded(const RouterSetup& setup)
+template <class R> std::unique_ptr<DecodeRouter> seeded(const RouterSetup& setup)
 {
   return std::make_unique<R>(setup.seed);
 }
-template <class R>
-std::unique_ptr<DecodeRouter> from_setup(const RouterSetup& setup)
+template <class R> std::unique_ptr<DecodeRouter> from_setup(const RouterSetup& setup)
 {
   return std::make_unique<R>(setup);
 }
@@ -40,10 +37,13 @@ const RouterEntry kRouters[] = {
     {"jsq", "join the shortest queue: fewest in-flight requests, ties at random", seeded<JsqRouter>},
     {"p2c", "power of two choices: the less loaded of two random workers", seeded<P2cRouter>},
     {"domain", "oracle: the shortest queue of the request label's pool of workers", from_setup<DomainRouter>},
-    {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", make_eldr_router, "eldr", read_eldr_section},
+    {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", make_eldr_router, "eldr",
+     read_eldr_section},
     // Worked examples (examples/routers/, docs/adding-a-router.md).
-    {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, "jsq_of_d", read_jsq_of_d_section, true},
-    {"prefix_affinity", "example: the prompt prefix's worker, unless far busier than the least loaded", make_prefix_affinity, nullptr, nullptr, true},
+    {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, "jsq_of_d", read_jsq_of_d_section,
+     true},
+    {"prefix_affinity", "example: the prompt prefix's worker, unless far busier than the least loaded",
+     make_prefix_affinity, nullptr, nullptr, true},
 };
 
 }  // namespace

@@ -23,7 +23,7 @@ struct RouterEntry {
   // The config section holding the router's own parameters (nullptr: none) and the function that reads
   // and checks it. Every section is read whichever router the config names, so a typo in one is an
   // error before any run; `root` resolves relative file names.
-  const char* section = nullptr;
+  const char* section                                                               = nullptr;
   void (*read_section)(JsonReader& section, const std::string& root, Experiment& x) = nullptr;
   // A worked example (examples/routers/): runs like any router, but `eldrsim routers` (what `make run`
   // and the studies loop over) lists it only with --all.

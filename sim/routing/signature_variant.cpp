@@ -5,12 +5,18 @@ namespace eldr {
 std::string_view to_string(SignatureVariant v)
 {
   switch (v) {
-  case SignatureVariant::counts: return "counts";
-  case SignatureVariant::counts_idf: return "counts_idf";
-  case SignatureVariant::sqrt_counts: return "sqrt_counts";
-  case SignatureVariant::binary: return "binary";
-  case SignatureVariant::gate_prob: return "gate_prob";
-  case SignatureVariant::gate_score: return "gate_score";
+  case SignatureVariant::counts:
+    return "counts";
+  case SignatureVariant::counts_idf:
+    return "counts_idf";
+  case SignatureVariant::sqrt_counts:
+    return "sqrt_counts";
+  case SignatureVariant::binary:
+    return "binary";
+  case SignatureVariant::gate_prob:
+    return "gate_prob";
+  case SignatureVariant::gate_score:
+    return "gate_score";
   }
   return "?";
 }

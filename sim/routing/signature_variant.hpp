@@ -10,9 +10,9 @@ namespace eldr {
 enum class SignatureVariant { counts, counts_idf, sqrt_counts, binary, gate_prob, gate_score };
 
 inline constexpr SignatureVariant kDefaultSignatureVariant = SignatureVariant::counts_idf;
-inline constexpr SignatureVariant kAllSignatureVariants[] = {
-    SignatureVariant::counts, SignatureVariant::counts_idf, SignatureVariant::sqrt_counts,
-    SignatureVariant::binary, SignatureVariant::gate_prob,  SignatureVariant::gate_score};
+inline constexpr SignatureVariant kAllSignatureVariants[]  = {
+     SignatureVariant::counts, SignatureVariant::counts_idf, SignatureVariant::sqrt_counts,
+     SignatureVariant::binary, SignatureVariant::gate_prob,  SignatureVariant::gate_score};
 
 // "counts", "counts_idf", "sqrt_counts", "binary", "gate_prob", "gate_score".
 std::string_view to_string(SignatureVariant v);

@@ -31,32 +31,29 @@ using Int8   = int32_t __attribute__((vector_size(4 * kLanes)));
 // partial sums still added 8 lanes at a time (low half, then high), so every instance sums alike.
 using Wide    = float __attribute__((vector_size(8 * kLanes)));
 using WideInt = int32_t __attribute__((vector_size(8 * kLanes)));
-using Float1 = float __attribute__((vector_size(4)));
-using Int1   = int32_t __attribute__((vector_size(4)));
+using Float1  = float __attribute__((vector_size(4)));
+using Int1    = int32_t __attribute__((vector_size(4)));
 
 constexpr float kRoundMagic = 12582912.0f;  // 1.5 x 2^23: x + it - it rounds |x| < 2^22 to an integer
 constexpr float kCertain    = 0x1p-20f;     // a factor below it counts as a zero, not a product
 constexpr float kRescale    = 0x1p60f;      // products below 1 / kRescale are rescaled by it
 constexpr int32_t kNearZero = 1;            // zero_ counts near-zero factors in its low 16 bits (a batch
                                             // is far below 65536 sequences: KV memory bounds it)
-constexpr int32_t kScaled   = 1 << 16;      // and scalings above them
+constexpr int32_t kScaled = 1 << 16;        // and scalings above them
 
-template <class V>
-[[gnu::always_inline]] inline V load(const void* p)
+template <class V> [[gnu::always_inline]] inline V load(const void* p)
 {
   V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-template <class V>
-[[gnu::always_inline]] inline void store(void* p, V v)
+template <class V> [[gnu::always_inline]] inline void store(void* p, V v)
 {
   std::memcpy(p, &v, sizeof v);
 }
 
-template <class F, class I>
-[[gnu::always_inline]] inline F select(I mask, F yes, F no)
+template <class F, class I> [[gnu::always_inline]] inline F select(I mask, F yes, F no)
 {
   return std::bit_cast<F>((std::bit_cast<I>(yes) & mask) | (std::bit_cast<I>(no) & ~mask));
 }
@@ -67,37 +64,34 @@ template <class F, class I>
 // fitted on Chebyshev nodes of that interval: absolute error < 4e-6, relative error near t = 0 far
 // smaller (a prompt's n tokens multiply the error by n only where (1 - p)^n is not negligible, i.e.
 // for small p, where it is smallest).
-template <class F, class I>
-[[gnu::always_inline]] inline F log2_one_minus(F p)
+template <class F, class I> [[gnu::always_inline]] inline F log2_one_minus(F p)
 {
-  const F q      = 1.0f - p;
-  const I bits   = std::bit_cast<I>(q);
-  I e            = ((bits >> 23) & 0xff) - 127;
-  F m            = std::bit_cast<F>((bits & 0x7fffff) | 0x3f800000);  // [1, 2)
-  const I high   = m > 1.41421356f;                                   // all ones where true
-  m              = select(high, m * 0.5f, m);
-  e              = e - high;  // high is -1 where true
-  const I near   = q >= 0.70710678f;
-  const F t      = select(near, F{} - p, m - 1.0f);
-  e              = e & ~near;
-  const F poly   = 1.4427018f + t * (-0.72120847f + t * (0.47979388f + t * (-0.36641326f +
-                   t * (0.31840712f + t * -0.20685812f))));
+  const F q    = 1.0f - p;
+  const I bits = std::bit_cast<I>(q);
+  I e          = ((bits >> 23) & 0xff) - 127;
+  F m          = std::bit_cast<F>((bits & 0x7fffff) | 0x3f800000);  // [1, 2)
+  const I high = m > 1.41421356f;                                   // all ones where true
+  m            = select(high, m * 0.5f, m);
+  e            = e - high;  // high is -1 where true
+  const I near = q >= 0.70710678f;
+  const F t    = select(near, F{} - p, m - 1.0f);
+  e            = e & ~near;
+  const F poly =
+      1.4427018f + t * (-0.72120847f + t * (0.47979388f + t * (-0.36641326f + t * (0.31840712f + t * -0.20685812f))));
   return __builtin_convertvector(e, F) + t * poly;
 }
 
 // 2^x for x <= 0 (0 below 2^-126): x = n + f with |f| <= 1/2, 2^f = 1 + f Q(f) with Q of degree 4
 // fitted on Chebyshev nodes (relative error < 2.1e-7; 2^0 is exactly 1, so an expert nobody can
 // pick adds exactly nothing), 2^n by the exponent bits.
-template <class F, class I>
-[[gnu::always_inline]] inline F exp2_nonpositive(F x)
+template <class F, class I> [[gnu::always_inline]] inline F exp2_nonpositive(F x)
 {
   x               = select(x > -126.0f, x, F{} - 126.0f);
   const F shifted = x + kRoundMagic;
   const F n       = shifted - kRoundMagic;
   const F f       = x - n;
-  const F poly    = 1.0f + f * (0.69314719f + f * (0.24022349f + f * (0.05550357f +
-                    f * (0.00966637f + f * 0.00133909f))));
-  const I scale   = ((std::bit_cast<I>(shifted) - 0x4B400000) + 127) << 23;
+  const F poly = 1.0f + f * (0.69314719f + f * (0.24022349f + f * (0.05550357f + f * (0.00966637f + f * 0.00133909f))));
+  const I scale = ((std::bit_cast<I>(shifted) - 0x4B400000) + 127) << 23;
   return poly * std::bit_cast<F>(scale);
 }
 
@@ -119,8 +113,7 @@ template <class F, class I>
     return double((v[0] + v[1]) + (v[2] + v[3]));
 }
 
-template <class F>
-[[gnu::always_inline]] inline F law_probability(const TokenLaw& law, size_t c)
+template <class F> [[gnu::always_inline]] inline F law_probability(const TokenLaw& law, size_t c)
 {
   return (1.0f - law.share) * load<F>(law.primary + c) + law.share * load<F>(law.secondary + c);
 }
@@ -128,14 +121,13 @@ template <class F>
 // One batch change on the cells [c, c + lanes of F): the law's factors 1 - p multiplied in (kJoin) or
 // divided out, near-zero factors counted, products rescaled; returns the change of the cells' miss
 // probabilities, lane by lane.
-template <bool kJoin, class F, class I>
-[[gnu::always_inline]] inline F change_cells(const TokenLaw& law, size_t c, float* __restrict product,
-                                             int32_t* __restrict zero)
+template <bool kJoin, class F, class I> [[gnu::always_inline]] inline F
+change_cells(const TokenLaw& law, size_t c, float* __restrict product, int32_t* __restrict zero)
 {
-  const F q      = 1.0f - law_probability<F>(law, c);
-  const I sure   = q < kCertain;
-  const F m0     = load<F>(product + c);
-  const I z0     = load<I>(zero + c);
+  const F q    = 1.0f - law_probability<F>(law, c);
+  const I sure = q < kCertain;
+  const F m0   = load<F>(product + c);
+  const I z0   = load<I>(zero + c);
   F m;
   I z;
   if constexpr (kJoin) {
@@ -145,8 +137,8 @@ template <bool kJoin, class F, class I>
     m               = select(rescale, m * kRescale, m);
     z               = z + (rescale & kScaled);
   } else {
-    m               = select(sure, m0, m0 / q);
-    z               = z0 - (sure & kNearZero);
+    m = select(sure, m0, m0 / q);
+    z = z0 - (sure & kNearZero);
     // (z >= kScaled) & (m >= 1) as one compare: GCC 12 scalarizes the & of two compares in 16 lanes.
     const I unscale = select(z >= kScaled, m, F{} + 0.5f) >= 1.0f;
     m               = select(unscale, m * (1.0f / kRescale), m);
@@ -159,9 +151,8 @@ template <bool kJoin, class F, class I>
 }
 
 // kWide: the AVX-512 instance, 16 cells a step.
-template <bool kJoin, bool kWide>
-[[gnu::always_inline]] inline void change_all(const TokenLaw& law, int layers, int experts, float* product,
-                                              int32_t* zero, double* missing)
+template <bool kJoin, bool kWide> [[gnu::always_inline]] inline void
+change_all(const TokenLaw& law, int layers, int experts, float* product, int32_t* zero, double* missing)
 {
   for (int l = 0; l < layers; ++l) {
     const size_t begin = size_t(l) * size_t(experts), end = begin + size_t(experts);
@@ -290,9 +281,8 @@ __attribute__((target("avx512f"))) double distinct_from_logs_avx512(std::span<co
 
 // A batch of one owner in one pass: the same operations as add_prompt_logs then distinct_from_logs,
 // without storing the logs.
-__attribute__((target_clones("avx2", "default"))) double single_owner_distinct(const TokenLaw& law, float tokens,
-                                                                               int layers, int experts,
-                                                                               std::span<double> per_layer)
+__attribute__((target_clones("avx2", "default"))) double
+single_owner_distinct(const TokenLaw& law, float tokens, int layers, int experts, std::span<double> per_layer)
 {
   return distinct_of<false>(OwnerLogs{law, tokens}, layers, experts, per_layer);
 }
@@ -318,10 +308,9 @@ struct Kernels {
   double (*from_logs)(std::span<const float>, int, int, std::span<double>);
   double (*single_owner)(const TokenLaw&, float, int, int, std::span<double>);
 };
-const Kernels kKernels[2] = {
-    {join_all, leave_all, add_prompt_logs, distinct_from_logs, single_owner_distinct},
-    {join_all_avx512, leave_all_avx512, add_prompt_logs_avx512, distinct_from_logs_avx512,
-     single_owner_distinct_avx512}};
+const Kernels kKernels[2] = {{join_all, leave_all, add_prompt_logs, distinct_from_logs, single_owner_distinct},
+                             {join_all_avx512, leave_all_avx512, add_prompt_logs_avx512, distinct_from_logs_avx512,
+                              single_owner_distinct_avx512}};
 
 // The kernels in use (tests change them: detail::use_expected_union_kernel).
 const Kernels* kernels = &kKernels[best_kernel()];
@@ -329,11 +318,8 @@ const Kernels* kernels = &kKernels[best_kernel()];
 }  // namespace
 
 ExpectedUnion::ExpectedUnion(int layers, int experts)
-    : layers_(layers)
-    , experts_(experts)
-    , product_(size_t(layers) * size_t(experts), 1.0f)
-    , zero_(product_.size(), 0)
-    , missing_(size_t(layers), double(experts))
+    : layers_(layers), experts_(experts), product_(size_t(layers) * size_t(experts), 1.0f), zero_(product_.size(), 0),
+      missing_(size_t(layers), double(experts))
 {
 }
 

@@ -29,7 +29,7 @@
 namespace eldr {
 
 class ExpectedUnion {
-public:
+ public:
   ExpectedUnion(int layers, int experts);
 
   // One token of `law` joins; leave() takes back a join of the same law.
@@ -47,16 +47,16 @@ public:
 
   static constexpr long kRebuildEvery = 256;
 
-private:
+ private:
   void apply(const TokenLaw& law, bool join);
 
   int layers_;
   int experts_;
-  std::vector<float> product_;    // the product of the factors that are not near 0, a mantissa
+  std::vector<float> product_;  // the product of the factors that are not near 0, a mantissa
   // Per cell: near-zero factors (low 16 bits) + 2^16 x the 2^-60 scalings of product_; nonzero: the
   // cell's miss probability is (all but) 0.
   std::vector<int32_t> zero_;
-  std::vector<double> missing_;   // per layer: the sum of miss() over its experts
+  std::vector<double> missing_;  // per layer: the sum of miss() over its experts
   std::vector<TokenLaw> members_;
   long leaves_ = 0;  // since the last rebuild
 };

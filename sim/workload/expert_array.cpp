@@ -34,7 +34,7 @@ std::string shape_text(const std::vector<size_t>& s)
 
 // The .npy header: a Python dict literal with 'descr', 'fortran_order' and 'shape'.
 class NpyHeader {
-public:
+ public:
   NpyHeader(std::string_view text, const std::string& file, std::string field)
       : text_(text), file_(file), field_(std::move(field))
   {
@@ -48,7 +48,7 @@ public:
       const std::string key = quoted();
       expect(':');
       if (key == "descr") {
-        descr = quoted();
+        descr      = quoted();
         have_descr = true;
       } else if (key == "fortran_order") {
         skip_space();
@@ -92,7 +92,7 @@ public:
   bool fortran_order = false;
   std::vector<size_t> shape;
 
-private:
+ private:
   [[noreturn]] void fail(const std::string& problem) const
   {
     throw InputError(file_, field_, "npy header: " + problem);
@@ -154,7 +154,8 @@ std::vector<uint8_t> decode_base64(std::string_view text, const std::string& fil
     }
     const int v = base64_value(c);
     if (v < 0)
-      throw InputError(file, field, "base64: invalid character '" + std::string(1, c) + "' at offset " + std::to_string(i));
+      throw InputError(file, field,
+                       "base64: invalid character '" + std::string(1, c) + "' at offset " + std::to_string(i));
     if (pad)
       throw InputError(file, field, "base64: data after '=' padding at offset " + std::to_string(i));
     acc = acc << 6 | uint32_t(v);
@@ -166,8 +167,9 @@ std::vector<uint8_t> decode_base64(std::string_view text, const std::string& fil
     }
   }
   if (n % 4 != 0 || pad > 2)
-    throw InputError(file, field, "base64: " + std::to_string(n) +
-                                      " characters, not a whole number of 4-character groups (truncated?)");
+    throw InputError(file, field,
+                     "base64: " + std::to_string(n) +
+                         " characters, not a whole number of 4-character groups (truncated?)");
   if (pad) {  // the last group held 4 - pad characters of data: 3 - pad bytes
     const uint32_t last = acc << (6 * pad);
     out.push_back(uint8_t(last >> 16));
@@ -184,8 +186,9 @@ ExpertArray parse_npy(std::span<const uint8_t> b, const std::string& file, const
     throw InputError(file, field, "not a NumPy .npy array (no \\x93NUMPY magic)");
   const int major = b[6];
   if (major < 1 || major > 3)
-    throw InputError(file, field, "npy format version " + std::to_string(major) + "." + std::to_string(b[7]) +
-                                      " (1.0, 2.0 and 3.0 are read)");
+    throw InputError(file, field,
+                     "npy format version " + std::to_string(major) + "." + std::to_string(b[7]) +
+                         " (1.0, 2.0 and 3.0 are read)");
   const size_t len_bytes = major == 1 ? 2 : 4;
   if (b.size() < 8 + len_bytes)
     throw InputError(file, field, "npy: truncated before the header length");
@@ -194,17 +197,18 @@ ExpertArray parse_npy(std::span<const uint8_t> b, const std::string& file, const
     header_len |= size_t(b[8 + i]) << (8 * i);
   const size_t data_at = 8 + len_bytes + header_len;
   if (data_at > b.size())
-    throw InputError(file, field, "npy: header of " + std::to_string(header_len) + " bytes, but only " +
-                                      std::to_string(b.size() - 8 - len_bytes) + " follow (truncated?)");
+    throw InputError(file, field,
+                     "npy: header of " + std::to_string(header_len) + " bytes, but only " +
+                         std::to_string(b.size() - 8 - len_bytes) + " follow (truncated?)");
   const std::string_view text(reinterpret_cast<const char*>(b.data()) + 8 + len_bytes, header_len);
   NpyHeader h(text, file, field);
   h.parse();
 
   // dtype: byte order ('<', or '|' / '=' for one byte) + kind (i, u) + size.
   const std::string& d = h.descr;
-  const bool ok_kind   = d.size() == 3 && (d[1] == 'i' || d[1] == 'u') && (d[2] == '1' || d[2] == '2' ||
-                                                                       d[2] == '4' || d[2] == '8');
-  const size_t item    = ok_kind ? size_t(d[2] - '0') : 0;
+  const bool ok_kind =
+      d.size() == 3 && (d[1] == 'i' || d[1] == 'u') && (d[2] == '1' || d[2] == '2' || d[2] == '4' || d[2] == '8');
+  const size_t item = ok_kind ? size_t(d[2] - '0') : 0;
   if (!ok_kind || (d[1] == 'u' && item == 8))
     throw InputError(file, field, "npy dtype '" + d + "': expert ids must be int8..int64 or uint8..uint32");
   if (!(d[0] == '<' || ((d[0] == '|' || d[0] == '=') && item == 1)))
@@ -212,11 +216,12 @@ ExpertArray parse_npy(std::span<const uint8_t> b, const std::string& file, const
   if (h.fortran_order)
     throw InputError(file, field, "npy: fortran_order True; save the array in C order");
   if (h.shape.size() != 3)
-    throw InputError(file, field, "npy shape " + shape_text(h.shape) + ": expected 3 dimensions (tokens, layers, top_k)");
+    throw InputError(file, field,
+                     "npy shape " + shape_text(h.shape) + ": expected 3 dimensions (tokens, layers, top_k)");
 
   ExpertArray a;
-  a.shape    = {h.shape[0], h.shape[1], h.shape[2]};
-  a.encoding = "base64 .npy " + d;
+  a.shape      = {h.shape[0], h.shape[1], h.shape[2]};
+  a.encoding   = "base64 .npy " + d;
   size_t count = 1;
   for (size_t s : h.shape) {
     if (s != 0 && count > (size_t(1) << 40) / s)
@@ -225,9 +230,9 @@ ExpertArray parse_npy(std::span<const uint8_t> b, const std::string& file, const
   }
   const size_t need = count * item, have = b.size() - data_at;
   if (have != need)
-    throw InputError(file, field, "npy data of " + std::to_string(have) + " bytes; shape " + shape_text(h.shape) +
-                                      " of " + d + " needs " + std::to_string(need) +
-                                      (have < need ? " (truncated?)" : ""));
+    throw InputError(file, field,
+                     "npy data of " + std::to_string(have) + " bytes; shape " + shape_text(h.shape) + " of " + d +
+                         " needs " + std::to_string(need) + (have < need ? " (truncated?)" : ""));
   a.values.resize(count);
   const uint8_t* p = b.data() + data_at;
   for (size_t i = 0; i < count; ++i, p += item) {
@@ -248,8 +253,9 @@ ExpertArray parse_expert_array(const Json& value, const std::string& file, const
     return parse_npy(bytes, file, field);
   }
   if (!value.is_array())
-    throw InputError(file, field, "expected nested lists [tokens][layers][top_k] or a base64 .npy string, got " +
-                                      std::string(value.type_name()));
+    throw InputError(file, field,
+                     "expected nested lists [tokens][layers][top_k] or a base64 .npy string, got " +
+                         std::string(value.type_name()));
   ExpertArray a;
   a.encoding = "JSON lists";
   if (value.empty())
@@ -270,15 +276,16 @@ ExpertArray parse_expert_array(const Json& value, const std::string& file, const
   for (size_t t = 0; t < a.shape[0]; ++t) {
     const Json& tok = value[t];
     if (!tok.is_array() || tok.size() != a.shape[1])
-      throw InputError(file, index(t), "expected a list of " + std::to_string(a.shape[1]) +
-                                           " layers (as token 0 has), got " +
-                                           (tok.is_array() ? std::to_string(tok.size()) : std::string(tok.type_name())));
+      throw InputError(file, index(t),
+                       "expected a list of " + std::to_string(a.shape[1]) + " layers (as token 0 has), got " +
+                           (tok.is_array() ? std::to_string(tok.size()) : std::string(tok.type_name())));
     for (size_t l = 0; l < a.shape[1]; ++l) {
       const Json& lay = tok[l];
       if (!lay.is_array() || lay.size() != a.shape[2])
-        throw InputError(file, index(t, l), "expected a list of " + std::to_string(a.shape[2]) +
-                                                " expert ids (as token 0, layer 0 has), got " +
-                                                (lay.is_array() ? std::to_string(lay.size()) : std::string(lay.type_name())));
+        throw InputError(file, index(t, l),
+                         "expected a list of " + std::to_string(a.shape[2]) +
+                             " expert ids (as token 0, layer 0 has), got " +
+                             (lay.is_array() ? std::to_string(lay.size()) : std::string(lay.type_name())));
       for (size_t k = 0; k < a.shape[2]; ++k) {
         const Json& e = lay[k];
         if (!e.is_number_integer())

@@ -10,7 +10,7 @@ TokenLaw ExpertRoutingSource::token_law(const Request&, int) const
 }
 
 __attribute__((target_clones("avx2", "default"))) void accumulate(std::span<uint64_t> union_masks,
-                                                                   std::span<const uint64_t> token)
+                                                                  std::span<const uint64_t> token)
 {
   uint64_t* __restrict dst       = union_masks.data();
   const uint64_t* __restrict src = token.data();
@@ -21,7 +21,7 @@ __attribute__((target_clones("avx2", "default"))) void accumulate(std::span<uint
 __attribute__((target_clones("avx2", "default"))) void or_records(const uint64_t* pool, std::span<const size_t> offsets,
                                                                   size_t words, std::span<uint64_t> union_masks)
 {
-  constexpr size_t kAhead = 8;
+  constexpr size_t kAhead  = 8;
   uint64_t* __restrict dst = union_masks.data();
   const size_t n           = offsets.size();
   for (size_t i = 0; i < n; ++i) {

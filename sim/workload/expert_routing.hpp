@@ -76,8 +76,8 @@ void accumulate_records(const uint64_t* pool, size_t words, size_t n, RecordOf r
 }
 
 class ExpertRoutingSource {
-public:
-  virtual ~ExpertRoutingSource() = default;
+ public:
+  virtual ~ExpertRoutingSource()            = default;
   virtual const RoutingShape& shape() const = 0;
   // Masks of token `token` of `r`: shape().words() words, valid until the next call on this source.
   virtual std::span<const uint64_t> token_experts(const Request& r, int token) const = 0;
@@ -140,8 +140,8 @@ inline bool union_is_full(std::span<const uint64_t> union_masks, const RoutingSh
 {
   for (int l = 0; l < shape.layers; ++l)
     for (int k = 0; k < shape.words_per_layer; ++k) {
-      int bits       = std::min(64, shape.experts - 64 * k);
-      uint64_t full  = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+      int bits      = std::min(64, shape.experts - 64 * k);
+      uint64_t full = bits == 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
       if (union_masks[size_t(l * shape.words_per_layer + k)] != full)
         return false;
     }

@@ -34,7 +34,7 @@ constexpr int kMaxWordsPerLayer = 8;  // 512 experts: the models have at most 25
 
 // Vose's alias table for O(1) draws from a discrete distribution.
 class AliasTable {
-public:
+ public:
   explicit AliasTable(const std::vector<double>& p)
   {
     const size_t n = p.size();
@@ -75,7 +75,7 @@ public:
     return (uint32_t(i) & keep) | (alias_[i] & ~keep);
   }
 
-private:
+ private:
   std::vector<uint64_t> threshold_;
   std::vector<uint32_t> alias_;
 };
@@ -98,8 +98,8 @@ std::map<std::string, std::vector<double>> read_language_log_freq(const std::str
     std::getline(ss, cell, ',');
     int layer = std::atoi(cell.c_str());
     if (layer < 0 || layer >= layers)
-      throw InputError(path, "line " + std::to_string(lineno), "layer " + cell + " outside the model's " +
-                                                                   std::to_string(layers) + " layers");
+      throw InputError(path, "line " + std::to_string(lineno),
+                       "layer " + cell + " outside the model's " + std::to_string(layers) + " layers");
     auto& v = counts[lang];
     v.resize(size_t(layers) * experts, 0);
     int e = 0;
@@ -109,7 +109,8 @@ std::map<std::string, std::vector<double>> read_language_log_freq(const std::str
       v[size_t(layer) * experts + e++] = std::atof(cell.c_str());
     }
     if (e != experts)
-      throw InputError(path, "line " + std::to_string(lineno), "expected " + std::to_string(experts) + " expert columns");
+      throw InputError(path, "line " + std::to_string(lineno),
+                       "expected " + std::to_string(experts) + " expert columns");
   }
   for (auto& [lang, v] : counts)
     for (int l = 0; l < layers; ++l) {
@@ -135,8 +136,7 @@ double layer_weight(const RoutingProfile& p, int layer, int layers)
 
 GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
                                    const std::vector<std::string>& labels, uint64_t seed,
-                                   const std::string& profile_file, double novel_after_s,
-                                   const std::string& cache_dir)
+                                   const std::string& profile_file, double novel_after_s, const std::string& cache_dir)
 {
   novel_after_s_         = novel_after_s;
   shape_.layers          = model.layers;
@@ -211,8 +211,7 @@ namespace {
 // size, other bytes) is rebuilt, never used.
 constexpr char kBuiltMagic[8] = {'E', 'L', 'D', 'R', 'P', 'A', 'L', '2'};
 
-template <class T>
-void append_array(std::string& out, const T* data, size_t n)
+template <class T> void append_array(std::string& out, const T* data, size_t n)
 {
   const uint64_t count = n;
   out.append(reinterpret_cast<const char*>(&count), sizeof count);
@@ -233,8 +232,7 @@ struct BufferReader {
     }
     return ok;
   }
-  template <class T>
-  bool array(T* data, size_t n)
+  template <class T> bool array(T* data, size_t n)
   {
     uint64_t count = 0;
     return read(&count, sizeof count) && (ok = count == n) && read(data, n * sizeof(T));
@@ -277,10 +275,10 @@ bool GeneratedRouting::load_built(const std::string& file, const std::string& ke
     return false;  // another build's file under a colliding name: rebuilt, quietly
   in.pos += key.size();
   // The sizes build_logits and sample_palettes make.
-  const bool novel     = novel_after_s_ != std::numeric_limits<double>::infinity();
-  const size_t cells   = size_t(shape_.layers) * size_t(shape_.experts);
-  const size_t T       = size_t(labels_) * size_t(subtopics_) * 2 * (novel ? 2 : 1);
-  const size_t P       = T + 1;  // the chat template's palette last
+  const bool novel   = novel_after_s_ != std::numeric_limits<double>::infinity();
+  const size_t cells = size_t(shape_.layers) * size_t(shape_.experts);
+  const size_t T     = size_t(labels_) * size_t(subtopics_) * 2 * (novel ? 2 : 1);
+  const size_t P     = T + 1;  // the chat template's palette last
   std::vector<float> logits(P * cells), frequency(P * cells);
   HugePageBuffer pool(P * size_t(records_) * size_t(shape_.words()));
   if (!in.array(logits.data(), logits.size()) || !in.array(frequency.data(), frequency.size()) ||
@@ -315,7 +313,7 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
                                     const std::string& profile_file)
 {
   const int L = shape_.layers, E = shape_.experts, S = subtopics_, C = labels_;
-  const size_t cells = size_t(L) * E;
+  const size_t cells       = size_t(L) * E;
   const LabelLocality& loc = p.locality(kind, profile_file);
   Rng rng(seed, "routing.generated.preferences");
   auto draw = [&](std::vector<double>& v) {
@@ -346,11 +344,11 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
     for (const auto& [lang, v] : real)
       for (size_t i = 0; i < cells; ++i)
         spread += (v[i] - mean[i]) * (v[i] - mean[i]);
-    spread = std::sqrt(spread / double(cells * real.size()));
-    shared = mean;
+    spread             = std::sqrt(spread / double(cells * real.size()));
+    shared             = mean;
     random_label_scale = spread;
     for (int c = 0; c < C; ++c) {
-      auto it = real.find(labels[size_t(c)]);
+      auto it                = real.find(labels[size_t(c)]);
       std::vector<double>& v = label[size_t(c)];
       if (it != real.end()) {
         for (size_t i = 0; i < cells; ++i)
@@ -385,39 +383,39 @@ void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& 
   std::vector<std::vector<double>> topic(static_cast<size_t>(S));  // shared sub-topics' preferences
   Rng novel_rng(seed, "routing.generated.novel_subtopics");
   for (int set = 0; set < (novel ? 2 : 1); ++set)
-  for (int c = 0; c < C; ++c)
-    for (int s = 0; s < S; ++s) {
-      const bool own_sub = !loc.shared_subtopics || c == 0;
-      if (set == 1) {
-        if (own_sub)
-          for (double& x : sub)
+    for (int c = 0; c < C; ++c)
+      for (int s = 0; s < S; ++s) {
+        const bool own_sub = !loc.shared_subtopics || c == 0;
+        if (set == 1) {
+          if (own_sub)
+            for (double& x : sub)
+              x = normal(novel_rng);
+          for (double& x : drift)
             x = normal(novel_rng);
-        for (double& x : drift)
-          x = normal(novel_rng);
-      } else {
-        if (own_sub)
-          draw(sub);
-        draw(drift);
-      }
-      if (loc.shared_subtopics) {
-        if (c == 0)
-          topic[size_t(s)] = sub;
-        else
-          sub = topic[size_t(s)];
-      }
-      for (int phase = 0; phase < 2; ++phase) {
-        float* out = &logits_[(size_t(set * novel_offset_) + (size_t(c) * S + s) * 2 + phase) * cells];
-        for (int l = 0; l < L; ++l) {
-          const double w = layer_weight(p, l, L);
-          for (int e = 0; e < E; ++e) {
-            size_t i = size_t(l) * E + e;
-            double z = loc.popularity_sigma * shared[i] + w * loc.label_strength * label[size_t(c)][i] +
-                       w * loc.subtopic_strength * sub[i] + (phase == 1 ? loc.phase_drift * drift[i] : 0.0);
-            out[i] = float(z);
+        } else {
+          if (own_sub)
+            draw(sub);
+          draw(drift);
+        }
+        if (loc.shared_subtopics) {
+          if (c == 0)
+            topic[size_t(s)] = sub;
+          else
+            sub = topic[size_t(s)];
+        }
+        for (int phase = 0; phase < 2; ++phase) {
+          float* out = &logits_[(size_t(set * novel_offset_) + (size_t(c) * S + s) * 2 + phase) * cells];
+          for (int l = 0; l < L; ++l) {
+            const double w = layer_weight(p, l, L);
+            for (int e = 0; e < E; ++e) {
+              size_t i = size_t(l) * E + e;
+              double z = loc.popularity_sigma * shared[i] + w * loc.label_strength * label[size_t(c)][i] +
+                         w * loc.subtopic_strength * sub[i] + (phase == 1 ? loc.phase_drift * drift[i] : 0.0);
+              out[i] = float(z);
+            }
           }
         }
       }
-    }
 
   // The chat template's tokens (Workload::template_request) are content of their own, the same in
   // every prompt: the shared popularity plus preferences of their own, drawn like a label's
@@ -444,9 +442,8 @@ namespace {
 // the layer's mask lives in registers (a store-to-load round trip per draw otherwise), and the
 // rejection is branch-free (a repeat sets no new bit and does not count; an unpredictable branch per
 // draw otherwise). Every variant draws the same numbers in the same order.
-template <int W>
-void sample_layer_records(const AliasTable& table, Rng& rng, int records, int top_k, int words_per_layer,
-                          size_t words, uint64_t* out, uint32_t* count)
+template <int W> void sample_layer_records(const AliasTable& table, Rng& rng, int records, int top_k,
+                                           int words_per_layer, size_t words, uint64_t* out, uint32_t* count)
 {
   for (int rec = 0; rec < records; ++rec, out += words) {
     if constexpr (W == 1) {
@@ -502,7 +499,7 @@ void GeneratedRouting::sample_palettes(uint64_t seed)
                                 " experts");
   const size_t words = size_t(shape_.words());
   const int P        = palettes();
-  pool_ = HugePageBuffer(size_t(P) * records_ * words);
+  pool_              = HugePageBuffer(size_t(P) * records_ * words);
   frequency_.assign(size_t(P) * L * E, 0.f);
   Rng rng(seed, "routing.generated.palettes");
   std::vector<double> prob(static_cast<size_t>(E));
@@ -571,7 +568,7 @@ const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) cons
   constexpr uint32_t kMaxCached = 1u << 22;  // ids beyond (never a real workload's) share one slot
   if (r.id < kMaxCached && r.id >= keys_.size() && r.label != kTemplateLabel)
     keys_.resize(size_t(r.id) + 1);
-  RequestKey& k = r.label == kTemplateLabel ? template_key_ : r.id < kMaxCached ? keys_[r.id] : uncached_;
+  RequestKey& k   = r.label == kTemplateLabel ? template_key_ : r.id < kMaxCached ? keys_[r.id] : uncached_;
   const int first = first_palette(r);
   if (k.prompt_tokens == r.prompt_tokens && k.routing_seed == r.routing_seed && k.label == r.label && k.first == first)
     return k;
@@ -599,9 +596,9 @@ const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) cons
 // The low 24 bits of the token's hash choose the sub-topic, the high 32 the record.
 size_t GeneratedRouting::record_of(const RequestKey& k, int token) const
 {
-  const uint64_t h  = splitmix64(k.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
-  const int phase   = token >= k.prompt_tokens ? 1 : 0;
-  const int second  = (h & 0xffffff) < k.threshold[phase] ? 1 : 0;
+  const uint64_t h = splitmix64(k.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
+  const int phase  = token >= k.prompt_tokens ? 1 : 0;
+  const int second = (h & 0xffffff) < k.threshold[phase] ? 1 : 0;
   return size_t(k.palette[phase][second]) * size_t(records_) + size_t((h >> 32) & uint64_t(records_ - 1));
 }
 
@@ -645,7 +642,7 @@ void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::
     }
     const size_t rec = record_of(*k, t.position);
     if (prompt) {
-      uint64_t& w       = seen_[rec / 64];
+      uint64_t& w        = seen_[rec / 64];
       const uint64_t bit = uint64_t(1) << (rec % 64);
       if (w & bit)
         continue;

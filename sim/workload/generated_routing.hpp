@@ -13,9 +13,9 @@
 // Speed: tokens are not sampled one by one. Each (label, sub-topic, phase) holds a palette of
 // pre-sampled whole-token records, and a token picks a record by a hash of (request, position), as
 // UniformRouting does; the batch union then costs a few ORs per token.
+#include "sim/common/huge_page_buffer.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/config/routing_profile.hpp"
-#include "sim/common/huge_page_buffer.hpp"
 #include "sim/workload/expert_routing.hpp"
 
 #include <limits>
@@ -25,7 +25,7 @@
 namespace eldr {
 
 class GeneratedRouting : public ExpertRoutingSource {
-public:
+ public:
   // novel_after_s: measured requests arriving at or after it draw their sub-topics from a second set
   // per label that no calibration or warm-up request uses (workload.new_subtopics_after_s; drift).
   // cache_dir: where built sources are kept for other processes with the same inputs (a sweep's
@@ -44,8 +44,8 @@ public:
   TokenLaw token_law(const Request& r, int phase) const override;
 
   struct Traits {
-    int primary   = 0;  // sub-topic indices within the request's label
-    int secondary = 0;
+    int primary        = 0;  // sub-topic indices within the request's label
+    int secondary      = 0;
     double prefill_mix = 0;  // share of prompt tokens drawn from the secondary sub-topic
     double decode_mix  = 0;  // share of output tokens drawn from it
   };
@@ -70,16 +70,16 @@ public:
   // Whether the model's gate weights are renormalized over the top k (ModelSpec::norm_topk_prob).
   bool norm_topk_prob() const { return norm_topk_prob_; }
 
-private:
+ private:
   // What a token's record depends on besides its position, computed once per request: the per-token
   // work is then one hash and a compare (traits() needs two more hashes and an integer division).
   struct RequestKey {
     uint64_t routing_seed = 0;
     int prompt_tokens     = -1;  // -1: not computed yet
     uint16_t label        = 0;
-    int first             = 0;   // first_palette(): 0, or the novel sub-topics' offset
-    uint32_t palette[2][2]{};    // [phase][0 primary, 1 secondary] palette index
-    uint32_t threshold[2]{};     // [phase] the secondary is drawn iff (hash & 0xffffff) < threshold
+    int first             = 0;  // first_palette(): 0, or the novel sub-topics' offset
+    uint32_t palette[2][2]{};   // [phase][0 primary, 1 secondary] palette index
+    uint32_t threshold[2]{};    // [phase] the secondary is drawn iff (hash & 0xffffff) < threshold
   };
   const RequestKey& key(const Request& r) const;
   int first_palette(const Request& r) const;
@@ -97,17 +97,17 @@ private:
   void save_built(const std::string& file, const std::string& key) const;
 
   RoutingShape shape_;
-  int labels_    = 0;
-  int subtopics_ = 0;
-  int records_   = 0;
-  uint64_t seed_ = 0;
-  bool norm_topk_prob_ = false;
-  double mix_max_ = 0;
+  int labels_           = 0;
+  int subtopics_        = 0;
+  int records_          = 0;
+  uint64_t seed_        = 0;
+  bool norm_topk_prob_  = false;
+  double mix_max_       = 0;
   double novel_after_s_ = std::numeric_limits<double>::infinity();
   int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)
   int template_palette_ = 0;
-  std::vector<float> logits_;  // [palette][layer][expert]
-  HugePageBuffer pool_;  // [palette][record][words]
+  std::vector<float> logits_;     // [palette][layer][expert]
+  HugePageBuffer pool_;           // [palette][record][words]
   std::vector<float> frequency_;  // [palette][layer][expert]: share of the palette's records that pick the expert
   // Keys by request id, filled lazily; an entry is checked against the request's fields, so requests
   // built on the fly that reuse an id (tests, trace statistics) get their own key.

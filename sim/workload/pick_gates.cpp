@@ -60,7 +60,8 @@ void sample_pick_gates(const GateLayer& layer, std::span<const int> picked, bool
     // The largest rates first go to the bound 1 while w a / C > 1 (a: the small ones left).
     by_rate.resize(k);
     std::iota(by_rate.begin(), by_rate.end(), size_t(0));
-    std::sort(by_rate.begin(), by_rate.end(), [](size_t i, size_t j) { return w[i] > w[j] || (w[i] == w[j] && i < j); });
+    std::sort(by_rate.begin(), by_rate.end(),
+              [](size_t i, size_t j) { return w[i] > w[j] || (w[i] == w[j] && i < j); });
     size_t a = k;
     for (size_t i = 0; i < k && w[by_rate[i]] * double(a) / C > 1; ++i, --a)
       small[by_rate[i]] = 0;
@@ -74,7 +75,7 @@ void sample_pick_gates(const GateLayer& layer, std::span<const int> picked, bool
         if (i % 16 == 15)
           log_u += std::log(u), u = 1;
       }
-      m = -(log_u + std::log(u)) / C;
+      m             = -(log_u + std::log(u)) / C;
       double accept = 1;
       for (size_t j = 0; j < k; ++j) {
         const double y = w[j] * m;
@@ -88,7 +89,7 @@ void sample_pick_gates(const GateLayer& layer, std::span<const int> picked, bool
   double denominator = 0;
   for (size_t j = 0; j < k; ++j) {
     const double u = rng.uniform01();
-    x[j] = std::isinf(m) ? rng.exponential(w[j]) : -std::log1p(-u * hit[j]) / w[j];
+    x[j]           = std::isinf(m) ? rng.exponential(w[j]) : -std::log1p(-u * hit[j]) / w[j];
     denominator += 1 / x[j];
   }
   if (C > 0 && !renormalize) {

@@ -20,8 +20,8 @@ struct GateLayer {
 GateLayer gate_layer(std::span<const float> logits);
 
 // picked: the token's distinct picks (expert ids), ascending (the order of its mask bits); prob and
-// score: one value per pick, in the order of `picked`. renormalize: prob is the softmax over the picks (norm_topk_prob, model_spec.hpp);
-// otherwise the softmax over every expert, taken at the picks.
+// score: one value per pick, in the order of `picked`. renormalize: prob is the softmax over the picks (norm_topk_prob,
+// model_spec.hpp); otherwise the softmax over every expert, taken at the picks.
 void sample_pick_gates(const GateLayer& layer, std::span<const int> picked, bool renormalize, Rng& rng,
                        std::span<float> prob, std::span<float> score);
 

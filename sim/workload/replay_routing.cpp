@@ -100,7 +100,8 @@ void ReplayRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::spa
 
 void ReplayRouting::token_ids(const Request& r, int token, int layer, std::span<uint16_t> out) const
 {
-  const uint64_t* mask = &masks_[token_index(r, token) * size_t(shape_.words()) + size_t(layer) * size_t(shape_.words_per_layer)];
+  const uint64_t* mask =
+      &masks_[token_index(r, token) * size_t(shape_.words()) + size_t(layer) * size_t(shape_.words_per_layer)];
   size_t j = 0;
   for (int w = 0; w < shape_.words_per_layer; ++w)
     for (uint64_t bits = mask[w]; bits && j < out.size(); bits &= bits - 1)
@@ -121,15 +122,16 @@ void ReplayRouting::check_request(const Request& r, const std::string& file, con
     throw InputError(file, field, "the request has no routing record");
   const size_t rec = size_t(r.routing_record);
   if (rec >= record_start_.size())
-    throw InputError(file, field, "routing record " + std::to_string(rec) + " does not exist (" +
-                                      std::to_string(record_start_.size()) + " records)");
+    throw InputError(file, field,
+                     "routing record " + std::to_string(rec) + " does not exist (" +
+                         std::to_string(record_start_.size()) + " records)");
   // The simulator feeds prompt tokens and every output token but the last (which is only sampled).
   if (uint32_t(r.prompt_tokens) > record_prompt_[rec] || uint32_t(r.output_tokens - 1) > record_output_[rec])
     throw InputError(file, field,
-                     "the request's " + std::to_string(r.prompt_tokens) + " prompt + " + std::to_string(r.output_tokens) +
-                         " output tokens exceed routing record " + std::to_string(rec) + "'s " +
-                         std::to_string(record_prompt_[rec]) + " + " + std::to_string(record_output_[rec]) +
-                         " (+ 1: the last output token needs no routing)");
+                     "the request's " + std::to_string(r.prompt_tokens) + " prompt + " +
+                         std::to_string(r.output_tokens) + " output tokens exceed routing record " +
+                         std::to_string(rec) + "'s " + std::to_string(record_prompt_[rec]) + " + " +
+                         std::to_string(record_output_[rec]) + " (+ 1: the last output token needs no routing)");
 }
 
 ReplayRouting load_replay_routing(const Experiment& x, const Workload& w)
@@ -148,7 +150,8 @@ ReplayRouting load_replay_routing(const Experiment& x, const Workload& w)
     return ReplayRouting(file);
   }();
   const RoutingShape& s = routing.shape();
-  if (s.layers != t.manifest.model->layers || s.experts != t.manifest.model->experts || s.top_k != t.manifest.model->top_k)
+  if (s.layers != t.manifest.model->layers || s.experts != t.manifest.model->experts ||
+      s.top_k != t.manifest.model->top_k)
     throw InputError(t.routing_path(), "header",
                      "layers " + std::to_string(s.layers) + ", experts " + std::to_string(s.experts) + ", top_k " +
                          std::to_string(s.top_k) + " differ from the model in " + t.manifest_path());

@@ -20,7 +20,7 @@ namespace eldr {
 struct Experiment;
 
 class ReplayRouting : public ExpertRoutingSource {
-public:
+ public:
   explicit ReplayRouting(const RoutingFile& file);
   // Loads and validates the file.
   explicit ReplayRouting(const std::string& routing_file);
@@ -44,12 +44,12 @@ public:
   void check_request(const Request& r, const std::string& file, const std::string& field) const;
   size_t memory_bytes() const { return masks_.capacity() * 8 + gates_.capacity() * 4; }
 
-private:
+ private:
   size_t token_index(const Request& r, int token) const;
   RoutingShape shape_;
-  std::vector<uint64_t> masks_;          // per token of every record: shape_.words() words
-  std::vector<float> gates_;             // per token: layers x top_k, ascending id order per layer
-  std::vector<uint64_t> record_start_;   // first token of each record
+  std::vector<uint64_t> masks_;         // per token of every record: shape_.words() words
+  std::vector<float> gates_;            // per token: layers x top_k, ascending id order per layer
+  std::vector<uint64_t> record_start_;  // first token of each record
   std::vector<uint32_t> record_prompt_;
   std::vector<uint32_t> record_output_;
 };

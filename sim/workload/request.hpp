@@ -12,17 +12,17 @@ inline constexpr uint16_t kTemplateLabel = 0xffff;
 
 // One request as the workload defines it; what happens to it is recorded elsewhere (RunRecorder).
 struct Request {
-  uint32_t id           = 0;
-  uint16_t label        = 0;      // index into Workload::labels
-  bool measured         = true;   // false for warm-up requests
-  double arrival_s      = 0;
-  int prompt_tokens     = 0;
-  int output_tokens     = 0;      // including the first token, sampled by the prefill worker
-  uint64_t prefix_hash  = 0;      // hash of the prompt's first block: prefill affinity key
-  uint64_t routing_seed = 0;      // per-request stream of the expert routing source
-  int32_t routing_record = -1;    // replayed traces: the request's record in the routing file
-  uint32_t hash_begin   = 0;      // its prompt's block hashes: Workload::prefix_hashes[hash_begin ..
-  uint32_t hash_count   = 0;      //   + hash_count), leading block first; none: a prompt nobody shares
+  uint32_t id            = 0;
+  uint16_t label         = 0;     // index into Workload::labels
+  bool measured          = true;  // false for warm-up requests
+  double arrival_s       = 0;
+  int prompt_tokens      = 0;
+  int output_tokens      = 0;   // including the first token, sampled by the prefill worker
+  uint64_t prefix_hash   = 0;   // hash of the prompt's first block: prefill affinity key
+  uint64_t routing_seed  = 0;   // per-request stream of the expert routing source
+  int32_t routing_record = -1;  // replayed traces: the request's record in the routing file
+  uint32_t hash_begin    = 0;   // its prompt's block hashes: Workload::prefix_hashes[hash_begin ..
+  uint32_t hash_count    = 0;   //   + hash_count), leading block first; none: a prompt nobody shares
 };
 
 struct Workload {
@@ -45,7 +45,10 @@ struct Workload {
   // prompt_tokens = template_tokens. Shared, so that pointers to it survive copies and moves.
   std::shared_ptr<const Request> template_request;
   const Request* template_owner() const { return template_tokens == 0 ? nullptr : template_request.get(); }
-  std::span<const uint64_t> hashes(const Request& r) const { return {prefix_hashes.data() + r.hash_begin, r.hash_count}; }
+  std::span<const uint64_t> hashes(const Request& r) const
+  {
+    return {prefix_hashes.data() + r.hash_begin, r.hash_count};
+  }
 };
 
 }  // namespace eldr

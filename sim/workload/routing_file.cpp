@@ -42,8 +42,9 @@ RoutingHeader parse_header(const std::string& path, const uint8_t* bytes, uint64
     throw InputError(path, "header", "not an eldr routing file (bad magic; expected \"ELDRRT\")");
   const uint32_t version = uint32_t(get_le(bytes + 8, 4));
   if (version != kRoutingFileVersion)
-    throw InputError(path, "header", "version " + std::to_string(version) + " is not supported (this eldrsim reads version " +
-                                         std::to_string(kRoutingFileVersion) + ")");
+    throw InputError(path, "header",
+                     "version " + std::to_string(version) + " is not supported (this eldrsim reads version " +
+                         std::to_string(kRoutingFileVersion) + ")");
   RoutingHeader h;
   h.layers             = int(get_le(bytes + 12, 2));
   h.experts            = int(get_le(bytes + 14, 2));
@@ -57,28 +58,33 @@ RoutingHeader parse_header(const std::string& path, const uint8_t* bytes, uint64
   if (h.experts < 1)
     throw InputError(path, "header", "experts must be at least 1");
   if (h.top_k < 1 || h.top_k > h.experts)
-    throw InputError(path, "header", "top_k " + std::to_string(h.top_k) + " must be between 1 and experts (" +
-                                         std::to_string(h.experts) + ")");
+    throw InputError(path, "header",
+                     "top_k " + std::to_string(h.top_k) + " must be between 1 and experts (" +
+                         std::to_string(h.experts) + ")");
   if (flags & ~1u)
-    throw InputError(path, "header", "unknown flags 0x" + [&] {
-      char b[8];
-      std::snprintf(b, sizeof b, "%x", flags);
-      return std::string(b);
-    }());
+    throw InputError(
+        path, "header", "unknown flags 0x" + [&] {
+          char b[8];
+          std::snprintf(b, sizeof b, "%x", flags);
+          return std::string(b);
+        }());
   if (h.index_offset < kRoutingHeaderBytes || h.index_offset > file_size)
-    throw InputError(path, "header", "index offset " + std::to_string(h.index_offset) + " outside the file (" +
-                                         std::to_string(file_size) + " bytes): truncated or corrupt");
+    throw InputError(path, "header",
+                     "index offset " + std::to_string(h.index_offset) + " outside the file (" +
+                         std::to_string(file_size) + " bytes): truncated or corrupt");
   const uint64_t index_room = file_size - h.index_offset;
   if (h.records > index_room / kRoutingIndexEntryBytes)
-    throw InputError(path, "index", "truncated: " + std::to_string(h.records) + " records need " +
-                                        std::to_string((unsigned __int128)h.records * kRoutingIndexEntryBytes > ~0ULL
-                                                           ? ~0ULL
-                                                           : h.records * kRoutingIndexEntryBytes) +
-                                        " index bytes at offset " + std::to_string(h.index_offset) + ", the file has " +
-                                        std::to_string(index_room));
+    throw InputError(path, "index",
+                     "truncated: " + std::to_string(h.records) + " records need " +
+                         std::to_string((unsigned __int128)h.records * kRoutingIndexEntryBytes > ~0ULL
+                                            ? ~0ULL
+                                            : h.records * kRoutingIndexEntryBytes) +
+                         " index bytes at offset " + std::to_string(h.index_offset) + ", the file has " +
+                         std::to_string(index_room));
   if (index_room != h.records * kRoutingIndexEntryBytes)
-    throw InputError(path, "index", std::to_string(index_room - h.records * kRoutingIndexEntryBytes) +
-                                        " unexpected bytes after the index (corrupt, or not written by a v1 writer)");
+    throw InputError(path, "index",
+                     std::to_string(index_room - h.records * kRoutingIndexEntryBytes) +
+                         " unexpected bytes after the index (corrupt, or not written by a v1 writer)");
   return h;
 }
 
@@ -87,20 +93,21 @@ std::vector<RoutingRecordInfo> parse_index(const std::string& path, const Routin
   std::vector<RoutingRecordInfo> out(size_t(h.records));
   const unsigned __int128 token_bytes = h.token_bytes();
   for (uint64_t r = 0; r < h.records; ++r) {
-    const uint8_t* e = index + r * kRoutingIndexEntryBytes;
+    const uint8_t* e        = index + r * kRoutingIndexEntryBytes;
     RoutingRecordInfo& info = out[size_t(r)];
-    info.offset        = get_le(e, 8);
-    info.prompt_tokens = uint32_t(get_le(e + 8, 4));
-    info.output_tokens = uint32_t(get_le(e + 12, 4));
+    info.offset             = get_le(e, 8);
+    info.prompt_tokens      = uint32_t(get_le(e + 8, 4));
+    info.output_tokens      = uint32_t(get_le(e + 12, 4));
     const std::string field = "record " + std::to_string(r);
     if (info.prompt_tokens < 1)
       throw InputError(path, field, "prompt_tokens must be at least 1");
     const unsigned __int128 end = (unsigned __int128)info.offset + token_bytes * info.tokens();
     if (info.offset < kRoutingHeaderBytes || end > h.index_offset)
-      throw InputError(path, field, "data [" + std::to_string(info.offset) + ", " +
-                                        std::to_string(uint64_t(std::min<unsigned __int128>(end, ~0ULL))) +
-                                        ") lies outside the record area [" + std::to_string(kRoutingHeaderBytes) +
-                                        ", " + std::to_string(h.index_offset) + ")");
+      throw InputError(path, field,
+                       "data [" + std::to_string(info.offset) + ", " +
+                           std::to_string(uint64_t(std::min<unsigned __int128>(end, ~0ULL))) +
+                           ") lies outside the record area [" + std::to_string(kRoutingHeaderBytes) + ", " +
+                           std::to_string(h.index_offset) + ")");
   }
   return out;
 }
@@ -118,8 +125,9 @@ RoutingFile RoutingFile::load_index(const std::string& path)
   if (!in)
     throw InputError(path, "", "cannot open routing file");
   if (size < kRoutingHeaderBytes)
-    throw InputError(path, "header", "truncated: " + std::to_string(size) + " bytes, the header alone takes " +
-                                         std::to_string(kRoutingHeaderBytes));
+    throw InputError(path, "header",
+                     "truncated: " + std::to_string(size) + " bytes, the header alone takes " +
+                         std::to_string(kRoutingHeaderBytes));
   uint8_t head[kRoutingHeaderBytes];
   in.read(reinterpret_cast<char*>(head), sizeof head);
   RoutingFile f;
@@ -141,15 +149,16 @@ RoutingFile RoutingFile::load(const std::string& path)
   f.data_         = read_input_bytes(path);
   const auto size = uint64_t(f.data_.size());
   if (size < kRoutingHeaderBytes)
-    throw InputError(path, "header", "truncated: " + std::to_string(size) + " bytes, the header alone takes " +
-                                         std::to_string(kRoutingHeaderBytes));
-  f.header_       = parse_header(path, f.data_.data(), size);
-  f.index_        = parse_index(path, f.header_, f.data_.data() + f.header_.index_offset);
-  const auto& h   = f.header_;
-  const int k     = h.top_k;
-  const int idb   = h.id_bytes();
+    throw InputError(path, "header",
+                     "truncated: " + std::to_string(size) + " bytes, the header alone takes " +
+                         std::to_string(kRoutingHeaderBytes));
+  f.header_     = parse_header(path, f.data_.data(), size);
+  f.index_      = parse_index(path, f.header_, f.data_.data() + f.header_.index_offset);
+  const auto& h = f.header_;
+  const int k   = h.top_k;
+  const int idb = h.id_bytes();
   std::vector<uint32_t> seen(size_t(h.experts), 0);
-  uint32_t stamp  = 0;
+  uint32_t stamp = 0;
   for (size_t r = 0; r < f.index_.size(); ++r) {
     const RoutingRecordInfo& info = f.index_[r];
     const uint8_t* p              = f.data_.data() + info.offset;
@@ -190,7 +199,8 @@ void RoutingFile::ids(size_t record, uint64_t token, int layer, std::span<uint16
 {
   const RoutingRecordInfo& info = index_[record];
   const int idb                 = header_.id_bytes();
-  const uint8_t* p = data_.data() + info.offset + ((token * uint64_t(header_.layers) + uint64_t(layer)) * uint64_t(header_.top_k)) * uint64_t(idb);
+  const uint8_t* p              = data_.data() + info.offset +
+                     ((token * uint64_t(header_.layers) + uint64_t(layer)) * uint64_t(header_.top_k)) * uint64_t(idb);
   for (int j = 0; j < header_.top_k; ++j, p += idb)
     out[size_t(j)] = uint16_t(get_le(p, idb));
 }
@@ -199,7 +209,7 @@ void RoutingFile::gates(size_t record, uint64_t token, int layer, std::span<floa
 {
   const RoutingRecordInfo& info = index_[record];
   const uint64_t group          = uint64_t(header_.layers) * uint64_t(header_.top_k);
-  const uint8_t* p = data_.data() + info.offset + info.tokens() * group * uint64_t(header_.id_bytes()) +
+  const uint8_t* p              = data_.data() + info.offset + info.tokens() * group * uint64_t(header_.id_bytes()) +
                      (token * uint64_t(header_.layers) + uint64_t(layer)) * uint64_t(header_.top_k) * 4;
   for (int j = 0; j < header_.top_k; ++j, p += 4)
     out[size_t(j)] = std::bit_cast<float>(uint32_t(get_le(p, 4)));
@@ -210,9 +220,9 @@ void RoutingFile::gates(size_t record, uint64_t token, int layer, std::span<floa
 RoutingWriter::RoutingWriter(std::string path, int layers, int experts, int top_k, bool gates) : path_(std::move(path))
 {
   if (layers < 1 || layers > 65535 || experts < 1 || experts > 65535 || top_k < 1 || top_k > experts)
-    throw InputError(path_, "header", "layers, experts and top_k must be 1..65535 with top_k <= experts (got " +
-                                          std::to_string(layers) + ", " + std::to_string(experts) + ", " +
-                                          std::to_string(top_k) + ")");
+    throw InputError(path_, "header",
+                     "layers, experts and top_k must be 1..65535 with top_k <= experts (got " + std::to_string(layers) +
+                         ", " + std::to_string(experts) + ", " + std::to_string(top_k) + ")");
   header_.layers  = layers;
   header_.experts = experts;
   header_.top_k   = top_k;
@@ -271,8 +281,8 @@ void RoutingWriter::add_token(std::span<const uint16_t> ids, std::span<const flo
   if (!in_record_)
     fail("record " + std::to_string(index_.size()), "add_token outside a record");
   if (token_ >= index_.back().tokens())
-    fail("record " + std::to_string(r), "more tokens than prompt_tokens + output_tokens (" +
-                                            std::to_string(index_.back().tokens()) + ")");
+    fail("record " + std::to_string(r),
+         "more tokens than prompt_tokens + output_tokens (" + std::to_string(index_.back().tokens()) + ")");
   if (ids.size() != group)
     fail("record " + std::to_string(r) + ": token " + std::to_string(token_),
          "expected " + std::to_string(group) + " ids (layers x top_k), got " + std::to_string(ids.size()));
@@ -288,7 +298,7 @@ void RoutingWriter::add_token(std::span<const uint16_t> ids, std::span<const flo
       stamp_ = 1;
     }
     for (int j = 0; j < header_.top_k; ++j) {
-      const size_t i  = size_t(l) * size_t(header_.top_k) + size_t(j);
+      const size_t i    = size_t(l) * size_t(header_.top_k) + size_t(j);
       const unsigned id = ids[i];
       if (id >= unsigned(header_.experts))
         fail(record_field(r, token_, l), "expert id " + std::to_string(id) + " >= " + std::to_string(header_.experts));
@@ -336,7 +346,8 @@ uint32_t RoutingWriter::add_record(uint32_t prompt_tokens, uint32_t output_token
              " for " + std::to_string(toks) + " tokens, got " + std::to_string(ids.size()));
   begin_record(prompt_tokens, output_tokens);
   for (uint64_t t = 0; t < toks; ++t)
-    add_token(ids.subspan(t * group, group), header_.gates ? gates.subspan(t * group, group) : std::span<const float>{});
+    add_token(ids.subspan(t * group, group),
+              header_.gates ? gates.subspan(t * group, group) : std::span<const float>{});
   return end_record();
 }
 

@@ -21,15 +21,15 @@
 
 namespace eldr {
 
-inline constexpr uint32_t kRoutingFileVersion = 1;
-inline constexpr size_t kRoutingHeaderBytes   = 36;
+inline constexpr uint32_t kRoutingFileVersion   = 1;
+inline constexpr size_t kRoutingHeaderBytes     = 36;
 inline constexpr size_t kRoutingIndexEntryBytes = 16;
 
 struct RoutingHeader {
-  int layers   = 0;
-  int experts  = 0;
-  int top_k    = 0;
-  bool gates   = false;
+  int layers            = 0;
+  int experts           = 0;
+  int top_k             = 0;
+  bool gates            = false;
   uint64_t records      = 0;
   uint64_t index_offset = 0;
   int id_bytes() const { return experts <= 256 ? 1 : 2; }
@@ -48,7 +48,7 @@ struct RoutingRecordInfo {
 // header values, sizes, truncation, offsets, every id < experts, distinct ids per (token, layer),
 // finite gate values. Errors are InputError naming the file, the record, token and layer.
 class RoutingFile {
-public:
+ public:
   static RoutingFile load(const std::string& path);
   // Header and index only (cheap, whatever the file size); the record data is not read or checked.
   static RoutingFile load_index(const std::string& path);
@@ -66,7 +66,7 @@ public:
   // Their gate values (requires gates in the file).
   void gates(size_t record, uint64_t token, int layer, std::span<float> out) const;
 
-private:
+ private:
   std::string path_;
   RoutingHeader header_;
   std::vector<RoutingRecordInfo> index_;
@@ -78,7 +78,7 @@ private:
 // Destroying an unclosed writer removes the temporary file. Ids and gates are checked as they come
 // (InputError naming `path`, record, token and layer).
 class RoutingWriter {
-public:
+ public:
   RoutingWriter(std::string path, int layers, int experts, int top_k, bool gates);
   ~RoutingWriter();
   RoutingWriter(const RoutingWriter&)            = delete;
@@ -100,7 +100,7 @@ public:
   uint64_t records() const { return index_.size(); }
   uint64_t bytes_written() const { return pos_; }
 
-private:
+ private:
   void write(const void* p, size_t n);
   [[noreturn]] void fail(const std::string& field, const std::string& problem);
   std::string path_, tmp_;
@@ -108,8 +108,8 @@ private:
   std::FILE* f_ = nullptr;
   uint64_t pos_ = 0;
   std::vector<RoutingRecordInfo> index_;
-  bool in_record_      = false;
-  uint64_t token_      = 0;  // tokens added to the open record
+  bool in_record_ = false;
+  uint64_t token_ = 0;  // tokens added to the open record
   std::vector<float> record_gates_;
   std::vector<uint8_t> buf_;
   std::vector<uint32_t> seen_;  // per expert: stamp of the last group that used it

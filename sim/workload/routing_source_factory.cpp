@@ -9,14 +9,16 @@ namespace eldr {
 
 namespace {
 
-std::unique_ptr<ExpertRoutingSource> make_base_source(const Experiment& x, const Workload& w, const std::string& cache_dir)
+std::unique_ptr<ExpertRoutingSource> make_base_source(const Experiment& x, const Workload& w,
+                                                      const std::string& cache_dir)
 {
   if (x.workload.routing == "uniform")
     return std::make_unique<UniformRouting>(x.model, x.seed);
   if (x.workload.routing == "generated") {
     const std::string kind = x.workload.kind == "trace" ? "task" : x.workload.kind;
     return std::make_unique<GeneratedRouting>(x.model, x.routing_profile, kind, w.labels, x.seed,
-                                              x.workload.routing_profile_file, x.workload.new_subtopics_after_s, cache_dir);
+                                              x.workload.routing_profile_file, x.workload.new_subtopics_after_s,
+                                              cache_dir);
   }
   if (x.workload.routing == "trace")
     return std::make_unique<ReplayRouting>(load_replay_routing(x, w));

@@ -15,8 +15,8 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y)
   const size_t n = x.size();
   if (n < 2)
     return 0;
-  double mx = std::accumulate(x.begin(), x.end(), 0.0) / double(n);
-  double my = std::accumulate(y.begin(), y.end(), 0.0) / double(n);
+  double mx  = std::accumulate(x.begin(), x.end(), 0.0) / double(n);
+  double my  = std::accumulate(y.begin(), y.end(), 0.0) / double(n);
   double sxy = 0, sxx = 0, syy = 0;
   for (size_t i = 0; i < n; ++i) {
     sxy += (x[i] - mx) * (y[i] - my);
@@ -147,7 +147,8 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   // Prefill vs decode, per request.
   double psum = 0;
   for (size_t i = 0; i < sample.size(); ++i)
-    psum += pearson(std::vector<double>(pre[i].begin(), pre[i].end()), std::vector<double>(dec[i].begin(), dec[i].end()));
+    psum +=
+        pearson(std::vector<double>(pre[i].begin(), pre[i].end()), std::vector<double>(dec[i].begin(), dec[i].end()));
   st.pearson_prefill_decode = psum / double(sample.size());
 
   // Gate value per pick, per (label, layer, expert) cell, over the sampled prompts.
@@ -166,7 +167,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
           per_pick.push_back(gn.first[c] / gn.second[c]);
     if (!per_pick.empty()) {
       std::sort(per_pick.begin(), per_pick.end());
-      auto at = [&](double q) { return per_pick[size_t(q * double(per_pick.size() - 1) + 0.5)]; };
+      auto at             = [&](double q) { return per_pick[size_t(q * double(per_pick.size() - 1) + 0.5)]; };
       st.gate_per_pick_p5 = at(0.05), st.gate_per_pick_p50 = at(0.5), st.gate_per_pick_p95 = at(0.95);
     }
   }
@@ -203,8 +204,8 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
   st.top_share_uniform = 1.0 / shape.experts;
   for (int l = 0; l < shape.layers; ++l) {
     const double* row = &layer_totals[size_t(l) * shape.experts];
-    double total = std::accumulate(row, row + shape.experts, 0.0);
-    double share = total > 0 ? *std::max_element(row, row + shape.experts) / total : 0;
+    double total      = std::accumulate(row, row + shape.experts, 0.0);
+    double share      = total > 0 ? *std::max_element(row, row + shape.experts) / total : 0;
     st.top_share_mean += share / shape.layers;
     st.top_share_min = std::min(st.top_share_min, share);
     st.top_share_max = std::max(st.top_share_max, share);
@@ -282,8 +283,8 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     std::fill(u.begin(), u.end(), 0);
     std::fill(tokens.begin(), tokens.end(), 0);
     for (int k = 0; k < size; ++k) {
-      const Request* r = pick();
-      int t            = r->prompt_tokens + int(rng.below(uint64_t(r->output_tokens - 1)));
+      const Request* r            = pick();
+      int t                       = r->prompt_tokens + int(rng.below(uint64_t(r->output_tokens - 1)));
       std::span<const uint64_t> m = source.token_experts(*r, t);
       accumulate(u, m);
       for (int l = 0; l < shape.layers; ++l)
@@ -312,7 +313,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     b.batch = size;
     for (int k = 0; k < opt.batches; ++k) {
       // The label of a same-label batch follows the traffic mix (a random request's label).
-      const auto& members = by_label[pool[rng.below(pool.size())].label];
+      const auto& members             = by_label[pool[rng.below(pool.size())].label];
       const auto [same, same_tiles]   = batch_counts([&] { return members[rng.below(members.size())]; }, size);
       const auto [mixed, mixed_tiles] = batch_counts([&] { return &pool[rng.below(pool.size())]; }, size);
       b.distinct_same += same;

@@ -14,16 +14,16 @@
 namespace eldr {
 
 struct RoutingStatsOptions {
-  int requests                 = 400;   // requests sampled for per-request statistics and as batch members
-  int batches                  = 200;   // batches per size and kind
+  int requests                 = 400;  // requests sampled for per-request statistics and as batch members
+  int batches                  = 200;  // batches per size and kind
   std::vector<int> batch_sizes = {8, 16, 32, 64, 80};
   int pairs                    = 4000;  // request pairs for the signature correlations
   // Tokens per tile of the fused-MoE kernel (its BLOCK_M): an expert's weights are read once per tile
   // of the tokens routed to it, so a batch streams sum over experts of ceil(tokens / tile) expert
   // reads per layer, not its distinct experts (BatchLocality::tiles_same; docs/calibration.md
   // section 4). 16, the smallest tile of the MI300X's matrix instructions.
-  int tile_tokens              = 16;
-  uint64_t seed                = 1;
+  int tile_tokens = 16;
+  uint64_t seed   = 1;
   // The gate probabilities of a token's picks (layer-major, each layer's in ascending expert order,
   // as GateSource::token_gates gives them); when set, the gate-probability signature's Spearman is
   // measured too. A function rather than a gate source: the gates live in sim/routing.

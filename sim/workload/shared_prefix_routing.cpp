@@ -37,8 +37,8 @@ SharedPrefixRouting::SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> in
       else
         segments_.push_back({end, owner});
     }
-    const bool own_all = std::all_of(segments_.begin() + span.begin, segments_.end(),
-                                     [&](const Segment& s) { return s.owner == &r; });
+    const bool own_all =
+        std::all_of(segments_.begin() + span.begin, segments_.end(), [&](const Segment& s) { return s.owner == &r; });
     if (own_all)
       segments_.resize(span.begin);
     span.count = uint32_t(segments_.size()) - span.begin;

@@ -17,7 +17,7 @@
 namespace eldr {
 
 class SharedPrefixRouting : public ExpertRoutingSource {
-public:
+ public:
   // `w` (its requests and hashes) must outlive this source; calibration requests count as earlier
   // than served ones.
   SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> inner, const Workload& w);
@@ -40,7 +40,7 @@ public:
   // Prompt tokens of served and calibration requests routed as another request's.
   long shared_tokens() const { return shared_tokens_; }
 
-private:
+ private:
   struct Segment {
     int end;               // tokens [previous end, end) of the prompt
     const Request* owner;  // route as this request's

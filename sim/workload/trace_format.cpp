@@ -91,7 +91,8 @@ TraceManifest read_trace_manifest(const std::string& path)
   }
   m.prefix_block_tokens = r.is_null("prefix_block_tokens") ? 0 : int(r.integer("prefix_block_tokens", 0, 1, 1 << 24));
   m.source              = r.string("source", "");
-  m.request_count       = r.has("request_count") ? r.require_integer("request_count", 1, std::numeric_limits<uint32_t>::max()) : -1;
+  m.request_count =
+      r.has("request_count") ? r.require_integer("request_count", 1, std::numeric_limits<uint32_t>::max()) : -1;
   auto checksum = [&](const char* key) {
     if (!r.has(key) || r.is_null(key))
       return std::string();
@@ -128,7 +129,8 @@ struct LineContext {
       fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + v.dump());
     const long x = v.get<long>();
     if (x < min || x > max)
-      fail(key, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(x));
+      fail(key,
+           "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(x));
     return x;
   }
 };
@@ -143,7 +145,7 @@ std::string format_number(double v)
 
 // The reader's rules, shared with the writer: `file` names the file the errors blame.
 class RequestChecker {
-public:
+ public:
   RequestChecker(const std::string& file, const TraceManifest& m) : file_(file), m_(m)
   {
     for (size_t i = 0; i < m.labels.size(); ++i)
@@ -220,12 +222,13 @@ public:
   {
     LineContext c{file_, line};
     if (q.id != uint32_t(count_))
-      c.fail("id", "expected " + std::to_string(count_) + " (ids are 0, 1, ... in file order), got " + std::to_string(q.id));
+      c.fail("id",
+             "expected " + std::to_string(count_) + " (ids are 0, 1, ... in file order), got " + std::to_string(q.id));
     if (!std::isfinite(q.arrival_s) || q.arrival_s < 0)
       c.fail("arrival_s", "must be a finite number >= 0, got " + format_number(q.arrival_s));
     if (q.arrival_s < last_arrival_)
-      c.fail("arrival_s", format_number(q.arrival_s) + " is before the previous request's " + format_number(last_arrival_) +
-                              " (arrivals must be non-decreasing)");
+      c.fail("arrival_s", format_number(q.arrival_s) + " is before the previous request's " +
+                              format_number(last_arrival_) + " (arrivals must be non-decreasing)");
     if (q.prompt_tokens < 1)
       c.fail("prompt_tokens", "must be at least 1, got " + std::to_string(q.prompt_tokens));
     if (q.output_tokens < 2)
@@ -249,7 +252,7 @@ public:
     ++count_;
   }
 
-private:
+ private:
   const std::string& file_;
   const TraceManifest& m_;
   std::map<std::string, uint16_t> label_index_;
@@ -261,9 +264,9 @@ private:
 // and has exactly the request's prompt and output lengths.
 void check_routing(const Trace& t, const std::vector<TraceRequest>& requests, const std::string& requests_file)
 {
-  const RoutingFile rf  = RoutingFile::load_index(t.routing_path());
+  const RoutingFile rf   = RoutingFile::load_index(t.routing_path());
   const RoutingHeader& h = rf.header();
-  const TraceModel& m   = *t.manifest.model;
+  const TraceModel& m    = *t.manifest.model;
   if (h.layers != m.layers || h.experts != m.experts || h.top_k != m.top_k)
     throw InputError(t.manifest_path(), "model",
                      "layers " + std::to_string(m.layers) + ", experts " + std::to_string(m.experts) + ", top_k " +
@@ -271,7 +274,7 @@ void check_routing(const Trace& t, const std::vector<TraceRequest>& requests, co
                          ": " + std::to_string(h.layers) + ", " + std::to_string(h.experts) + ", " +
                          std::to_string(h.top_k) + ")");
   for (size_t i = 0; i < requests.size(); ++i) {
-    const TraceRequest& q = requests[i];
+    const TraceRequest& q   = requests[i];
     const std::string field = "line " + std::to_string(i + 1) + ": routing_record";
     if (uint64_t(q.routing_record) >= rf.records())
       throw InputError(requests_file, field,
@@ -279,7 +282,8 @@ void check_routing(const Trace& t, const std::vector<TraceRequest>& requests, co
                            std::to_string(rf.records()) + ")");
     const RoutingRecordInfo& info = rf.record(size_t(q.routing_record));
     // The last output token is sampled but never fed through the model, so its routing is optional.
-    const bool output_ok = info.output_tokens == uint32_t(q.output_tokens) || info.output_tokens + 1 == uint32_t(q.output_tokens);
+    const bool output_ok =
+        info.output_tokens == uint32_t(q.output_tokens) || info.output_tokens + 1 == uint32_t(q.output_tokens);
     if (info.prompt_tokens != uint32_t(q.prompt_tokens) || !output_ok)
       throw InputError(requests_file, field,
                        "record " + std::to_string(q.routing_record) + " holds " + std::to_string(info.prompt_tokens) +
@@ -295,8 +299,9 @@ namespace {
 
 [[noreturn]] void cut_or_edited(const std::string& file, const std::string& what)
 {
-  throw InputError(file, "", what + std::string(" recorded in ") + kTraceManifestName +
-                                 ": the file was cut or edited after the trace was written (regenerate or re-import the trace)");
+  throw InputError(file, "",
+                   what + std::string(" recorded in ") + kTraceManifestName +
+                       ": the file was cut or edited after the trace was written (regenerate or re-import the trace)");
 }
 
 }  // namespace
@@ -304,7 +309,8 @@ namespace {
 std::vector<TraceRequest> read_trace_requests(const std::string& path, const TraceManifest& manifest)
 {
   const std::string all = read_input_file(path);
-  if (!manifest.requests_fnv1a64.empty() && fnv1a64_text(fnv1a64(all.data(), all.size())) != manifest.requests_fnv1a64) {
+  if (!manifest.requests_fnv1a64.empty() &&
+      fnv1a64_text(fnv1a64(all.data(), all.size())) != manifest.requests_fnv1a64) {
     long lines = 0;
     std::istringstream scan(all);
     for (std::string l; std::getline(scan, l);)
@@ -360,8 +366,8 @@ void write_trace(const std::string& dir, const TraceManifest& manifest, const st
                  const std::string& named_dir)
 {
   Trace t;
-  t.dir      = dir;
-  t.manifest = manifest;
+  t.dir       = dir;
+  t.manifest  = manifest;
   Trace shown = t;  // what errors name
   if (!named_dir.empty())
     shown.dir = named_dir;
@@ -415,8 +421,8 @@ void write_trace(const std::string& dir, const TraceManifest& manifest, const st
   }
 
   nlohmann::ordered_json doc = nlohmann::ordered_json::object();
-  doc["format"]     = "eldr-trace";
-  doc["version"]    = kTraceFormatVersion;
+  doc["format"]              = "eldr-trace";
+  doc["version"]             = kTraceFormatVersion;
   if (manifest.model)
     doc["model"] = nlohmann::ordered_json{{"name", manifest.model->name},
                                           {"layers", manifest.model->layers},
@@ -424,14 +430,14 @@ void write_trace(const std::string& dir, const TraceManifest& manifest, const st
                                           {"top_k", manifest.model->top_k}};
   else
     doc["model"] = nullptr;
-  doc["labels"]       = manifest.labels;
-  doc["routing_file"] = manifest.routing_file.empty() ? nlohmann::ordered_json(nullptr)
-                                                      : nlohmann::ordered_json(manifest.routing_file);
+  doc["labels"] = manifest.labels;
+  doc["routing_file"] =
+      manifest.routing_file.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(manifest.routing_file);
   doc["prefix_block_tokens"] = manifest.prefix_block_tokens > 0 ? nlohmann::ordered_json(manifest.prefix_block_tokens)
                                                                 : nlohmann::ordered_json(nullptr);
-  doc["source"]       = manifest.source;
-  doc["request_count"]    = requests.size();
-  doc["requests_fnv1a64"] = fnv1a64_text(fnv1a64(text.data(), text.size()));
+  doc["source"]              = manifest.source;
+  doc["request_count"]       = requests.size();
+  doc["requests_fnv1a64"]    = fnv1a64_text(fnv1a64(text.data(), text.size()));
   if (!manifest.routing_file.empty() && fs::is_regular_file(t.routing_path(), ec))
     doc["routing_fnv1a64"] = fnv1a64_text(fnv1a64_file(t.routing_path()));
 

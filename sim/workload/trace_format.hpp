@@ -16,7 +16,7 @@
 
 namespace eldr {
 
-inline constexpr int kTraceFormatVersion       = 1;
+inline constexpr int kTraceFormatVersion        = 1;
 inline constexpr const char* kTraceManifestName = "trace.json";
 inline constexpr const char* kTraceRequestsName = "requests.jsonl";
 
@@ -28,11 +28,11 @@ struct TraceModel {
 };
 
 struct TraceManifest {
-  std::optional<TraceModel> model;   // the model whose routing the routing file holds (null without one)
-  std::vector<std::string> labels;   // request labels; requests refer to them by name
-  std::string routing_file;          // relative to the trace directory; empty: no routing
-  int prefix_block_tokens = 0;       // tokens per prefix_hashes block; 0: requests carry no hashes
-  std::string source;                // provenance, free text
+  std::optional<TraceModel> model;  // the model whose routing the routing file holds (null without one)
+  std::vector<std::string> labels;  // request labels; requests refer to them by name
+  std::string routing_file;         // relative to the trace directory; empty: no routing
+  int prefix_block_tokens = 0;      // tokens per prefix_hashes block; 0: requests carry no hashes
+  std::string source;               // provenance, free text
   // What the writer wrote, so that a file cut or edited afterwards is caught (older traces lack
   // them and are read unchecked): the request count and FNV-1a 64 (16 hex digits) of
   // requests.jsonl, and of the routing file when there is one. Empty/-1: not recorded.
@@ -42,12 +42,12 @@ struct TraceManifest {
 };
 
 struct TraceRequest {
-  uint32_t id         = 0;  // 0..n-1 in file order
-  double arrival_s    = 0;  // seconds, non-decreasing
-  int prompt_tokens   = 0;  // >= 1
-  int output_tokens   = 0;  // >= 2: the first is sampled by prefill, the rest by decode steps
-  uint16_t label      = 0;  // index into TraceManifest::labels
-  bool calibration    = false;
+  uint32_t id       = 0;  // 0..n-1 in file order
+  double arrival_s  = 0;  // seconds, non-decreasing
+  int prompt_tokens = 0;  // >= 1
+  int output_tokens = 0;  // >= 2: the first is sampled by prefill, the rest by decode steps
+  uint16_t label    = 0;  // index into TraceManifest::labels
+  bool calibration  = false;
   std::vector<uint64_t> prefix_hashes;  // block hashes of the prompt, leading block first
   int32_t routing_record = -1;          // record in the routing file, -1 without one
 };

@@ -26,9 +26,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // DeepSeek-V2-Lite's routed MoE: 26 layers (the first of its 27 is dense), 64 experts, top-6.
-constexpr int kEsftLayers  = 26;
-constexpr int kEsftExperts = 64;
-constexpr int kEsftTopK    = 6;
+constexpr int kEsftLayers           = 26;
+constexpr int kEsftExperts          = 64;
+constexpr int kEsftTopK             = 6;
 constexpr int kDefaultPrefillBudget = 8192;  // configs/default.json serving.prefill_token_budget
 
 std::string fmt(const char* f, double v)
@@ -97,7 +97,8 @@ bool apply_limits(const RequestTraceImportOptions& o, TraceRequest& q, int block
     }
     q.prompt_tokens = o.max_prompt;
     if (block_tokens > 0)
-      q.prefix_hashes.resize(std::min(q.prefix_hashes.size(), size_t((o.max_prompt + block_tokens - 1) / block_tokens)));
+      q.prefix_hashes.resize(
+          std::min(q.prefix_hashes.size(), size_t((o.max_prompt + block_tokens - 1) / block_tokens)));
     ++rep.clipped_prompts;
   }
   return true;
@@ -122,16 +123,16 @@ std::string options_text(const RequestTraceImportOptions& o)
   if (o.time_scale != 1)
     s += ", arrival times x " + fmt("%g", o.time_scale);
   if (o.max_prompt > 0)
-    s += std::string(", prompts over ") + std::to_string(o.max_prompt) + " tokens " + (o.drop_long ? "dropped" : "clipped");
+    s += std::string(", prompts over ") + std::to_string(o.max_prompt) + " tokens " +
+         (o.drop_long ? "dropped" : "clipped");
   return s + ", outputs raised to at least 2 tokens";
 }
 
 // What the Azure and Mooncake importers share: the input file, its rows (blank lines skipped, none
 // after --limit), their time order, the prompt limits, and the requests written with arrivals
 // relative to the first row's time. Time is the file's (integer nanoseconds or milliseconds).
-template <class Time>
-class RequestRows {
-public:
+template <class Time> class RequestRows {
+ public:
   // unit_s: seconds per unit of Time.
   RequestRows(const RequestTraceImportOptions& o, double unit_s) : o_(o), unit_s_(unit_s)
   {
@@ -200,7 +201,7 @@ public:
     return rep_;
   }
 
-private:
+ private:
   const RequestTraceImportOptions& o_;
   const double unit_s_;
   std::ifstream in_;
@@ -286,7 +287,7 @@ ImportReport import_esft(const EsftImportOptions& o)
     throw InputError("--domains", "", "no domains");
   StagedTrace stage(o.out_dir);
   ImportReport rep;
-  rep.out_dir = o.out_dir;
+  rep.out_dir              = o.out_dir;
   const size_t token_bytes = size_t(kEsftLayers) * kEsftTopK;
 
   struct Sequence {
@@ -309,8 +310,9 @@ ImportReport import_esft(const EsftImportOptions& o)
     ids                       = read_input_bytes(bin);
     const auto bin_size       = uint64_t(ids.size());
     if (bin_size % token_bytes != 0)
-      throw InputError(bin, "", std::to_string(bin_size) + " bytes is not a whole number of tokens of " +
-                                    std::to_string(token_bytes) + " bytes (26 layers x 6 ids)");
+      throw InputError(bin, "",
+                       std::to_string(bin_size) + " bytes is not a whole number of tokens of " +
+                           std::to_string(token_bytes) + " bytes (26 layers x 6 ids)");
     const uint64_t bin_tokens = bin_size / token_bytes;
 
     std::ifstream csv_in = open_input_file(csv);
@@ -325,15 +327,16 @@ ImportReport import_esft(const EsftImportOptions& o)
         continue;
       if (o.sequences_per_domain > 0 && taken >= o.sequences_per_domain)
         break;
-      const auto cols = split_csv(line);
+      const auto cols         = split_csv(line);
       const std::string where = "line " + std::to_string(lineno);
       if (cols.size() != 3)
         throw InputError(csv, where, "expected 3 columns");
       const long n      = parse_long(cols[1], csv, where + ": num_tokens", 1);
       const long offset = parse_long(cols[2], csv, where + ": token_offset", 0);
       if (uint64_t(offset) + uint64_t(n) > bin_tokens)
-        throw InputError(csv, where, "tokens [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
-                                         ") lie beyond the " + std::to_string(bin_tokens) + " tokens of " + bin);
+        throw InputError(csv, where,
+                         "tokens [" + std::to_string(offset) + ", " + std::to_string(offset + n) + ") lie beyond the " +
+                             std::to_string(bin_tokens) + " tokens of " + bin);
       ++taken;
       ++rep.rows;
       if (n < 3) {
@@ -349,11 +352,12 @@ ImportReport import_esft(const EsftImportOptions& o)
           for (int j = 0; j < kEsftTopK; ++j) {
             const unsigned e = p[(size_t(t) * kEsftLayers + size_t(l)) * kEsftTopK + size_t(j)];
             if (e >= unsigned(kEsftExperts) || (seen >> e & 1)) {
-              const std::string field = "token " + std::to_string(offset + t) + " (sequence " + cols[0] + ") layer " +
-                                        std::to_string(l);
-              throw InputError(bin, field, "expert id " + std::to_string(e) +
-                                               (e >= unsigned(kEsftExperts) ? " >= " + std::to_string(kEsftExperts)
-                                                                            : std::string(" appears twice")));
+              const std::string field =
+                  "token " + std::to_string(offset + t) + " (sequence " + cols[0] + ") layer " + std::to_string(l);
+              throw InputError(bin, field,
+                               "expert id " + std::to_string(e) +
+                                   (e >= unsigned(kEsftExperts) ? " >= " + std::to_string(kEsftExperts)
+                                                                : std::string(" appears twice")));
             }
             seen |= uint64_t(1) << e;
           }
@@ -365,8 +369,9 @@ ImportReport import_esft(const EsftImportOptions& o)
   if (seqs.empty())
     throw InputError(o.data_dir, "", "no usable sequences");
   if (o.calibration >= long(seqs.size()))
-    throw InputError("--calibration", "", std::to_string(o.calibration) + " calibration sequences leave none to serve (" +
-                                              std::to_string(seqs.size()) + " usable sequences)");
+    throw InputError("--calibration", "",
+                     std::to_string(o.calibration) + " calibration sequences leave none to serve (" +
+                         std::to_string(seqs.size()) + " usable sequences)");
 
   // Routing records in domain and sequence order (record i = sequence i).
   const std::string routing_name = "routing.bin";
@@ -418,7 +423,7 @@ ImportReport import_esft(const EsftImportOptions& o)
   m.model        = TraceModel{"deepseek-v2-lite", kEsftLayers, kEsftExperts, kEsftTopK};
   m.labels       = o.domains;
   m.routing_file = routing_name;
-  m.source = "ESFT expert routing (deepseek-ai/ESFT results/expert_scores/{" + join(o.domains, ",") +
+  m.source       = "ESFT expert routing (deepseek-ai/ESFT results/expert_scores/{" + join(o.domains, ",") +
              "}, ESFT-vanilla-lite = DeepSeek-V2-Lite architecture; repo code MIT, result files state no licence), "
              "teacher-forced whole sequences, as shipped in traces/routing/esft_deepseek_v2_lite. Imported by "
              "`eldrsim trace import esft`: one request per sequence labelled by its domain; prompt = the first " +
@@ -460,9 +465,11 @@ ImportReport import_azure(const RequestTraceImportOptions& opt)
   }
   TraceManifest m;
   m.source = "Azure LLM inference trace 2023 (Azure/AzurePublicDataset data/AzureLLMInferenceTrace_{conv,code}.csv, "
-             "2023-11-16; CC-BY-4.0, cite Splitwise, ISCA'24), from " + fs::path(o.input).filename().string() +
+             "2023-11-16; CC-BY-4.0, cite Splitwise, ISCA'24), from " +
+             fs::path(o.input).filename().string() +
              ". Imported by `eldrsim trace import azure`: arrival = TIMESTAMP - first row's, prompt = ContextTokens, "
-             "output = GeneratedTokens; " + options_text(o) + ". No routing.";
+             "output = GeneratedTokens; " +
+             options_text(o) + ". No routing.";
   return rows.write(m);
 }
 
@@ -489,15 +496,16 @@ ImportReport import_mooncake(const RequestTraceImportOptions& opt)
     rows.arrive(ts, where + ".timestamp");
     const size_t blocks = size_t((std::max(q.prompt_tokens, 1) + kBlock - 1) / kBlock);
     if (q.prefix_hashes.size() > blocks)
-      throw InputError(o.input, where + ".hash_ids", std::to_string(q.prefix_hashes.size()) + " hashes for " +
-                                                         std::to_string(q.prompt_tokens) + " tokens (" +
-                                                         std::to_string(blocks) + " blocks of 512)");
+      throw InputError(o.input, where + ".hash_ids",
+                       std::to_string(q.prefix_hashes.size()) + " hashes for " + std::to_string(q.prompt_tokens) +
+                           " tokens (" + std::to_string(blocks) + " blocks of 512)");
     rows.add(std::move(q), kBlock);
   }
   TraceManifest m;
   m.prefix_block_tokens = kBlock;
   m.source = "Mooncake conversation trace (kvcache-ai/Mooncake FAST25-release/traces/conversation_trace.jsonl, "
-             "Apache-2.0), from " + fs::path(o.input).filename().string() +
+             "Apache-2.0), from " +
+             fs::path(o.input).filename().string() +
              ". Imported by `eldrsim trace import mooncake`: arrival = (timestamp - first row's) ms, prompt = "
              "input_length, output = output_length, prefix_hashes = hash_ids as given (512-token blocks); " +
              options_text(o) + ". No routing.";
@@ -526,7 +534,7 @@ std::map<std::string, double> read_arrivals_csv(const std::string& path)
     if (line.empty())
       continue;
     const std::string where = "line " + std::to_string(lineno);
-    const auto cols = split_csv(line);
+    const auto cols         = split_csv(line);
     if (cols.size() != 2 || cols[0].empty())
       throw InputError(path, where, "expected 2 columns: request_id,arrival_s");
     double t = 0;
@@ -557,9 +565,10 @@ void append_ids(const ExpertArray& a, const ModelSpec& m, const std::string& mod
                 const std::string& field, std::vector<uint16_t>& out)
 {
   if (a.shape[0] > 0 && (a.shape[1] != size_t(m.layers) || a.shape[2] != size_t(m.top_k)))
-    throw InputError(file, field, "shape " + dims_text(a.shape) + " (tokens, layers, top_k) does not fit " + model_file +
-                                      ": " + std::to_string(m.layers) + " MoE layers, top-" + std::to_string(m.top_k) +
-                                      " (is --model the served model?)");
+    throw InputError(file, field,
+                     "shape " + dims_text(a.shape) + " (tokens, layers, top_k) does not fit " + model_file + ": " +
+                         std::to_string(m.layers) + " MoE layers, top-" + std::to_string(m.top_k) +
+                         " (is --model the served model?)");
   std::vector<uint32_t> seen(size_t(m.experts), UINT32_MAX);
   for (size_t t = 0; t < a.shape[0]; ++t)
     for (size_t l = 0; l < a.shape[1]; ++l) {
@@ -568,8 +577,9 @@ void append_ids(const ExpertArray& a, const ModelSpec& m, const std::string& mod
         const int64_t e     = a.at(t, l, k);
         const std::string f = field + "[" + std::to_string(t) + "][" + std::to_string(l) + "]";
         if (e < 0 || e >= m.experts)
-          throw InputError(file, f, "expert id " + std::to_string(e) + " out of range: " + model_file + " has " +
-                                        std::to_string(m.experts) + " experts (0.." + std::to_string(m.experts - 1) + ")");
+          throw InputError(file, f,
+                           "expert id " + std::to_string(e) + " out of range: " + model_file + " has " +
+                               std::to_string(m.experts) + " experts (0.." + std::to_string(m.experts - 1) + ")");
         if (seen[size_t(e)] == group)
           throw InputError(file, f, "expert id " + std::to_string(e) + " appears twice");
         seen[size_t(e)] = group;
@@ -582,10 +592,11 @@ void append_ids(const ExpertArray& a, const ModelSpec& m, const std::string& mod
 ExpertArray token_rows(const ExpertArray& a, size_t from, size_t to)
 {
   ExpertArray r;
-  r.shape    = {to - from, to > from ? a.shape[1] : 0, to > from ? a.shape[2] : 0};
-  r.encoding = a.encoding;
+  r.shape                = {to - from, to > from ? a.shape[1] : 0, to > from ? a.shape[2] : 0};
+  r.encoding             = a.encoding;
   const size_t per_token = a.shape[1] * a.shape[2];
-  r.values.assign(a.values.begin() + std::ptrdiff_t(from * per_token), a.values.begin() + std::ptrdiff_t(to * per_token));
+  r.values.assign(a.values.begin() + std::ptrdiff_t(from * per_token),
+                  a.values.begin() + std::ptrdiff_t(to * per_token));
   return r;
 }
 
@@ -604,9 +615,10 @@ void drop_dense_layers(ExpertArray& a, const ModelSpec& m, const std::string& mo
       dense[(i / a.shape[2]) % a.shape[1]] = false;
   const size_t n_dense = size_t(std::count(dense.begin(), dense.end(), true));
   if (a.shape[1] - n_dense != size_t(m.layers))
-    throw InputError(file, field, "shape " + dims_text(a.shape) + " has " + std::to_string(a.shape[1]) + " layers, " +
-                                      model_file + " has " + std::to_string(m.layers) + " MoE layers, and " +
-                                      std::to_string(n_dense) + " layers hold only zeros (dense layers): is --model the served model?");
+    throw InputError(file, field,
+                     "shape " + dims_text(a.shape) + " has " + std::to_string(a.shape[1]) + " layers, " + model_file +
+                         " has " + std::to_string(m.layers) + " MoE layers, and " + std::to_string(n_dense) +
+                         " layers hold only zeros (dense layers): is --model the served model?");
   ExpertArray r;
   r.shape    = {a.shape[0], size_t(m.layers), a.shape[2]};
   r.encoding = a.encoding;
@@ -658,14 +670,14 @@ ImportReport import_vllm(const VllmImportOptions& o)
       bool present = false;
     };
     auto array = [&](const char* key) {
-      auto present = [&](const Json* j) { return j && j->is_object() && j->contains(key) && !(*j)[key].is_null(); };
+      auto present   = [&](const Json* j) { return j && j->is_object() && j->contains(key) && !(*j)[key].is_null(); };
       const bool top = present(&row), in_choice = present(choice);
       Found f;
       if (!top && !in_choice)
         return f;
       if (!top && row["choices"].size() > 1)
-        throw InputError(o.input, where + ": choices", "has " + std::to_string(row["choices"].size()) +
-                                                           " completions; import responses of n = 1");
+        throw InputError(o.input, where + ": choices",
+                         "has " + std::to_string(row["choices"].size()) + " completions; import responses of n = 1");
       f.present = true;
       f.field   = where + ": " + (top ? "" : "choices[0].") + key;
       f.a       = parse_expert_array(top ? row[key] : (*choice)[key], o.input, f.field);
@@ -700,8 +712,9 @@ ImportReport import_vllm(const VllmImportOptions& o)
                          "covers prompt and output (no prompt_routed_experts), but the response has no "
                          "usage.prompt_tokens to split it by: keep the whole response");
       if (gen.a.shape[0] < size_t(usage_prompt))
-        throw InputError(o.input, gen.field, std::to_string(gen.a.shape[0]) + " tokens, fewer than usage.prompt_tokens (" +
-                                                 std::to_string(usage_prompt) + ")");
+        throw InputError(o.input, gen.field,
+                         std::to_string(gen.a.shape[0]) + " tokens, fewer than usage.prompt_tokens (" +
+                             std::to_string(usage_prompt) + ")");
       drop_dense_layers(gen.a, model, o.model_file, o.input, gen.field);
       prompt.a     = token_rows(gen.a, 0, size_t(usage_prompt));
       prompt.field = gen.field + " (prompt tokens)";
@@ -725,20 +738,22 @@ ImportReport import_vllm(const VllmImportOptions& o)
     q.routed_output = uint32_t(std::min<size_t>(gen.a.shape[0], 1 << 30));
     q.output        = int(q.routed_output) + 1;
     if (usage_prompt >= 0 && usage_prompt != q.prompt)
-      throw InputError(o.input, prompt.field, std::to_string(q.prompt) + " tokens, but usage.prompt_tokens is " +
-                                                  std::to_string(usage_prompt));
+      throw InputError(o.input, prompt.field,
+                       std::to_string(q.prompt) + " tokens, but usage.prompt_tokens is " +
+                           std::to_string(usage_prompt));
     if (usage_completion >= 0) {
       const long n = usage_completion;
       if (long(q.routed_output) != n && long(q.routed_output) != n - 1)
-        throw InputError(o.input, gen.field, std::to_string(q.routed_output) + " tokens, but usage.completion_tokens is " +
-                                                 std::to_string(n) + " (want that or one less)");
+        throw InputError(o.input, gen.field,
+                         std::to_string(q.routed_output) + " tokens, but usage.completion_tokens is " +
+                             std::to_string(n) + " (want that or one less)");
       q.output = int(n);
     }
 
     // Each response once: two lines of one request would share its arrival and serve it twice.
     if (row.contains(o.id_field) && (row[o.id_field].is_string() || row[o.id_field].is_number_integer())) {
-      const Json& id        = row[o.id_field];
-      const std::string key = id.is_string() ? id.get<std::string>() : id.dump();
+      const Json& id         = row[o.id_field];
+      const std::string key  = id.is_string() ? id.get<std::string>() : id.dump();
       const auto [it, fresh] = id_lines.emplace(key, lineno);
       if (!fresh)
         throw InputError(o.input, where + ": " + o.id_field,
@@ -766,7 +781,8 @@ ImportReport import_vllm(const VllmImportOptions& o)
     } else {
       const Json* id = row.contains(o.id_field) ? &row[o.id_field] : nullptr;
       if (!id || !(id->is_string() || id->is_number_integer()))
-        throw InputError(o.input, where + ": " + o.id_field, "missing (a string or integer request id to join --arrivals by)");
+        throw InputError(o.input, where + ": " + o.id_field,
+                         "missing (a string or integer request id to join --arrivals by)");
       const std::string key = id->is_string() ? id->get<std::string>() : id->dump();
       const auto it         = arrivals.find(key);
       if (it == arrivals.end())
@@ -790,17 +806,20 @@ ImportReport import_vllm(const VllmImportOptions& o)
   if (reqs.empty())
     throw InputError(o.input, "", "no usable responses");
   if (o.calibration >= long(reqs.size()))
-    throw InputError("--calibration", "", std::to_string(o.calibration) + " calibration requests leave none to serve (" +
-                                              std::to_string(reqs.size()) + " usable responses)");
+    throw InputError("--calibration", "",
+                     std::to_string(o.calibration) + " calibration requests leave none to serve (" +
+                         std::to_string(reqs.size()) + " usable responses)");
 
   // Arrival order (ties: file order), times relative to the first.
-  std::stable_sort(reqs.begin(), reqs.end(), [](const VllmRequest& a, const VllmRequest& b) { return a.arrival < b.arrival; });
+  std::stable_sort(reqs.begin(), reqs.end(),
+                   [](const VllmRequest& a, const VllmRequest& b) { return a.arrival < b.arrival; });
   const double t0 = reqs.front().arrival;
   TraceManifest m;
   m.model = TraceModel{model.name, model.layers, model.experts, model.top_k};
   std::vector<TraceRequest> out;
   const std::string routing_name = "routing.bin";
-  RoutingWriter writer((fs::path(stage.dir()) / routing_name).string(), model.layers, model.experts, model.top_k, false);
+  RoutingWriter writer((fs::path(stage.dir()) / routing_name).string(), model.layers, model.experts, model.top_k,
+                       false);
   for (const VllmRequest& r : reqs) {
     auto lab = std::find(m.labels.begin(), m.labels.end(), r.label);
     if (lab == m.labels.end())
@@ -817,17 +836,18 @@ ImportReport import_vllm(const VllmImportOptions& o)
     out.push_back(std::move(q));
   }
   writer.close();
-  rep.routing_bytes = writer.bytes_written();
+  rep.routing_bytes     = writer.bytes_written();
   const std::string who = served.empty() ? "an unnamed model (the responses have no 'model' field)"
                                          : "'" + served + "' (the responses' model field)";
-  rep.model = "expert ids of " + who + ", checked against " + o.model_file + " (" + model.name + ": " +
+  rep.model             = "expert ids of " + who + ", checked against " + o.model_file + " (" + model.name + ": " +
               std::to_string(model.layers) + " MoE layers, " + std::to_string(model.experts) + " experts, top-" +
               std::to_string(model.top_k) + ")";
   m.routing_file = routing_name;
-  m.source = "Real routing captured from vLLM (--enable-return-routed-experts) by the user: " +
+  m.source       = "Real routing captured from vLLM (--enable-return-routed-experts) by the user: " +
              fs::path(o.input).filename().string() + ", " + rep.model + "; arrays as " + encodings +
              ". Imported by `eldrsim trace import vllm`: one request per response, prompt = prompt_routed_experts' "
-             "tokens (or routed_experts' first usage.prompt_tokens rows), output = usage.completion_tokens (else routed tokens + 1); arrivals from " +
+             "tokens (or routed_experts' first usage.prompt_tokens rows), output = usage.completion_tokens (else "
+             "routed tokens + 1); arrivals from " +
              (o.arrivals_csv.empty() ? "each line's " + o.arrival_field
                                      : fs::path(o.arrivals_csv).filename().string() + " joined by " + o.id_field) +
              ", relative to the first; " + std::to_string(rep.skipped_short) +

@@ -15,20 +15,20 @@ namespace eldr {
 
 struct ImportReport {
   std::string out_dir;
-  long rows            = 0;  // input rows (sequences for ESFT) considered
-  long requests        = 0;  // requests written
-  long calibration     = 0;  // of which flagged "calibration"
-  long skipped_short   = 0;  // ESFT: sequences too short for a prompt and two output tokens
-  long clipped_prompts = 0;  // prompts cut to --max-prompt
-  long dropped_long    = 0;  // rows dropped for a prompt over --max-prompt
-  long clamped_outputs = 0;  // outputs raised to the minimum of 2 tokens
-  long clamped_prompts = 0;  // prompts raised to the minimum of 1 token
+  long rows               = 0;  // input rows (sequences for ESFT) considered
+  long requests           = 0;  // requests written
+  long calibration        = 0;  // of which flagged "calibration"
+  long skipped_short      = 0;  // ESFT: sequences too short for a prompt and two output tokens
+  long clipped_prompts    = 0;  // prompts cut to --max-prompt
+  long dropped_long       = 0;  // rows dropped for a prompt over --max-prompt
+  long clamped_outputs    = 0;  // outputs raised to the minimum of 2 tokens
+  long clamped_prompts    = 0;  // prompts raised to the minimum of 1 token
   long prompts_over_8192  = 0;  // written prompts longer than the default serving.prefill_token_budget
   int max_prompt_written  = 0;
   uint64_t routing_tokens = 0;
   uint64_t routing_bytes  = 0;
   double duration_s       = 0;  // last arrival
-  std::string model;              // whose expert ids the routing holds, and what they were checked against
+  std::string model;            // whose expert ids the routing holds, and what they were checked against
   // One line per fact, for the command's output.
   std::vector<std::string> summary() const;
 };
@@ -37,22 +37,22 @@ struct EsftImportOptions {
   std::string data_dir;  // holds esft_<domain>_top6_u8.bin and esft_<domain>_seqlens.csv
   std::string out_dir;
   std::vector<std::string> domains = {"law", "intent", "summary", "translation"};
-  double prompt_fraction    = 0.4;  // prompt = floor(tokens x fraction), at least 1, at most tokens - 2
-  double rate_rps           = 10;   // Poisson arrivals (ESFT has no times)
-  uint64_t seed             = 1;
-  long calibration          = 0;    // the first N sequences (after the shuffle) become calibration requests
-  bool shuffle              = true;
-  long sequences_per_domain = 0;    // 0: all; else the first N of each domain (before the shuffle)
-  int repeat                = 1;    // served requests per sequence (copies share the routing record)
+  double prompt_fraction           = 0.4;  // prompt = floor(tokens x fraction), at least 1, at most tokens - 2
+  double rate_rps                  = 10;   // Poisson arrivals (ESFT has no times)
+  uint64_t seed                    = 1;
+  long calibration                 = 0;  // the first N sequences (after the shuffle) become calibration requests
+  bool shuffle                     = true;
+  long sequences_per_domain        = 0;  // 0: all; else the first N of each domain (before the shuffle)
+  int repeat                       = 1;  // served requests per sequence (copies share the routing record)
 };
 
 struct RequestTraceImportOptions {
   std::string input;
   std::string out_dir;
-  std::string label;        // empty: the importer's default
-  long limit        = 0;    // 0: all rows; else the first N rows
-  double time_scale = 1;    // arrival times are multiplied by this (0.5: twice the rate)
-  int max_prompt    = 0;    // 0: no limit; else prompts longer than this are clipped (or dropped)
+  std::string label;      // empty: the importer's default
+  long limit        = 0;  // 0: all rows; else the first N rows
+  double time_scale = 1;  // arrival times are multiplied by this (0.5: twice the rate)
+  int max_prompt    = 0;  // 0: no limit; else prompts longer than this are clipped (or dropped)
   bool drop_long    = false;
 };
 
@@ -69,10 +69,10 @@ ImportReport import_azure(const RequestTraceImportOptions& o);
 ImportReport import_mooncake(const RequestTraceImportOptions& o);
 
 struct VllmImportOptions {
-  std::string input;           // one completion response (a JSON object) per line
+  std::string input;  // one completion response (a JSON object) per line
   std::string out_dir;
-  std::string model_file;      // models/<name>.json the ids belong to: layers, experts and top_k are checked
-  std::string arrivals_csv;    // empty: each line's arrival_field; else request_id,arrival_s joined by id_field
+  std::string model_file;    // models/<name>.json the ids belong to: layers, experts and top_k are checked
+  std::string arrivals_csv;  // empty: each line's arrival_field; else request_id,arrival_s joined by id_field
   std::string arrival_field = "arrival_s";
   std::string id_field      = "id";
   std::string label         = "chat";  // for lines without a string "label"

@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -25,7 +25,7 @@ namespace {
 
 // The files a trace directory holds (the routing file as the writers name it).
 const std::vector<std::string> kTraceFiles = {kTraceRequestsName, "routing.bin", kTraceManifestName};
-constexpr const char* kStagingTag        = ".eldr-trace-tmp";
+constexpr const char* kStagingTag          = ".eldr-trace-tmp";
 
 sigset_t interrupt_signals()
 {
@@ -43,7 +43,7 @@ long staging_pid(const std::string& name)
   if (!name.starts_with(".") || at == std::string::npos)
     return 0;
   const std::string mine = owner_suffix(), host = mine.substr(0, mine.rfind('@') + 1);  // "@HOST@"
-  const size_t from      = at + std::strlen(kStagingTag);
+  const size_t from = at + std::strlen(kStagingTag);
   if (name.compare(from, host.size(), host) != 0)
     return -1;  // another host's
   return std::atol(name.c_str() + from + host.size());
@@ -78,7 +78,7 @@ StagedTrace::StagedTrace(const std::string& target) : target_(target)
   if (target.empty())
     throw InputError("--out", "", "an empty path: give the trace directory to write");
   std::error_code ec;
-  const fs::path t = fs::absolute(fs::path(target), ec).lexically_normal();
+  const fs::path t   = fs::absolute(fs::path(target), ec).lexically_normal();
   const fs::path dir = t.has_filename() ? t : t.parent_path();  // "out/" -> "out"
   const auto st      = fs::status(dir, ec);
   if (fs::exists(st) && !fs::is_directory(st))
@@ -101,7 +101,7 @@ StagedTrace::StagedTrace(const std::string& target) : target_(target)
   if (::mkdir(staging_.c_str(), 0755) != 0)
     throw InputError(target, "", std::string("cannot write a trace here: ") + std::strerror(errno));
   const bool had_trace = mode_ != Mode::absent && fs::exists(dir / kTraceManifestName, ec);
-  target_               = dir.string();
+  target_              = dir.string();
   // An interrupt removes the staged files (and their temporaries), then the staging directory.
   std::vector<std::string> files;
   for (const auto& f : kTraceFiles) {

@@ -12,7 +12,7 @@
 namespace eldr {
 
 class StagedTrace {
-public:
+ public:
   // Checks that `target` can take a trace (absent, or a directory; not an empty path) and makes the
   // staging directory: an InputError naming `target` otherwise. Call before reading the inputs.
   explicit StagedTrace(const std::string& target);
@@ -29,7 +29,7 @@ public:
   // trace lacks is removed), then the new trace.json.
   void commit();
 
-private:
+ private:
   std::string target_, staging_;
   enum class Mode { absent, swap, in_place } mode_;
   bool committed_ = false;

@@ -42,16 +42,17 @@ void check_trace_model(const TraceManifest& manifest, const std::string& manifes
   const TraceModel& t = *manifest.model;
   if (t.layers != m.layers || t.experts != m.experts || t.top_k != m.top_k)
     throw InputError(manifest_path, "model",
-                     "'" + t.name + "' (" + dims(t.layers, t.experts, t.top_k) + ") does not match the experiment's model '" +
-                         m.name + "' (" + dims(m.layers, m.experts, m.top_k) + ") in " + x.config_file +
+                     "'" + t.name + "' (" + dims(t.layers, t.experts, t.top_k) +
+                         ") does not match the experiment's model '" + m.name + "' (" +
+                         dims(m.layers, m.experts, m.top_k) + ") in " + x.config_file +
                          ": replaying routing needs the same layers, experts and top_k");
   check_trace_model_name(manifest, manifest_path, x);
 }
 
 Workload load_trace_workload(const Experiment& x)
 {
-  const WorkloadSpec& spec = x.workload;
-  Trace t                  = read_trace(spec.trace_dir);
+  const WorkloadSpec& spec   = x.workload;
+  Trace t                    = read_trace(spec.trace_dir);
   const std::string req_file = t.requests_path();
   if (spec.routing == "trace") {
     if (t.manifest.routing_file.empty())
@@ -63,14 +64,15 @@ Workload load_trace_workload(const Experiment& x)
 
   // Split in file order (indices into t.requests).
   std::vector<size_t> calibration, served;
-  const bool flagged = std::any_of(t.requests.begin(), t.requests.end(), [](const TraceRequest& q) { return q.calibration; });
-  const size_t n     = t.requests.size();
+  const bool flagged =
+      std::any_of(t.requests.begin(), t.requests.end(), [](const TraceRequest& q) { return q.calibration; });
+  const size_t n       = t.requests.size();
   const size_t first_n = flagged ? 0 : size_t(std::min<long>(spec.calibration_requests, long(n)));
   for (size_t i = 0; i < n; ++i)
     ((flagged ? t.requests[i].calibration : i < first_n) ? calibration : served).push_back(i);
 
-  const long warmup   = spec.warmup_requests;
-  const long left     = long(served.size());
+  const long warmup = spec.warmup_requests;
+  const long left   = long(served.size());
   if (left < warmup + 1)
     throw InputError(x.config_file, "workload.warmup_requests",
                      std::to_string(warmup) + " warm-up requests and at least one measured request need " +
@@ -92,7 +94,7 @@ Workload load_trace_workload(const Experiment& x)
   for (auto& s : routing_seed)
     s = content();
   const uint64_t prefix_seed = stream_seed(x.seed, "workload.prefix_hash");
-  auto make = [&](size_t i) {
+  auto make                  = [&](size_t i) {
     const TraceRequest& q = t.requests[i];
     Request r;
     r.label          = q.label;
@@ -109,9 +111,9 @@ Workload load_trace_workload(const Experiment& x)
   };
 
   for (size_t k = 0; k < calibration.size(); ++k) {
-    Request r  = make(calibration[k]);
-    r.id       = uint32_t(k);
-    r.measured = false;
+    Request r   = make(calibration[k]);
+    r.id        = uint32_t(k);
+    r.measured  = false;
     r.arrival_s = 0;  // never served
     w.calibration.push_back(r);
   }
@@ -119,7 +121,8 @@ Workload load_trace_workload(const Experiment& x)
   Rng warm_arrivals(x.seed, "workload.arrivals.warmup");
   Rng measured_arrivals(x.seed, "workload.arrivals.measured");
   const double t_warm0 = warmup > 0 ? t.requests[served[0]].arrival_s : 0;
-  const double t_meas0 = warmup > 0 ? t.requests[served[size_t(warmup - 1)]].arrival_s : t.requests[served[0]].arrival_s;
+  const double t_meas0 =
+      warmup > 0 ? t.requests[served[size_t(warmup - 1)]].arrival_s : t.requests[served[0]].arrival_s;
   double t_warm = 0, t_meas = 0;
   w.requests.reserve(served.size());
   for (size_t k = 0; k < served.size(); ++k) {
@@ -140,11 +143,11 @@ Workload load_trace_workload(const Experiment& x)
 
   // Every served request must be servable: a prompt within one prefill batch, prompt + output within
   // a decode worker's KV memory (admission reserves whole blocks for both).
-  const double kv_capacity = CostModel(x.model, x.hardware, x.calibration).kv_capacity_bytes(x.serving.kv_memory_fraction,
-                                                                                              x.topology.decode.gpus_per_instance);
+  const double kv_capacity = CostModel(x.model, x.hardware, x.calibration)
+                                 .kv_capacity_bytes(x.serving.kv_memory_fraction, x.topology.decode.gpus_per_instance);
   for (size_t k = 0; k < served.size(); ++k) {
-    const Request& r        = w.requests[k];
-    const std::string line  = "line " + std::to_string(served[k] + 1);
+    const Request& r       = w.requests[k];
+    const std::string line = "line " + std::to_string(served[k] + 1);
     if (r.prompt_tokens > x.serving.prefill_token_budget)
       throw InputError(req_file, line + ": prompt_tokens",
                        std::to_string(r.prompt_tokens) + " tokens exceed serving.prefill_token_budget (" +

@@ -1,8 +1,8 @@
 #include "sim/workload/uniform_routing.hpp"
 #include "sim/common/rng.hpp"
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 
 namespace eldr {
 
@@ -15,7 +15,7 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
   const size_t record    = size_t(shape_.words()) * sizeof(uint64_t);
   const size_t pool_size = std::bit_floor(std::max<size_t>(pool_bytes / record, 256));
   pool_mask_             = uint64_t(pool_size - 1);
-  pool_ = HugePageBuffer(pool_size * size_t(shape_.words()));
+  pool_                  = HugePageBuffer(pool_size * size_t(shape_.words()));
 
   Rng rng(seed, "routing.uniform");
   std::vector<int> perm(size_t(model.experts));
@@ -35,7 +35,8 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
   for (size_t rec = 0; rec < pool_size; ++rec)
     for (int l = 0; l < shape_.layers; ++l)
       for (int w = 0; w < shape_.words_per_layer; ++w)
-        for (uint64_t bits = pool_[rec * shape_.words() + size_t(l * shape_.words_per_layer + w)]; bits; bits &= bits - 1)
+        for (uint64_t bits = pool_[rec * shape_.words() + size_t(l * shape_.words_per_layer + w)]; bits;
+             bits &= bits - 1)
           frequency_[size_t(l) * size_t(model.experts) + size_t(64 * w + std::countr_zero(bits))] += 1.f;
   for (float& f : frequency_)
     f /= float(pool_size);  // exact in float: a count over a power of two

@@ -1,8 +1,8 @@
 #pragma once
 // The no-locality reference: every token picks top_k distinct experts uniformly at random at every
 // layer, independently of its request, label and position.
-#include "sim/config/model_spec.hpp"
 #include "sim/common/huge_page_buffer.hpp"
+#include "sim/config/model_spec.hpp"
 #include "sim/workload/expert_routing.hpp"
 
 #include <vector>
@@ -10,7 +10,7 @@
 namespace eldr {
 
 class UniformRouting : public ExpertRoutingSource {
-public:
+ public:
   // Tokens draw whole-token records (all layers) from a pool of independently sampled records,
   // indexed by a hash of (request, token). The pool is sized to stay in a core's L2 cache (the batch
   // union is then bound by ORs, not memory latency): `pool_bytes` rounded down to a power of two of
@@ -27,11 +27,11 @@ public:
   // Every token's law: the pool's record frequencies (near top_k / experts everywhere).
   TokenLaw token_law(const Request&, int) const override { return {frequency_.data(), frequency_.data(), 0.0f}; }
 
-private:
+ private:
   size_t record_of(const Request& r, int token) const;
   RoutingShape shape_;
   uint64_t pool_mask_ = 0;
-  HugePageBuffer pool_;  // [record][words]
+  HugePageBuffer pool_;           // [record][words]
   std::vector<float> frequency_;  // [layer][expert]: share of the pool's records that pick the expert
 };
 

@@ -31,8 +31,8 @@ static std::ifstream open_csv(const std::string& csv_path, const std::string& he
 
 LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<TaskLabel>& labels)
 {
-  std::ifstream in = open_csv(csv_path, "domain,dataset,item_id,prompt_tokens",
-                              "expected 'domain,dataset,item_id,prompt_tokens,...'");
+  std::ifstream in =
+      open_csv(csv_path, "domain,dataset,item_id,prompt_tokens", "expected 'domain,dataset,item_id,prompt_tokens,...'");
   // The rest of the file at once, split in place (a stream and strings per line cost ~1 us a row);
   // fields as getline(',') gives them: a trailing comma adds no empty field.
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -46,7 +46,7 @@ LengthTable load_prompt_lengths(const std::string& csv_path, const std::vector<T
     if (end == std::string_view::npos)
       end = all.size();
     const std::string_view line = all.substr(at, end - at);
-    at = end + 1;
+    at                          = end + 1;
     ++lineno;
     if (line.empty())
       continue;
@@ -122,7 +122,8 @@ LengthTable load_chat_lengths(const std::string& csv_path, const std::vector<Tas
     } catch (const std::exception&) {
     }
     if (tokens < 0)
-      throw InputError(csv_path, "line " + std::to_string(lineno) + ": " + header[column], "not a non-negative integer");
+      throw InputError(csv_path, "line " + std::to_string(lineno) + ": " + header[column],
+                       "not a non-negative integer");
     pool.push_back(tokens);
   }
   if (pool.empty())
@@ -167,10 +168,10 @@ namespace {
 // Arrival gaps: Poisson at a rate, or a log's gaps in order (wrapping around), rescaled so their mean
 // rate is the configured one: the log's burstiness at the experiment's load.
 class ArrivalClock {
-public:
+ public:
   ArrivalClock(const WorkloadSpec& spec, uint64_t seed, const std::vector<double>& gaps)
-      : warm_(seed, "workload.arrivals.warmup"), measured_(seed, "workload.arrivals.measured"), gaps_(gaps)
-      , warm_rate_(spec.warmup_rate_rps), rate_(spec.rate_rps)
+      : warm_(seed, "workload.arrivals.warmup"), measured_(seed, "workload.arrivals.measured"), gaps_(gaps),
+        warm_rate_(spec.warmup_rate_rps), rate_(spec.rate_rps)
   {
     double total = 0;
     for (double g : gaps_)
@@ -185,7 +186,7 @@ public:
     return gaps_[next_++ % gaps_.size()] / mean_gap_ / rate;
   }
 
-private:
+ private:
   Rng warm_, measured_;
   const std::vector<double>& gaps_;
   double warm_rate_, rate_, mean_gap_ = 0;
@@ -194,11 +195,10 @@ private:
 
 // Draws request contents: label by weight, prompt length from the label's pool, fresh hashes.
 class RequestDrawer {
-public:
+ public:
   RequestDrawer(const WorkloadSpec& spec)
-      : spec_(spec)
-      , labels_(spec.labels)
-      , lengths_(spec.kind == "language" ? load_chat_lengths(spec.lengths_file, labels_)
+      : spec_(spec), labels_(spec.labels),
+        lengths_(spec.kind == "language" ? load_chat_lengths(spec.lengths_file, labels_)
                                          : load_prompt_lengths(spec.lengths_file, labels_))
   {
     if (labels_.empty())
@@ -210,7 +210,8 @@ public:
       if (pool.empty())
         throw InputError(spec.lengths_file, name,
                          "no prompt of " + std::to_string(spec.prompt_min_tokens) + " to " +
-                             std::to_string(spec.prompt_max_tokens) + " tokens (workload.prompt_min_tokens, "
+                             std::to_string(spec.prompt_max_tokens) +
+                             " tokens (workload.prompt_min_tokens, "
                              "workload.prompt_max_tokens)");
     }
     for (const auto& l : labels_)
@@ -227,7 +228,7 @@ public:
   Request draw(Rng& content, const std::vector<double>* mix = nullptr) const
   {
     Request r;
-    auto weight = [&](size_t k) { return mix ? (*mix)[k] : labels_[k].weight; };
+    auto weight  = [&](size_t k) { return mix ? (*mix)[k] : labels_[k].weight; };
     double total = total_weight_;
     if (mix) {
       total = 0;
@@ -250,7 +251,7 @@ public:
     return r;
   }
 
-private:
+ private:
   const WorkloadSpec& spec_;
   const std::vector<TaskLabel>& labels_;
   LengthTable lengths_;
@@ -261,7 +262,7 @@ private:
 // prompts of a pool and may start with a shared system prompt. Either gives every request block
 // hashes of kHashBlockTokens tokens, chained so that equal hashes mean an equal prefix.
 class PromptSharing {
-public:
+ public:
   static constexpr int kHashBlockTokens = 16;
 
   PromptSharing(const WorkloadSpec& spec, const RequestDrawer& drawer, uint64_t seed)
@@ -300,14 +301,14 @@ public:
     // The chat template's prefix and the system prompt are the shared head of the prompt; the
     // prompt's own content is named by its prefix_hash: drawn per distinct prompt.
     const int tmpl = spec_.template_prefix_tokens, head = tmpl + sys;
-    r.hash_begin   = uint32_t(w.prefix_hashes.size());
-    uint64_t h     = 0;
+    r.hash_begin = uint32_t(w.prefix_hashes.size());
+    uint64_t h   = 0;
     for (int j = 0; j * kHashBlockTokens < r.prompt_tokens; ++j) {
       const int end          = (j + 1) * kHashBlockTokens;
-      const uint64_t content = end <= tmpl ? splitmix64(system_seed_ - 1)  // the template's alone
+      const uint64_t content = end <= tmpl   ? splitmix64(system_seed_ - 1)  // the template's alone
                                : end <= head ? splitmix64(system_seed_ + sid)
                                              : r.prefix_hash;
-      h = splitmix64(h ^ splitmix64(content + uint64_t(j)));
+      h                      = splitmix64(h ^ splitmix64(content + uint64_t(j)));
       w.prefix_hashes.push_back(h);
     }
     r.hash_count = uint32_t(w.prefix_hashes.size()) - r.hash_begin;
@@ -318,7 +319,7 @@ public:
     r.prefix_hash        = w.prefix_hashes[r.hash_begin + first];
   }
 
-private:
+ private:
   const WorkloadSpec& spec_;
   uint64_t system_seed_;
   std::vector<Request> pool_;
@@ -329,8 +330,8 @@ private:
 const std::vector<double>* mix_at(const std::vector<MixPhase>& schedule, double t)
 {
   // Pieces start at 0 and increase (validated): the last piece starting at or before t.
-  auto it = std::upper_bound(schedule.begin(), schedule.end(), t,
-                             [](double x, const MixPhase& p) { return x < p.at_s; });
+  auto it =
+      std::upper_bound(schedule.begin(), schedule.end(), t, [](double x, const MixPhase& p) { return x < p.at_s; });
   return it == schedule.begin() ? nullptr : &std::prev(it)->weights;
 }
 
@@ -339,16 +340,16 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   RequestDrawer drawer(spec);
   PromptSharing sharing(spec, drawer, seed);
   Workload w;
-  w.labels = drawer.label_names();
+  w.labels          = drawer.label_names();
   w.template_tokens = spec.template_tokens();
   if (w.template_tokens > 0) {
     Request t;
-    t.id            = UINT32_MAX;
-    t.label         = kTemplateLabel;
-    t.measured      = false;
-    t.prompt_tokens = w.template_tokens;
-    t.output_tokens = 0;
-    t.routing_seed  = stream_seed(seed, "workload.chat_template");
+    t.id               = UINT32_MAX;
+    t.label            = kTemplateLabel;
+    t.measured         = false;
+    t.prompt_tokens    = w.template_tokens;
+    t.output_tokens    = 0;
+    t.routing_seed     = stream_seed(seed, "workload.chat_template");
     w.template_request = std::make_shared<const Request>(t);
   }
   if (sharing.active())
@@ -371,7 +372,7 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   const std::vector<double> gaps =
       spec.arrivals == "file" ? load_arrival_gaps(spec.arrivals_file) : std::vector<double>{};
   ArrivalClock clock(spec, seed, gaps);
-  const long n = spec.warmup_requests + spec.measured_requests;
+  const long n                    = spec.warmup_requests + spec.measured_requests;
   const std::vector<size_t> order = sharing.served_order(n, seed);
   w.requests.reserve(size_t(n));
   double t_warm = 0, t_meas = 0;
@@ -382,12 +383,12 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
       t_meas += clock.next_gap(true);
     else
       t_warm += clock.next_gap(false);
-    const double arrival = measured ? t_meas : t_warm;
+    const double arrival           = measured ? t_meas : t_warm;
     const std::vector<double>* mix = measured ? mix_at(spec.mix_schedule, arrival) : nullptr;
-    Request r  = order.empty() ? drawer.draw(content, mix) : sharing.pooled(order[size_t(i)]);
-    r.id       = uint32_t(i);
-    r.measured = measured;
-    r.arrival_s = arrival;
+    Request r                      = order.empty() ? drawer.draw(content, mix) : sharing.pooled(order[size_t(i)]);
+    r.id                           = uint32_t(i);
+    r.measured                     = measured;
+    r.arrival_s                    = arrival;
     if (sharing.active())
       sharing.finish(r, system, w);
     w.requests.push_back(r);

@@ -99,7 +99,7 @@ TEST_CASE("tpot windows and the recovery after a shift")
   CHECK(total == 300);
   // Recovery by hand on made-up windows: pre-shift P50 20 ms (window 20-30), shift at 30 s, 24 ms and
   // 21.5 ms (> 5% above), then 20.9 and 20.5 (within): recovered 20 s after the shift, peak 24.
-  Experiment x = s.x;
+  Experiment x            = s.x;
   x.workload.mix_schedule = {{0, {}}, {30, {}}};
   std::vector<TpotWindow> w;
   for (double p50 : {19.0, 19.5, 20.0, 24.0, 21.5, 20.9, 20.5})

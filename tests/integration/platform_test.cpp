@@ -38,7 +38,7 @@ std::vector<double> run_transfers(const std::vector<Transfer>& transfers)
   Platform p       = build_platform(engine, spec);
   REQUIRE(p.gpus.size() == 40);
 
-  auto durations = std::make_shared<std::vector<double>>(transfers.size(), -1.0);
+  auto durations     = std::make_shared<std::vector<double>>(transfers.size(), -1.0);
   static int payload = 0;
   for (size_t i = 0; i < transfers.size(); ++i) {
     const Transfer t   = transfers[i];

@@ -22,8 +22,9 @@ long repeated_prompts(const SmallRun& s, long& hit)
     order.push_back(&r);
   const auto& recs = s.r().requests();
   std::sort(order.begin(), order.end(), [&](auto* a, auto* b) {
-    return recs[a->id].prefill_start_s != recs[b->id].prefill_start_s ? recs[a->id].prefill_start_s < recs[b->id].prefill_start_s
-                                                                        : a->id < b->id;
+    return recs[a->id].prefill_start_s != recs[b->id].prefill_start_s
+               ? recs[a->id].prefill_start_s < recs[b->id].prefill_start_s
+               : a->id < b->id;
   });
   long repeats = 0;
   hit          = 0;
@@ -33,12 +34,13 @@ long repeated_prompts(const SmallRun& s, long& hit)
     while (j < order.size() && recs[order[j]->id].prefill_start_s == recs[order[i]->id].prefill_start_s)
       ++j;
     for (size_t k = i; k < j; ++k) {
-      const Request& r = *order[k];
+      const Request& r       = *order[k];
       const RequestRecord& q = recs[r.id];
       if (done.count({q.prefill_worker, s.w.hashes(r).back()})) {
         ++repeats;
         const int B = s.x.model.kv_block_tokens;
-        hit += q.prefill_cached_tokens == int(usable_prefix_blocks(full_blocks(r.prompt_tokens, B), r.prompt_tokens, B)) * B;
+        hit += q.prefill_cached_tokens ==
+               int(usable_prefix_blocks(full_blocks(r.prompt_tokens, B), r.prompt_tokens, B)) * B;
       }
     }
     for (size_t k = i; k < j; ++k)
@@ -87,9 +89,10 @@ TEST_CASE("prefix cache: scarce KV memory evicts, makes prefills and admissions 
   const Experiment probe = load_experiment(kConfig);
   const double block     = probe.model.kv_reserved_bytes(1);
   const double fraction  = (probe.model.weight_bytes() + 300 * block) / probe.hardware.hbm_bytes;
-  SmallRun s = run_small({{"workload.distinct_prompts", "200"}, {"workload.rate_rps", "100"},
-                          {"serving.kv_memory_fraction", std::to_string(fraction)}},
-                         kConfig);
+  SmallRun s             = run_small({{"workload.distinct_prompts", "200"},
+                                      {"workload.rate_rps", "100"},
+                                      {"serving.kv_memory_fraction", std::to_string(fraction)}},
+                                     kConfig);
   check_invariants(s);
   long evictions = 0;
   for (const auto& caches : {s.r().prefill_caches, s.r().decode_caches})

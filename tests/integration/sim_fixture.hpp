@@ -117,7 +117,7 @@ inline std::map<const StepRecord*, RebuiltStep> rebuild_steps(const SmallRun& s)
     const auto& list = it->second;
     auto first       = std::lower_bound(list.begin(), list.end(), q.decode_admit_s,
                                         [](const StepRecord* st, double t) { return st->start_s < t; });
-    long k = 0;
+    long k           = 0;
     for (auto st = first; st != list.end() && (*st)->start_s < q.finish_s; ++st, ++k) {
       RebuiltStep& b       = out[*st];
       const double context = double(r.prompt_tokens + 1 + k);
@@ -152,8 +152,8 @@ inline void check_invariants(const SmallRun& s)
   }
 
   long bad_finish = 0, bad_tokens = 0, bad_order = 0, bad_workers = 0, bad_arrival = 0, bad_kv_time = 0;
-  long bad_prefill_time = 0;
-  long total_output = 0;
+  long bad_prefill_time     = 0;
+  long total_output         = 0;
   double warmup_last_finish = 0, last_finish = 0, last_warmup_arrival = 0;
   std::vector<double> kv_expected(size_t(D), 0);
   for (const Request& r : w.requests) {
@@ -168,7 +168,8 @@ inline void check_invariants(const SmallRun& s)
     bad_order += !ordered;
     bad_workers += !(q.prefill_worker >= 0 && q.prefill_worker < P && q.decode_worker >= 0 && q.decode_worker < D);
     if (q.decode_worker >= 0 && q.decode_worker < D)
-      kv_expected[size_t(q.decode_worker)] += double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token;
+      kv_expected[size_t(q.decode_worker)] +=
+          double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token;
     // Arrivals happen exactly when the workload says: warm-up from 0, measured from the measured start.
     const double want = r.measured ? rc.measured_start_s + r.arrival_s : r.arrival_s;
     bad_arrival += std::abs(q.arrival_s - want) > 1e-9 * std::max(1.0, want);
@@ -180,14 +181,15 @@ inline void check_invariants(const SmallRun& s)
     // The KV transfer can be slowed by contention, never sped up: at least latency + bytes / bandwidth
     // of the path between the two GPUs.
     if (q.prefill_worker >= 0 && q.decode_worker >= 0 && q.prefill_worker < P && q.decode_worker < D) {
-      const int src     = x.topology.prefill.gpus[size_t(q.prefill_worker)].front();
-      const int dst     = x.topology.decode.gpus[size_t(q.decode_worker)].front();
+      const int src = x.topology.prefill.gpus[size_t(q.prefill_worker)].front();
+      const int dst = x.topology.decode.gpus[size_t(q.decode_worker)].front();
       // A decode instance of g GPUs receives g flows of b / g in parallel.
-      const double b    = double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token /
+      const double b = double(r.prompt_tokens - q.decode_cached_tokens) * x.model.kv_bytes_per_token /
                        x.topology.decode.gpus_per_instance;
-      const bool local  = node_of(x, src) == node_of(x, dst);
-      const double fast = local ? x.cluster.xgmi_latency_s + b / x.cluster.xgmi_bandwidth_Bps
-                                : 2 * x.cluster.nic_latency_s + x.cluster.switch_latency_s + b / x.cluster.nic_bandwidth_Bps;
+      const bool local = node_of(x, src) == node_of(x, dst);
+      const double fast =
+          local ? x.cluster.xgmi_latency_s + b / x.cluster.xgmi_bandwidth_Bps
+                : 2 * x.cluster.nic_latency_s + x.cluster.switch_latency_s + b / x.cluster.nic_bandwidth_Bps;
       bad_kv_time += (q.kv_end_s - q.kv_start_s) < fast * (1 - 1e-9);
     }
     // A prefill batch costs at least the fixed per-batch overhead.
@@ -224,7 +226,7 @@ inline void check_invariants(const SmallRun& s)
   // KV conservation: every prompt token's KV reaches its decode worker, by transfer or because the
   // worker held the block already (prefix caching), and only whole cached blocks are skipped.
   long prompt_tokens = 0, bad_cached = 0;
-  const int block    = x.model.kv_block_tokens;
+  const int block = x.model.kv_block_tokens;
   for (const Request& r : w.requests) {
     const RequestRecord& q = recs[r.id];
     prompt_tokens += r.prompt_tokens - q.decode_cached_tokens;
@@ -284,12 +286,12 @@ inline void check_invariants(const SmallRun& s)
       continue;
     }
     const auto& list = it->second;
-    auto first = std::lower_bound(list.begin(), list.end(), q.decode_admit_s,
-                                  [](const StepRecord* st, double t) { return st->start_s < t; });
-    auto last  = std::lower_bound(list.begin(), list.end(), q.finish_s,
-                                  [](const StepRecord* st, double t) { return st->start_s < t; });
-    const long n = long(last - first);
-    bool ok      = n == r.output_tokens - 1;
+    auto first       = std::lower_bound(list.begin(), list.end(), q.decode_admit_s,
+                                        [](const StepRecord* st, double t) { return st->start_s < t; });
+    auto last        = std::lower_bound(list.begin(), list.end(), q.finish_s,
+                                        [](const StepRecord* st, double t) { return st->start_s < t; });
+    const long n     = long(last - first);
+    bool ok          = n == r.output_tokens - 1;
     if (ok && n > 0) {
       const StepRecord* end = *(last - 1);
       ok = std::abs(end->start_s + end->duration_s - q.finish_s) <= 1e-8;  // SimGrid timing precision
@@ -299,7 +301,7 @@ inline void check_invariants(const SmallRun& s)
   CHECK(bad_steps_per_request == 0);
 
   // Rebuild every step's batch and context from the request records (see rebuild_steps).
-  auto rebuilt = rebuild_steps(s);
+  auto rebuilt   = rebuild_steps(s);
   long bad_batch = 0, bad_context = 0;
   for (const StepRecord& st : rc.steps()) {
     auto it                = rebuilt.find(&st);

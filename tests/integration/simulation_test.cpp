@@ -56,7 +56,7 @@ TEST_CASE("sim: jsq routes every request to a least-loaded decode worker and kee
 {
   SmallRun s = run_small({{"router", "jsq"}, {"workload.rate_rps", "100"}});
   check_invariants(s);
-  long not_min = 0;
+  long not_min   = 0;
   int max_spread = 0;
   for (const Request* r : in_routing_order(s)) {
     auto load       = loads_before(s, *r);
@@ -64,8 +64,8 @@ TEST_CASE("sim: jsq routes every request to a least-loaded decode worker and kee
     const int least = *std::min_element(load.begin(), load.end());
     not_min += mine != least;
     ++load[size_t(s.r().requests()[r->id].decode_worker)];
-    max_spread = std::max(max_spread, *std::max_element(load.begin(), load.end()) -
-                                          *std::min_element(load.begin(), load.end()));
+    max_spread =
+        std::max(max_spread, *std::max_element(load.begin(), load.end()) - *std::min_element(load.begin(), load.end()));
   }
   CHECK(not_min == 0);
   // Right after each decision the in-flight counts differ by little (1 in this run; finishes between
@@ -93,9 +93,9 @@ TEST_CASE("sim: p2c never routes to the more loaded worker when loads are far ap
   // strict maximum of the loads.
   long chose_unique_max = 0, unique_max_cases = 0;
   for (const Request* r : in_routing_order(s)) {
-    auto load    = loads_before(s, *r);
-    const int hi = *std::max_element(load.begin(), load.end());
-    const int c  = s.r().requests()[r->id].decode_worker;
+    auto load         = loads_before(s, *r);
+    const int hi      = *std::max_element(load.begin(), load.end());
+    const int c       = s.r().requests()[r->id].decode_worker;
     const bool unique = std::count(load.begin(), load.end(), hi) == 1;
     unique_max_cases += unique;
     chose_unique_max += unique && load[size_t(c)] == hi;
@@ -166,8 +166,10 @@ TEST_CASE("sim: without warm-up drain the measured phase starts at the last warm
 
 TEST_CASE("sim: gpt-oss-120b (sliding window and 64-token KV blocks) on an 8P8D layout")
 {
-  SmallRun s = run_small({{"model", "gpt-oss-120b"}, {"topology.decode.instances", "8"},
-                          {"topology.decode.nodes", "[3]"}, {"router", "jsq"}});
+  SmallRun s = run_small({{"model", "gpt-oss-120b"},
+                          {"topology.decode.instances", "8"},
+                          {"topology.decode.nodes", "[3]"},
+                          {"router", "jsq"}});
   check_invariants(s);
   for (const auto& q : s.r().requests())
     CHECK((q.decode_worker >= 0 && q.decode_worker < 8));
@@ -176,16 +178,18 @@ TEST_CASE("sim: gpt-oss-120b (sliding window and 64-token KV blocks) on an 8P8D 
 
 TEST_CASE("sim: prefill and decode on one node hand KV over xGMI")
 {
-  SmallRun s = run_small({{"topology.prefill.instances", "4"}, {"topology.decode.instances", "4"},
-                          {"topology.decode.nodes", "[0]"}, {"workload.rate_rps", "10"},
+  SmallRun s = run_small({{"topology.prefill.instances", "4"},
+                          {"topology.decode.instances", "4"},
+                          {"topology.decode.nodes", "[0]"},
+                          {"workload.rate_rps", "10"},
                           {"workload.measured_requests", "100"}});
   check_invariants(s);  // checks KV times against xGMI latency + bytes / 64 GB/s
   // An uncontended transfer takes exactly latency + bytes / bandwidth: at 10 req/s most do.
   long exact = 0;
   for (const Request& r : s.w.requests) {
-    const auto& q  = s.r().requests()[r.id];
-    double b       = double(r.prompt_tokens) * 98304;
-    double alone   = 1e-6 + b / 64e9;
+    const auto& q = s.r().requests()[r.id];
+    double b      = double(r.prompt_tokens) * 98304;
+    double alone  = 1e-6 + b / 64e9;
     exact += std::abs((q.kv_end_s - q.kv_start_s) - alone) < 1e-9 * alone + 1e-12;
   }
   CHECK(exact > 50);
@@ -245,7 +249,7 @@ TEST_CASE("sim: step time is linear in distinct experts and context as the cost 
   //       with the MoE overhead a = e (128 - 4.7 x 16) / (4.7 - 1) = 14.270 e
   const Calibration& cal = s.x.calibration;
   const double bw = 5.3e12 * cal.decode_bw_efficiency, e = 9.44e6 / bw;
-  const double a  = e * (128 - 4.7 * 16) / 3.7;
+  const double a = e * (128 - 4.7 * 16) / 3.7;
   CHECK(c[1] == doctest::Approx(48 * e).epsilon(1e-4));
   CHECK(c[2] == doctest::Approx(98304 / bw).epsilon(1e-3));
   CHECK(c[0] == doctest::Approx(cal.step_overhead_s + 0.622e9 / bw + 48 * (38.3e6 / bw + a)).epsilon(1e-4));
@@ -274,8 +278,8 @@ TEST_CASE("sim: gpt-oss-120b decode steps read only the window on sliding layers
   check_invariants(s);
   // By hand from models/gpt-oss-120b.json and models/hardware/mi300x.json, memory-bound steps
   // (decode_bw_efficiency and step_overhead are the fitted calibration, read from the file):
-  //   bw = 5.3e12 B/s x decode_bw_efficiency; one expert read e = 13.2e6 / bw; MoE overhead a = e (128 - 4.7 x 16) / 3.7
-  //   t = step overhead + 1.158e9 / bw + 36 (53.8e6 / bw + a) + 36 e x distinct_mean
+  //   bw = 5.3e12 B/s x decode_bw_efficiency; one expert read e = 13.2e6 / bw; MoE overhead a = e (128 - 4.7 x 16)
+  //   / 3.7 t = step overhead + 1.158e9 / bw + 36 (53.8e6 / bw + a) + 36 e x distinct_mean
   //       + 73728 B x (0.5 x context + 0.5 x sum of min(context, 128)) / bw
   const Calibration& cal = s.x.calibration;
   const double bw = 5.3e12 * cal.decode_bw_efficiency, e = 13.2e6 / bw, a = e * (128 - 4.7 * 16) / 3.7;
@@ -296,7 +300,7 @@ TEST_CASE("sim: gpt-oss-120b decode steps read only the window on sliding layers
 TEST_CASE("sim: the same seed gives byte-identical results in-process and through the CLI")
 {
   const std::vector<Override> extra = {{"router", "jsq"}, {"seed", "17"}};
-  SmallRun s = run_small(extra);
+  SmallRun s                        = run_small(extra);
   check_invariants(s);
   ScratchDir dir("determinism");
   const auto lib = dir.dir / "lib";
@@ -335,8 +339,10 @@ TEST_CASE("sim: the same seed gives byte-identical results in-process and throug
 TEST_CASE("simulation: far beyond capacity, a run stops at its horizon and reports where requests were")
 {
   // 20,000 req/s for 2 simulated seconds: queues explode, the run must still end on time.
-  SmallRun s = run_small({{"workload.rate_rps", "20000"}, {"workload.measured_requests", "40000"},
-                          {"workload.warmup_requests", "0"}, {"workload.horizon_s", "2"}});
+  SmallRun s           = run_small({{"workload.rate_rps", "20000"},
+                                    {"workload.measured_requests", "40000"},
+                                    {"workload.warmup_requests", "0"},
+                                    {"workload.horizon_s", "2"}});
   const RunRecorder& r = s.r();
   CHECK(r.stopped_at_horizon);
   CHECK(r.end_s == doctest::Approx(r.measured_start_s + 2).epsilon(1e-9));
@@ -360,9 +366,9 @@ namespace {
 void check_blocks_match_single_steps(const std::string& config, const std::vector<Override>& extra)
 {
   REQUIRE(SimulationOptions{}.decode_block_steps > 1);
-  Experiment x = load_experiment(config, small_overrides(extra));
-  Workload w   = make_workload(x);
-  auto src     = make_routing_source(x, w);
+  Experiment x    = load_experiment(config, small_overrides(extra));
+  Workload w      = make_workload(x);
+  auto src        = make_routing_source(x, w);
   RunRecorder rec = run_simulation(x, w, *src, {.decode_block_steps = 1});
   ScratchDir dir("blocks");
   write_results((dir.dir / "one").string(), x, w, rec);

@@ -47,7 +47,8 @@ TEST_CASE("tpep: TP4 + EP4 decode instances with contiguous placement - invarian
 
 TEST_CASE("tpep: cluster_balanced placement under ELDR homes every calibration request on one instance")
 {
-  SmallRun s = run_tpep({{"router", "eldr"}, {"topology.decode.placement", "cluster_balanced"},
+  SmallRun s = run_tpep({{"router", "eldr"},
+                         {"topology.decode.placement", "cluster_balanced"},
                          {"workload.calibration_requests", "200"}});
   check_invariants(s);
   check_ep_steps(s);

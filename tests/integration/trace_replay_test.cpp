@@ -28,13 +28,13 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
   import_esft(o);
 
   SmallRun s;
-  s.x = load_experiment("configs/esft.json", {{"workload.trace", dir.path()},
-                                              {"workload.warmup_requests", "20"},
-                                              {"workload.arrivals", "trace"}});
+  s.x = load_experiment(
+      "configs/esft.json",
+      {{"workload.trace", dir.path()}, {"workload.warmup_requests", "20"}, {"workload.arrivals", "trace"}});
   s.w = make_workload(s.x);
   REQUIRE(s.w.calibration.size() == 4);
   REQUIRE(s.w.requests.size() == 36 * 3);
-  auto src = make_routing_source(s.x, s.w);
+  auto src     = make_routing_source(s.x, s.w);
   auto* replay = dynamic_cast<const ReplayRouting*>(src.get());
   REQUIRE(replay != nullptr);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
@@ -55,9 +55,9 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
   for (const Request& r : s.w.requests) {
     const RequestRecord& q = s.r().requests()[r.id];
     const auto& list       = by_worker[q.decode_worker];
-    auto first = std::lower_bound(list.begin(), list.end(), q.decode_admit_s,
-                                  [](const StepRecord* st, double t) { return st->start_s < t; });
-    int k = 0;
+    auto first             = std::lower_bound(list.begin(), list.end(), q.decode_admit_s,
+                                              [](const StepRecord* st, double t) { return st->start_s < t; });
+    int k                  = 0;
     for (auto st = first; st != list.end() && (*st)->start_s < q.finish_s; ++st, ++k) {
       auto& u = unions[*st];
       u.resize(size_t(shape.words()), 0);

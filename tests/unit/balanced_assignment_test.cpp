@@ -5,6 +5,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/successive_shortest_path_nonnegative_weights.hpp>  // before find_flow_cost: it needs its named params
+
 #include <boost/graph/find_flow_cost.hpp>
 #include <doctest/doctest.h>
 
@@ -43,8 +44,8 @@ OracleResult boost_min_cost_flow(const std::vector<long>& cost, int n, int k, co
   auto weight   = get(boost::edge_weight, g);
   auto residual = get(boost::edge_residual_capacity, g);
   auto add      = [&](int u, int v, long c, long w) {
-    auto e = add_edge(size_t(u), size_t(v), g).first;
-    auto r = add_edge(size_t(v), size_t(u), g).first;
+    auto e      = add_edge(size_t(u), size_t(v), g).first;
+    auto r      = add_edge(size_t(v), size_t(u), g).first;
     capacity[e] = c;
     capacity[r] = 0;
     weight[e]   = w;
@@ -75,7 +76,10 @@ OracleResult boost_min_cost_flow(const std::vector<long>& cost, int n, int k, co
   return r;
 }
 
-std::vector<double> as_double(const std::vector<long>& v) { return {v.begin(), v.end()}; }
+std::vector<double> as_double(const std::vector<long>& v)
+{
+  return {v.begin(), v.end()};
+}
 
 // Every point in a cluster, no cluster over capacity, total_cost = the sum it claims.
 void check_feasible(const BalancedAssignment& a, const std::vector<double>& cost, int n, int k,
@@ -314,7 +318,7 @@ TEST_CASE("balanced assignment: near-optimal on non-integer costs (Boost on the 
       icost[e] = std::lround(cost[e] * 1e9);
     }
     const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
-    const auto mine = balanced_assignment(cost, n, k);
+    const auto mine     = balanced_assignment(cost, n, k);
     const double oracle = double(boost_min_cost_flow(icost, n, k, cap).cost) * 1e-9;
     CHECK(std::abs(mine.total_cost - oracle) <= 1e-9 * n);
   }

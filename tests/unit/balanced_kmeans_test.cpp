@@ -142,7 +142,7 @@ TEST_CASE("kmeans: every balanced cluster holds at most ceil(N/K) points")
 {
   Rng rng(22, "test.kmeans.caps");
   for (int t = 0; t < 12; ++t) {
-    const int k    = 2 + int(rng.below(15));
+    const int k      = 2 + int(rng.below(15));
     const int true_k = 1 + int(rng.below(6));
     std::vector<int> sizes;
     for (int c = 0; c < true_k; ++c)
@@ -246,9 +246,9 @@ TEST_CASE("kmeans: warm start keeps the slots of the given centroids")
   // Without the objective (the online refit), stopped by max_iterations: the same fit, objective 0.
   KMeansOptions capped;
   capped.max_iterations = 1;
-  const auto with    = fit_spherical_kmeans_warm(data.points, init, capped);
-  capped.objective   = false;
-  const auto without = fit_spherical_kmeans_warm(data.points, init, capped);
+  const auto with       = fit_spherical_kmeans_warm(data.points, init, capped);
+  capped.objective      = false;
+  const auto without    = fit_spherical_kmeans_warm(data.points, init, capped);
   CHECK(without.objective == 0);
   CHECK(without.assignment == with.assignment);
   CHECK(without.centroids.values == with.centroids.values);
@@ -384,7 +384,7 @@ TEST_CASE("kmeans: edge cases")
     DenseMatrix pts = random_directions(rng, 5, 4);
     pts.row(2)[0] *= 2.0f;
     CHECK_THROWS_AS(fit_spherical_kmeans(pts, 2), std::invalid_argument);
-    pts = random_directions(rng, 5, 4);
+    pts           = random_directions(rng, 5, 4);
     pts.row(1)[3] = std::nanf("");
     CHECK_THROWS_AS(fit_spherical_kmeans(pts, 2), std::invalid_argument);
     pts = random_directions(rng, 5, 4);

@@ -33,7 +33,7 @@ TEST_CASE("block cache: hits, references and LRU eviction by hand")
   CHECK(c.acquire(std::vector<uint64_t>{6}, 0) == 0);  // 4 blocks used: evicts block 2
   CHECK(c.references(2) == -1);
   CHECK(c.stats().evictions == 1);
-  CHECK(c.match(ab) == 1);  // block 1 is still there, its successor is not
+  CHECK(c.match(ab) == 1);       // block 1 is still there, its successor is not
   CHECK(c.acquire(ae, 0) == 1);  // reuses 1 (pinned first), allocates 5 by evicting 4
   CHECK(c.references(4) == -1);
   CHECK(c.contains(3));
@@ -53,11 +53,11 @@ TEST_CASE("block cache: private blocks, refusals change nothing, capacity is nev
   CHECK(c.acquire(std::vector<uint64_t>{11}, 0) == -1);
   CHECK(c.used() == 3);
   CHECK(c.stats().lookups == 1);
-  CHECK(c.fits(a, 0));           // a shared block costs nothing more
+  CHECK(c.fits(a, 0));  // a shared block costs nothing more
   CHECK_FALSE(c.fits({}, 1));
   c.release(a, 2);
-  CHECK(c.used() == 1);          // block 10 stays cached
-  CHECK(c.fits({}, 3));          // ... but can be evicted for room
+  CHECK(c.used() == 1);  // block 10 stays cached
+  CHECK(c.fits({}, 3));  // ... but can be evicted for room
   CHECK(c.acquire({}, 3) == 0);
   CHECK_FALSE(c.contains(10));
   CHECK(c.used() == 3);
@@ -116,7 +116,7 @@ TEST_CASE("block cache: random operations against a brute-force model")
       }
       const long used      = long(refs.size()) + priv;
       const bool fits_want = used + missing + p - (long(lru.size()) - revived) <= capacity;
-      long lead = 0;
+      long lead            = 0;
       while (lead < long(keys.size()) && refs.count(keys[size_t(lead)]))
         ++lead;
       const long got = c.acquire(keys, p);
@@ -213,7 +213,7 @@ TEST_CASE("prefix blocks: keys from workload hashes of another block size, by ha
   // Without hashes a prompt's blocks are its own.
   Request e = c, f = c;
   e.hash_count = f.hash_count = 0;
-  f.routing_seed = 5;
+  f.routing_seed              = 5;
   auto ke = keys_of(m, e, 16), kf = keys_of(m, f, 16);
   CHECK(ke.size() == 64);
   CHECK(ke[0] != kf[0]);

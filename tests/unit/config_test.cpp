@@ -29,7 +29,7 @@ template <class F> std::string input_error_of(F&& f)
     return e.what();
   } catch (const std::exception& e) {
     FAIL("expected InputError, got std::exception: " << e.what());
-  } 
+  }
   FAIL("expected InputError, nothing was thrown");
   return "";
 }
@@ -44,8 +44,8 @@ struct TempDir {
   std::filesystem::path path;
   TempDir()
   {
-    path = std::filesystem::temp_directory_path() / ("eldr-unit-" + std::to_string(::getpid()) + "-" +
-                                                     std::to_string(counter++));
+    path = std::filesystem::temp_directory_path() /
+           ("eldr-unit-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::create_directories(path);
   }
   ~TempDir() { std::filesystem::remove_all(path); }
@@ -74,7 +74,8 @@ TEST_CASE("config: JsonReader reads typed values and defaults")
   CHECK(r.integer_list("l", {}, 0, 10) == std::vector<long>{1, 2, 3});
   CHECK(r.number("absent", 4.5) == 4.5);
   // null is not "absent": it is an error, never the default (issue 17).
-  CHECK(input_error_of([&] { r.number("z", 9); }) == "f.json: z: is null (give a value, or leave the key out for the default)");
+  CHECK(input_error_of([&] { r.number("z", 9); }) ==
+        "f.json: z: is null (give a value, or leave the key out for the default)");
   CHECK(r.has("z"));
   CHECK(r.has("n"));
   auto o = r.object("o");
@@ -166,7 +167,7 @@ TEST_CASE("config: load_json_file reports missing files and syntax errors on one
 
 TEST_CASE("config: JSON nested past kMaxJsonDepth and duplicate keys are input errors, found while parsing")
 {
-  const size_t n = 200000;  // far past the limit: would overflow the stack if copied recursively
+  const size_t n   = 200000;  // far past the limit: would overflow the stack if copied recursively
   std::string deep = std::string(n, '[') + std::string(n, ']');
   std::string e    = input_error_of([&] { parse_json(deep, "d.json"); });
   CHECK(e == "d.json: JSON nested deeper than 100 levels");
@@ -192,11 +193,14 @@ TEST_CASE("config: null is never a default")
   Json j = Json::parse(R"({"n": null, "o": null})");
   JsonReader r(j, "f.json");
   CHECK(r.has("n"));
-  CHECK(input_error_of([&] { r.number("n", 1); }) == "f.json: n: is null (give a value, or leave the key out for the default)");
+  CHECK(input_error_of([&] { r.number("n", 1); }) ==
+        "f.json: n: is null (give a value, or leave the key out for the default)");
   CHECK(contains(input_error_of([&] { r.object("o"); }), "f.json: o: is null"));
   CHECK(r.is_null("n"));
   CHECK(contains(input_error_of([] { load_experiment(kDefault, {{"router", "null"}}); }), "router: is null"));
-  CHECK(contains(input_error_of([] { load_experiment(kDefault, {{"workload.measured_requests", "0"}}); }),
+  CHECK(contains(input_error_of([] {
+                   load_experiment(kDefault, {{"workload.measured_requests", "0"}});
+                 }),
                  "workload.measured_requests: must be between 1 and 1e+07, got 0"));
 }
 
@@ -342,16 +346,19 @@ TEST_CASE("config: multi-GPU instances (TP/EP) and their one-line errors")
   e = input_error_of([] {
     load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "3"}, {"topology.decode.instances", "2"}});
   });
-  CHECK(contains(e, "topology.decode.expert_parallel: 128 experts of model 'qwen3-30b-a3b' do not split evenly over 3 GPUs"));
+  CHECK(contains(
+      e, "topology.decode.expert_parallel: 128 experts of model 'qwen3-30b-a3b' do not split evenly over 3 GPUs"));
   e = input_error_of([] {
-    load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "3"}, {"topology.decode.expert_parallel", "1"},
+    load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "3"},
+                               {"topology.decode.expert_parallel", "1"},
                                {"topology.decode.instances", "3"}});
   });
   CHECK(contains(e, "configs/default.json: topology.decode.gpus_per_instance: instance 2 would span nodes 1 and 2"));
   e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.placement", "cluster_balanced"}}); });
   CHECK(contains(e, "topology.decode.placement: places experts on the GPUs of an expert-parallel instance"));
   e = input_error_of([] {
-    load_experiment(kDefault, {{"topology.prefill.gpus_per_instance", "4"}, {"topology.prefill.instances", "2"},
+    load_experiment(kDefault, {{"topology.prefill.gpus_per_instance", "4"},
+                               {"topology.prefill.instances", "2"},
                                {"topology.prefill.placement", "random"}});
   });
   CHECK(contains(e, "topology.prefill.placement: prefill instances model no expert placement"));
@@ -364,10 +371,12 @@ TEST_CASE("config: multi-GPU instances (TP/EP) and their one-line errors")
 TEST_CASE("config: Qwen3-235B-A22B needs multi-GPU instances; on 4 GPUs its weights leave room")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"model", "qwen3-235b-a22b"}}); });
-  CHECK(contains(e, "models/qwen3-235b-a22b.json: (weights): model weights leave no room for one request's KV cache on 'mi300x'"));
+  CHECK(contains(
+      e, "models/qwen3-235b-a22b.json: (weights): model weights leave no room for one request's KV cache on 'mi300x'"));
   e = input_error_of([] {
-    load_experiment(kDefault, {{"model", "qwen3-235b-a22b"}, {"topology.decode.gpus_per_instance", "4"},
-                               {"topology.decode.instances", "4"}});
+    load_experiment(
+        kDefault,
+        {{"model", "qwen3-235b-a22b"}, {"topology.decode.gpus_per_instance", "4"}, {"topology.decode.instances", "4"}});
   });
   CHECK(contains(e, "prefill instances"));
   Experiment x = load_experiment("configs/tpep.json");
@@ -437,7 +446,8 @@ TEST_CASE("config: unknown keys or wrong types or out-of-range values name file 
 TEST_CASE("config: enum choices list the allowed values")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"router", "foo"}}); });
-  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, domain, eldr, jsq_of_d, prefix_affinity)");
+  CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, "
+             "domain, eldr, jsq_of_d, prefix_affinity)");
   e = input_error_of([] { load_experiment(kDefault, {{"workload.kind", "chat"}}); });
   CHECK(contains(e, "configs/default.json: workload.kind: unknown value 'chat'"));
   e = input_error_of([] { load_experiment(kDefault, {{"workload.routing", "magic"}}); });
@@ -467,10 +477,10 @@ TEST_CASE("config: a config in another directory with a typo deep inside names t
   TempDir d;
   // The default config with one misspelt key, written elsewhere (models and traces still resolve
   // against the project root, found from the working directory).
-  Json doc = load_json_file(kDefault);
+  Json doc                            = load_json_file(kDefault);
   doc["serving"]["kv_memory_fration"] = 0.5;
-  std::string cfg = d.write("exp.json", doc.dump(2));
-  std::string e   = input_error_of([&] { load_experiment(cfg); });
+  std::string cfg                     = d.write("exp.json", doc.dump(2));
+  std::string e                       = input_error_of([&] { load_experiment(cfg); });
   CHECK(e == cfg + ": serving.kv_memory_fration: unknown key");
   doc["serving"].erase("kv_memory_fration");
   CHECK_NOTHROW(load_experiment(d.write("ok.json", doc.dump(2))));
@@ -535,8 +545,8 @@ TEST_CASE("config: the capacity check counts whole KV blocks")
   });
   CHECK(contains(e, "(weights): model weights leave no room"));
   // 1521 tokens of room: the 1520-token request fits.
-  CHECK_NOTHROW(load_experiment(kDefault, {{"workload.prompt_max_tokens", "1000"},
-                                           {"serving.kv_memory_fraction", fraction(1521)}}));
+  CHECK_NOTHROW(load_experiment(
+      kDefault, {{"workload.prompt_max_tokens", "1000"}, {"serving.kv_memory_fraction", fraction(1521)}}));
 }
 
 // An unsigned JSON integer of 2^63 or more must not wrap when read: the message shows what the user wrote.

@@ -1,18 +1,18 @@
 // CostModel (sim/cost/cost_model.hpp). Expected values are worked out by hand in the comments from
 // the physical meaning of each term (docs/design.md section 6), not by re-running the implementation.
+#include "sim/config/experiment.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/cost/cost_model.hpp"
-#include "sim/cost/moe_kernel.hpp"
 #include "sim/cost/expert_placement.hpp"
-#include "sim/config/experiment.hpp"
+#include "sim/cost/moe_kernel.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
-#include <algorithm>
 #include <vector>
 
 using namespace eldr;
@@ -88,8 +88,8 @@ TEST_CASE("cost: MoE overhead follows from the measured 16->128 ratio (toy model
 
 TEST_CASE("cost: MoE layer becomes compute bound for huge batches (toy model by hand)")
 {
-  ModelSpec m     = toy_model();
-  m.expert_bytes  = 1e3;  // e = 1e3 / 5e11 = 2e-9 s, a = 2 e = 4e-9 s
+  ModelSpec m    = toy_model();
+  m.expert_bytes = 1e3;  // e = 1e3 / 5e11 = 2e-9 s, a = 2 e = 4e-9 s
   CostModel c(m, toy_hardware(), toy_calibration());
   // 1000 tokens * 1.2e6 FLOPs / 5e14 FLOP/s = 2.4e-6 s of compute > 2 experts * 2e-9 s of reads.
   CHECK(c.moe_layer_s(1000, 2) == doctest::Approx(4e-9 + 2.4e-6).epsilon(1e-9));
@@ -145,7 +145,8 @@ std::vector<PrefillPrompt> hand_prompts()
 
 }  // namespace
 
-TEST_CASE("cost: step_per_sequence adds its cost once per sequence of a decode step, not to prefill (toy model by hand)")
+TEST_CASE(
+    "cost: step_per_sequence adds its cost once per sequence of a decode step, not to prefill (toy model by hand)")
 {
   Calibration cal         = toy_calibration();
   cal.step_per_sequence_s = 30e-6;
@@ -179,9 +180,9 @@ TEST_CASE("cost: a decode step of more than step_jump_batch sequences costs step
 TEST_CASE("cost: decode batches run at vLLM's captured graph sizes (by hand)")
 {
   // 1, 2, 4, then multiples of 8 up to 256, multiples of 16 up to 512, unpadded beyond.
-  const std::vector<std::pair<int, int>> cases = {{1, 1},     {2, 2},     {3, 4},     {4, 4},     {5, 8},
-                                                  {8, 8},     {9, 16},    {32, 32},   {33, 40},   {64, 64},
-                                                  {65, 72},   {256, 256}, {257, 272}, {512, 512}, {513, 513}};
+  const std::vector<std::pair<int, int>> cases = {{1, 1},   {2, 2},     {3, 4},     {4, 4},     {5, 8},
+                                                  {8, 8},   {9, 16},    {32, 32},   {33, 40},   {64, 64},
+                                                  {65, 72}, {256, 256}, {257, 272}, {512, 512}, {513, 513}};
   for (auto [batch, graph] : cases) {
     CAPTURE(batch);
     CHECK(decode_graph_tokens(batch) == graph);
@@ -191,7 +192,7 @@ TEST_CASE("cost: decode batches run at vLLM's captured graph sizes (by hand)")
 TEST_CASE("cost: the fused-MoE kernel's default configuration by token count (vLLM's rule, by hand)")
 {
   // BLOCK_SIZE_M 16 up to 32 tokens, 32 up to 96 (N 64 / K 128 up to 64, N 128 / K 64 beyond), 64 beyond.
-  const std::vector<std::pair<double, int>> cases = {{1, 0},  {32, 0}, {33, 1},  {40, 1},   {64, 1},
+  const std::vector<std::pair<double, int>> cases = {{1, 0},  {32, 0}, {33, 1}, {40, 1},  {64, 1},
                                                      {65, 2}, {96, 2}, {97, 3}, {512, 3}, {8192, 3}};
   for (auto [tokens, config] : cases) {
     CAPTURE(tokens);
@@ -255,7 +256,7 @@ TEST_CASE("cost: sliding-window layers read at most the window")
 
   // Doubling the context while the window stays full only adds the full-attention half:
   // 1e6 * 0.5 * 1000 more bytes -> +1 ms.
-  AttentionLoad b = a;
+  AttentionLoad b  = a;
   b.context_tokens = 2000;
   CHECK(c.decode_step_s(4, b, distinct) - c.decode_step_s(4, a, distinct) == doctest::Approx(1e-3).epsilon(1e-9));
 
@@ -313,7 +314,7 @@ TEST_CASE("cost: prefill attention is quadratic in prompt length (compute bound 
   big.kv_bytes_per_token = 1;
   CostModel cb(big, toy_hardware(), toy_calibration());
   const std::vector<uint16_t> one = {1, 1};
-  auto attention = [&](int n) {
+  auto attention                  = [&](int n) {
     return cb.prefill_s(std::vector<int>{n}, one) - cb.prefill_s(std::vector<int>(size_t(n), 1), one);
   };
   // n = 1e4: 1.6e7 * 49,995,000 = 7.9992e14 FLOPs -> 1.59984 s per layer, 3.19968 s for both.
@@ -340,11 +341,12 @@ TEST_CASE("cost: prefill attention on sliding layers sees at most the window")
   CHECK(diff == doctest::Approx(2 * 9.4968e-3).epsilon(1e-9));
 
   // A prompt within the window costs the same as without sliding layers.
-  ModelSpec full          = big;
-  full.sliding_window     = 0;
+  ModelSpec full           = big;
+  full.sliding_window      = 0;
   full.sliding_kv_fraction = 0;
   CostModel cf(full, toy_hardware(), toy_calibration());
-  CHECK(cb.prefill_s(std::vector<int>{80}, one) == doctest::Approx(cf.prefill_s(std::vector<int>{80}, one)).epsilon(1e-12));
+  CHECK(cb.prefill_s(std::vector<int>{80}, one) ==
+        doctest::Approx(cf.prefill_s(std::vector<int>{80}, one)).epsilon(1e-12));
   CHECK(cb.prefill_s(std::vector<int>{1000}, one) < cf.prefill_s(std::vector<int>{1000}, one));
 }
 
@@ -368,9 +370,9 @@ TEST_CASE("cost: KV capacity is HBM share minus weights (by hand)")
 TEST_CASE("cost: shared experts and dense layers in a toy decode step and prefill by hand")
 {
   // The toy above: 2 MoE layers, 4 experts of 1 GB, BW 5e11 B/s, 5e14 FLOP/s, a = 4 ms.
-  const Hardware h   = toy_hardware();
+  const Hardware h    = toy_hardware();
   const Calibration c = toy_calibration();
-  ModelSpec m        = toy_model();
+  ModelSpec m         = toy_model();
   // Plus one shared expert of 1 GB (2 ms to read, 2 x 3 x 1000 x 100 = 6e5 FLOPs a token) on each MoE
   // layer and one dense layer of 5e8 bytes (1 ms; 5e8 FLOPs a token).
   m.shared_experts      = 1;
@@ -435,7 +437,7 @@ TEST_CASE("cost: qwen3-30b decode step is strictly increasing in distinct expert
   AttentionLoad a;
   a.context_tokens  = 64 * 600;
   a.windowed_tokens = a.context_tokens;
-  double prev = 0;
+  double prev       = 0;
   for (int d = r.model.top_k; d <= r.model.experts; ++d) {
     std::vector<uint16_t> distinct(size_t(r.model.layers), uint16_t(d));
     const double t = r.cost.decode_step_s(64, a, distinct);
@@ -496,14 +498,14 @@ InstanceLayout four_gpus(int ep)
 double old_decode_step_s(const ModelSpec& m, const Hardware& hw, const Calibration& cal, const CostModel& c, int batch,
                          const AttentionLoad& a, std::span<const uint16_t> distinct)
 {
-  const double bw    = hw.hbm_bandwidth_Bps * cal.decode_bw_efficiency;
-  const double peak  = m.gemm_dtype == "fp8" && hw.dense_fp8_flops > 0 ? hw.dense_fp8_flops : hw.dense_flops;
-  const double flops = peak * hw.gemm_efficiency;
-  const double f     = m.sliding_kv_fraction;
-  const double attn  = m.kv_bytes_per_token * ((1.0 - f) * a.context_tokens + f * a.windowed_tokens);
+  const double bw            = hw.hbm_bandwidth_Bps * cal.decode_bw_efficiency;
+  const double peak          = m.gemm_dtype == "fp8" && hw.dense_fp8_flops > 0 ? hw.dense_fp8_flops : hw.dense_flops;
+  const double flops         = peak * hw.gemm_efficiency;
+  const double f             = m.sliding_kv_fraction;
+  const double attn          = m.kv_bytes_per_token * ((1.0 - f) * a.context_tokens + f * a.windowed_tokens);
   const double dense_memory  = m.non_expert_bytes_per_layer / bw;
   const double dense_compute = batch * m.non_expert_flops_per_token() / flops;
-  double t = cal.step_overhead_s + m.lm_head_bytes / bw + attn / bw;
+  double t                   = cal.step_overhead_s + m.lm_head_bytes / bw + attn / bw;
   t += m.layers * std::max(dense_memory, dense_compute);
   for (uint16_t d : distinct) {
     double memory  = d * (m.expert_bytes / bw);
@@ -522,16 +524,16 @@ double old_decode_step_s(const ModelSpec& m, const Hardware& hw, const Calibrati
 
 TEST_CASE("multi-GPU cost: a one-GPU layout is bit for bit the single-GPU decode step (toy, shared/dense, fp8)")
 {
-  ModelSpec plain = toy_model8();
-  ModelSpec extra = toy_model8();  // DeepSeek-like: a shared expert, a dense layer, FP8 GEMMs
+  ModelSpec plain           = toy_model8();
+  ModelSpec extra           = toy_model8();  // DeepSeek-like: a shared expert, a dense layer, FP8 GEMMs
   extra.shared_experts      = 1;
   extra.shared_expert_ffn   = 200;
   extra.shared_expert_bytes = 3e8;
   extra.dense_layers        = 1;
   extra.dense_layer_bytes   = 7e8;
   extra.gemm_dtype          = "fp8";
-  Hardware hw        = toy_hardware();
-  hw.dense_fp8_flops = 2e15;
+  Hardware hw               = toy_hardware();
+  hw.dense_fp8_flops        = 2e15;
   std::mt19937_64 rng(7);
   for (const ModelSpec& m : {plain, extra}) {
     CostModel c(m, hw, toy_calibration());

@@ -29,8 +29,8 @@ TEST_CASE("csv: records read back as written, across lines, CRLF files")
   text = "h1,h2\r\n" + row + "\n" + "1,2\n";
   std::istringstream in(text);
   std::vector<std::string> cells;
-  long lines     = 0;
-  bool open      = false;
+  long lines = 0;
+  bool open  = false;
   REQUIRE(csv_read_record(in, cells, lines, open));
   CHECK(cells == std::vector<std::string>{"h1", "h2"});  // the CR of CRLF dropped
   REQUIRE(csv_read_record(in, cells, lines, open));

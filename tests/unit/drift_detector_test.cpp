@@ -1,10 +1,10 @@
 // ELDR's drift detector (sim/routing/eldr/drift_detector.hpp): it fires on a shift and not on a stationary
 // stream of the same length; bad values of the new eldr and output keys are one-line errors naming the
 // file and key. The refit policies on the router are in eldr_router_test.cpp.
-#include "sim/config/experiment.hpp"
-#include "sim/common/rng.hpp"
-#include "sim/routing/eldr/drift_detector.hpp"
 #include "input_error_util.hpp"
+#include "sim/common/rng.hpp"
+#include "sim/config/experiment.hpp"
+#include "sim/routing/eldr/drift_detector.hpp"
 
 #include <doctest/doctest.h>
 
@@ -19,8 +19,9 @@ namespace {
 // A synthetic stream of routed requests at `rate` per second for `duration_s`: nearest centroid drawn
 // from `shares` (before `shift_s`) or `shares_after`, similarity ~ N(mean, 0.06) (mean drops by
 // `sim_drop` after the shift). Returns the times the detector fired (it resets on each, as ELDR does).
-std::vector<double> run_stream(uint64_t seed, double shift_s, std::vector<double> shares, std::vector<double> shares_after,
-                               double sim_drop, double duration_s = 120, double rate = 60)
+std::vector<double> run_stream(uint64_t seed, double shift_s, std::vector<double> shares,
+                               std::vector<double> shares_after, double sim_drop, double duration_s = 120,
+                               double rate = 60)
 {
   std::mt19937_64 g(seed);
   std::exponential_distribution<double> gap(rate);
@@ -58,7 +59,7 @@ TEST_CASE("drift detector: statistics by hand")
   CHECK(psi_ratio({10, 10, 10, 10}, {10, 10, 10, 10}) == doctest::Approx(0));
   const double q[] = {10.5 / 42, 10.5 / 42, 10.5 / 42, 10.5 / 42};
   const double p[] = {30.5 / 42, 0.5 / 42, 5.5 / 42, 5.5 / 42};
-  double psi = 0;
+  double psi       = 0;
   for (int i = 0; i < 4; ++i)
     psi += (p[i] - q[i]) * std::log(p[i] / q[i]);
   CHECK(psi_ratio({10, 10, 10, 10}, {30, 0, 5, 5}) == doctest::Approx(psi / (3 * (1.0 / 40 + 1.0 / 40))));

@@ -13,8 +13,8 @@
 #include <vector>
 
 using namespace eldr;
-using eldr::test::input_error_of;
 using eldr::test::contains;
+using eldr::test::input_error_of;
 
 namespace {
 
@@ -60,12 +60,12 @@ TEST_CASE("drift: a rotation schedule gives the intended label mix in each windo
   // 30,000 measured requests at 250 req/s: 120 s, about 10,000 per 40-s window.
   WorkloadSpec s = task_spec(2000, 30000, 250);
   // Code-heavy, then math-heavy, then legal-heavy; medical absent in the last piece.
-  s.mix_schedule = {{0, {0.6, 0.2, 0.1, 0.1}}, {40, {0.1, 0.6, 0.2, 0.1}}, {80, {0.2, 0.2, 0, 0.6}}};
+  s.mix_schedule   = {{0, {0.6, 0.2, 0.1, 0.1}}, {40, {0.1, 0.6, 0.2, 0.1}}, {80, {0.2, 0.2, 0, 0.6}}};
   const Workload w = generate_workload(s, 7);
   REQUIRE(w.labels == std::vector<std::string>{"code", "math", "medical", "legal"});
   const double edges[] = {0, 40, 80, 1e9};
   for (int k = 0; k < 3; ++k) {
-    long n = 0;
+    long n                        = 0;
     const std::vector<double> got = shares(w, edges[k], edges[k + 1], &n);
     CAPTURE(k);
     CHECK(n > 9000);
@@ -90,10 +90,10 @@ TEST_CASE("drift: a rotation schedule gives the intended label mix in each windo
 
 TEST_CASE("drift: a burst lifts one label to 60% for a minute, the base mix around it")
 {
-  WorkloadSpec s = task_spec(0, 24000, 200);  // 120 s
-  s.mix_schedule = {{0, kBase}, {30, {0.1218, 0.1203, 0.6, 0.1578}}, {90, kBase}};
+  WorkloadSpec s   = task_spec(0, 24000, 200);  // 120 s
+  s.mix_schedule   = {{0, kBase}, {30, {0.1218, 0.1203, 0.6, 0.1578}}, {90, kBase}};
   const Workload w = generate_workload(s, 3);
-  long n = 0;
+  long n           = 0;
   CHECK(std::abs(shares(w, 30, 90, &n)[2] - 0.6) <= tolerance(0.6, n));
   const double base_medical = 2545 / 11668.0;  // 21.8%
   CHECK(std::abs(shares(w, 0, 30, &n)[2] - base_medical) <= tolerance(base_medical, n));
@@ -102,7 +102,7 @@ TEST_CASE("drift: a burst lifts one label to 60% for a minute, the base mix arou
 
 TEST_CASE("drift: deterministic, and a schedule of the base mix changes nothing")
 {
-  WorkloadSpec s = task_spec(100, 3000, 60);
+  WorkloadSpec s       = task_spec(100, 3000, 60);
   const Workload plain = generate_workload(s, 11);
   s.mix_schedule       = {{0, kBase}};
   const Workload same  = generate_workload(s, 11);
@@ -150,8 +150,8 @@ TEST_CASE("drift: the example configs load with their schedules resolved by labe
 
 TEST_CASE("drift: a share piece gives listed labels their fraction and the rest the usual proportions")
 {
-  Experiment x = load_experiment("configs/default.json",
-                                 {{"workload.mix_schedule", R"([{"at_s": 0, "share": {"medical": 0.6}},
+  Experiment x =
+      load_experiment("configs/default.json", {{"workload.mix_schedule", R"([{"at_s": 0, "share": {"medical": 0.6}},
                                                                 {"at_s": 10, "share": {"code": 0.5, "legal": 0.5}},
                                                                 {"at_s": 20, "share": {"math": 0}}])"}});
   const auto& p = x.workload.mix_schedule;
@@ -171,8 +171,7 @@ TEST_CASE("drift: a share piece gives listed labels their fraction and the rest 
 TEST_CASE("drift: bad schedules are one-line errors naming the file and the key")
 {
   const std::string f = "configs/default.json";
-  auto err = [&](const std::string& key, const std::string& value,
-                 std::vector<Override> more = {}) {
+  auto err            = [&](const std::string& key, const std::string& value, std::vector<Override> more = {}) {
     more.insert(more.begin(), {key, value});
     return input_error_of([&] { load_experiment(f, more); });
   };
@@ -187,8 +186,8 @@ TEST_CASE("drift: bad schedules are one-line errors naming the file and the key"
   CHECK(err(key, R"([{"at_s": 0, "weights": {"code": 1, "poetry": 2}}])") ==
         f + ": workload.mix_schedule[0].weights.poetry: not a label of workload kind 'task' (code, math, medical, "
             "legal)");
-  CHECK(err(key, R"([{"at_s": 0, "weights": {"code": -1}}])").find(
-            f + ": workload.mix_schedule[0].weights.code: ") == 0);
+  CHECK(err(key, R"([{"at_s": 0, "weights": {"code": -1}}])").find(f + ": workload.mix_schedule[0].weights.code: ") ==
+        0);
   CHECK(err(key, R"([{"at_s": 0, "weights": {"code": 0}}])") ==
         f + ": workload.mix_schedule[0].weights: needs at least one label with a weight above 0");
   CHECK(err(key, R"([{"at_s": 0, "weights": "uniform"}])") ==
@@ -196,9 +195,10 @@ TEST_CASE("drift: bad schedules are one-line errors naming the file and the key"
   CHECK(err(key, R"([{"at_s": 0}])") ==
         f + ": workload.mix_schedule[0].weights: give exactly one of weights (relative, by label) and share "
             "(fractions of traffic for some labels, the rest in the usual mix)");
-  CHECK(err(key, R"([{"at_s": 0, "weights": "base", "until": 3}])").find(
-            f + ": workload.mix_schedule[0].until: ") == 0);
-  CHECK(err(key, R"([3])") == f + ": workload.mix_schedule[0]: must be an object {\"at_s\": seconds, \"weights\": ...}");
+  CHECK(err(key, R"([{"at_s": 0, "weights": "base", "until": 3}])").find(f + ": workload.mix_schedule[0].until: ") ==
+        0);
+  CHECK(err(key, R"([3])") ==
+        f + ": workload.mix_schedule[0]: must be an object {\"at_s\": seconds, \"weights\": ...}");
   CHECK(err(key, R"([{"at_s": 0, "weights": {"code": 1}}])", {{"workload.kind", "language"}}) ==
         f + ": workload.mix_schedule[0].weights.code: not a label of workload kind 'language' (en, zh, ru, fr, rest)");
   CHECK_NOTHROW(load_experiment(f, {{key, R"([{"at_s": 0, "weights": {"zh": 1}}])"}, {"workload.kind", "language"}}));
@@ -216,8 +216,9 @@ TEST_CASE("drift: bad schedules are one-line errors naming the file and the key"
         f + ": workload.mix_schedule[0].share: fractions add up to 1.200000, more than 1");
   CHECK(err(key, R"([{"at_s": 0, "share": {"code": 1.5}}])") ==
         f + ": workload.mix_schedule[0].share.code: must be between 0 and 1, got 1.5");
-  CHECK(err(key, R"([{"at_s": 0, "share": {"poetry": 0.5}}])") ==
-        f + ": workload.mix_schedule[0].share.poetry: not a label of workload kind 'task' (code, math, medical, legal)");
+  CHECK(
+      err(key, R"([{"at_s": 0, "share": {"poetry": 0.5}}])") ==
+      f + ": workload.mix_schedule[0].share.poetry: not a label of workload kind 'task' (code, math, medical, legal)");
   CHECK(err(key, R"([{"at_s": 0, "share": {}}])") ==
         f + ": workload.mix_schedule[0].share: must be a non-empty object {label: fraction of traffic, ...}");
   CHECK(err(key, R"([{"at_s": 0, "share": {"code": 0, "math": 0, "medical": 0, "legal": 0}}])") ==
@@ -228,9 +229,9 @@ TEST_CASE("drift: bad schedules are one-line errors naming the file and the key"
 
 TEST_CASE("drift: sub-topics after new_subtopics_after_s are ones the calibration split never saw")
 {
-  Experiment x = load_experiment("configs/default.json", {{"workload.warmup_requests", "50"},
-                                                          {"workload.measured_requests", "400"},
-                                                          {"workload.calibration_requests", "100"}});
+  Experiment x     = load_experiment("configs/default.json", {{"workload.warmup_requests", "50"},
+                                                              {"workload.measured_requests", "400"},
+                                                              {"workload.calibration_requests", "100"}});
   const Workload w = make_workload(x);
   GeneratedRouting plain(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file);
   const double after = w.requests.back().arrival_s / 2;

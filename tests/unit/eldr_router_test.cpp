@@ -1,9 +1,9 @@
 // EldrRouter and EldrModel (sim/routing/eldr/eldr_router.hpp, eldr_model.hpp): the locality band, its
 // limits tau = 0 and tau = 1, the model file, the online refit, and a fit on generated routing; the
 // refit policies (static never refits, periodic every interval, online = periodic, triggered on a shift).
-#include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
@@ -23,11 +23,11 @@ namespace {
 EldrModel axes_model()
 {
   EldrModel m;
-  m.model   = "toy";
-  m.layers  = 1;
-  m.experts = 4;
-  m.mask    = {0};
-  m.idf     = IdfTable{1, 4, 10, {1, 1, 1, 1}};
+  m.model     = "toy";
+  m.layers    = 1;
+  m.experts   = 4;
+  m.mask      = {0};
+  m.idf       = IdfTable{1, 4, 10, {1, 1, 1, 1}};
   m.centroids = DenseMatrix(4, 4);
   for (int k = 0; k < 4; ++k)
     m.centroids.row(k)[size_t(k)] = 1.f;
@@ -148,8 +148,8 @@ TEST_CASE("eldr: fitted on generated routing, same-label requests share workers 
 TEST_CASE("eldr: the online refit keeps stable clusters on their workers")
 {
   // Traffic that matches the centroids exactly: a refit must not move any profile to another worker.
-  EldrSpec s = spec(0);
-  s.refit    = "online";
+  EldrSpec s         = spec(0);
+  s.refit            = "online";
   s.refit_interval_s = 1;
   s.refit_window_s   = 5;
   EldrRouter r(axes_model(), s);
@@ -158,7 +158,7 @@ TEST_CASE("eldr: the online refit keeps stable clusters on their workers")
   for (int i = 0; i < 400; ++i, t += 0.02) {
     int k = i % 4;
     std::vector<float> v(4, 0.f);
-    v[size_t(k)] = 1.f;
+    v[size_t(k)]           = 1.f;
     v[size_t((k + 1) % 4)] = 0.1f;
     PromptProfile p;
     p.layers  = 1;
@@ -196,8 +196,7 @@ std::pair<int, float> reference_choice(const DenseMatrix& c, std::span<const flo
         second = std::max(second, v);
   int choice = -1;
   for (int w = 0; w < c.rows; ++w)
-    if ((s[size_t(w)] >= floor || s[size_t(w)] == second) &&
-        (choice < 0 || load[size_t(w)] < load[size_t(choice)]))
+    if ((s[size_t(w)] >= floor || s[size_t(w)] == second) && (choice < 0 || load[size_t(w)] < load[size_t(choice)]))
       choice = w;
   return {choice, best};
 }
@@ -207,7 +206,9 @@ std::pair<int, float> reference_choice(const DenseMatrix& c, std::span<const flo
 TEST_CASE("eldr: decisions and best similarity equal the exact reference, near ties and band edges included")
 {
   Rng rng(11, "test.eldr.decision");
-  auto gauss = [&] { return float(std::sqrt(-2 * std::log(1 - rng.uniform01())) * std::cos(6.283185307 * rng.uniform01())); };
+  auto gauss = [&] {
+    return float(std::sqrt(-2 * std::log(1 - rng.uniform01())) * std::cos(6.283185307 * rng.uniform01()));
+  };
   auto normalise = [](std::span<float> v) {
     double n = 0;
     for (float x : v)
@@ -217,7 +218,8 @@ TEST_CASE("eldr: decisions and best similarity equal the exact reference, near t
   };
   int cases = 0, exact_ties = 0;
   for (int round = 0; round < 60; ++round) {
-    const int experts = round % 3 == 0 ? 128 : 40, layers = 1 + round % 9, k = std::vector<int>{1, 2, 5, 16, 20}[size_t(round % 5)];
+    const int experts = round % 3 == 0 ? 128 : 40, layers = 1 + round % 9,
+              k = std::vector<int>{1, 2, 5, 16, 20}[size_t(round % 5)];
     EldrModel m;
     m.layers  = layers;
     m.experts = experts;
@@ -228,7 +230,7 @@ TEST_CASE("eldr: decisions and best similarity equal the exact reference, near t
       auto row = m.centroids.row(w);
       if (w > 0 && rng.uniform01() < 0.4) {
         // A near or exact copy of the previous centroid: similarities within float rounding.
-        auto prev = m.centroids.row(w - 1);
+        auto prev        = m.centroids.row(w - 1);
         const double eps = rng.uniform01() < 0.3 ? 0 : std::pow(10.0, -3 - 4 * rng.uniform01());
         for (size_t i = 0; i < row.size(); ++i)
           row[i] = prev[i] + float(eps) * gauss();
@@ -259,7 +261,7 @@ TEST_CASE("eldr: decisions and best similarity equal the exact reference, near t
       std::vector<float> s(static_cast<size_t>(k));
       for (int w = 0; w < k; ++w)
         s[size_t(w)] = dot(m.centroids.row(w), sig);
-      const float top = *std::max_element(s.begin(), s.end());
+      const float top   = *std::max_element(s.begin(), s.end());
       const float other = s[size_t(rng.below(uint64_t(k)))];
       for (double tau : {0.0, 0.1, 1.0, double(top - other), double(top - other) + 1e-7, double(top - other) - 1e-7,
                          double(top - other) + 3e-4}) {
@@ -326,7 +328,7 @@ TEST_CASE("refit policies: static never refits, periodic every interval, online 
   const int n = 1500;  // 30 s at 50/s
   CHECK(route("static", n, 700).refit_times().empty());
   CHECK(stat(route("static", n, 700), "refits") == 0);
-  EldrRouter p = route("periodic", n, 700);
+  EldrRouter p  = route("periodic", n, 700);
   const auto& t = p.refit_times();
   // One refit each second from the first (t = 1 s) on: 29 or 30 (the decision grid is 20 ms).
   CHECK(t.size() >= 29);

@@ -19,7 +19,7 @@ TEST_CASE("jsq_of_d: returns a valid worker and avoids the loaded ones")
   JsqOfDRouter router(1, 3);
   Request r;
   std::vector<int> load = {9, 9, 9, 0, 9, 9, 9, 9};
-  int hits = 0;
+  int hits              = 0;
   for (int i = 0; i < 1000; ++i) {
     int w = router.choose(r, DecodeLoadView{load});
     REQUIRE(w >= 0);
@@ -35,7 +35,7 @@ TEST_CASE("jsq_of_d: d >= K always takes a least-loaded worker, ties among them 
   JsqOfDRouter router(7, 40);
   Request r;
   std::vector<int> load = {3, 1, 2, 5, 1};
-  int picks[5] = {};
+  int picks[5]          = {};
   for (int i = 0; i < 400; ++i)
     ++picks[router.choose(r, DecodeLoadView{load})];
   CHECK(picks[0] + picks[2] + picks[3] == 0);
@@ -55,10 +55,10 @@ TEST_CASE("jsq_of_d: same seed, same decisions, and d from the config section")
     ++load[size_t(w)];
   }
   // d = 1 from the config: the load is ignored, so a loaded worker gets picked sometimes.
-  Experiment x = load_experiment("configs/default.json", {{"jsq_of_d.d", "1"}});
-  auto one     = make_decode_router("jsq_of_d", RouterSetup{4, 1, nullptr, nullptr, &x});
+  Experiment x            = load_experiment("configs/default.json", {{"jsq_of_d.d", "1"}});
+  auto one                = make_decode_router("jsq_of_d", RouterSetup{4, 1, nullptr, nullptr, &x});
   std::vector<int> skewed = {0, 9, 9, 9};
-  int loaded = 0;
+  int loaded              = 0;
   for (int i = 0; i < 100; ++i)
     loaded += one->choose(r, DecodeLoadView{skewed}) != 0;
   CHECK(loaded > 50);

@@ -23,7 +23,7 @@ namespace {
 
 // A source of one layer whose laws are given tables: request i follows laws[i] in both phases.
 class TableSource : public ExpertRoutingSource {
-public:
+ public:
   TableSource(int experts, std::vector<std::vector<float>> tables) : tables_(std::move(tables))
   {
     shape_ = {1, experts, 1, (experts + 63) / 64};
@@ -37,7 +37,7 @@ public:
     return {t, t, 0.f};
   }
 
-private:
+ private:
   RoutingShape shape_;
   std::vector<std::vector<float>> tables_;
 };
@@ -89,7 +89,7 @@ TEST_CASE("expected union: two requests by hand, joining and leaving")
   CHECK(expected_of(u, 1) == doctest::Approx(1.25).epsilon(1e-5));  // sum p2
   u.leave(b);
   CHECK(expected_of(u, 1) == 0.0);  // the last leave rebuilds: exactly empty
-  CHECK_THROWS(u.leave(b));  // nobody of that law left
+  CHECK_THROWS(u.leave(b));         // nobody of that law left
 
   // A mixed law: share 0.25 of the secondary table. p = 0.75 * p1 + 0.25 * p2 = (0.5, 0.3125, 0.0625, 0.75).
   u.join({p1.data(), p2.data(), 0.25f});
@@ -123,7 +123,7 @@ TEST_CASE("expected union: incremental products equal a from-scratch computation
 {
   // Laws of the default scenario's generated routing, joined and left at random (decode tokens), with
   // batches up to 400 so that near-certain experts and vanishing products are common.
-  const Scenario s = scenario(2000);
+  const Scenario s  = scenario(2000);
   const Workload& w = s.w;
   const auto& src   = s.src;
   REQUIRE(src->has_token_laws());
@@ -131,7 +131,7 @@ TEST_CASE("expected union: incremental products equal a from-scratch computation
   ExpectedUnion u(shape.layers, shape.experts);
   std::vector<const Request*> in;
   std::mt19937_64 rng(7);
-  size_t next = 0;
+  size_t next  = 0;
   long changes = 0;
   for (int round = 0; round < 6000; ++round) {
     const size_t target = round < 3000 ? 400 : 30;  // grow to 400, then shrink and churn around 30
@@ -170,9 +170,9 @@ TEST_CASE("expected union: the mean of sampled unions of the generated routing c
   // 32 decode sequences of the default scenario; sampled unions of 4000 steps (each sequence's
   // next output token) against the expectation of their laws. The per-step union's standard deviation
   // is a few experts over all layers, so the mean of 4000 is within ~0.1 of the expectation.
-  const Scenario s = scenario(200);
-  const Workload& w = s.w;
-  const auto& src   = s.src;
+  const Scenario s          = scenario(200);
+  const Workload& w         = s.w;
+  const auto& src           = s.src;
   const RoutingShape& shape = src->shape();
   ExpectedUnion u(shape.layers, shape.experts);
   for (int i = 0; i < 32; ++i)
@@ -203,9 +203,9 @@ TEST_CASE("expected union: the mean of sampled unions of the generated routing c
 
 TEST_CASE("expected union: uniform routing's law is its pool's record frequencies, near top_k / experts")
 {
-  const Scenario s           = scenario(50, "uniform");
-  const TokenLaw law         = s.src->token_law(s.w.requests[0], 1);
-  const RoutingShape& shape  = s.src->shape();
+  const Scenario s          = scenario(50, "uniform");
+  const TokenLaw law        = s.src->token_law(s.w.requests[0], 1);
+  const RoutingShape& shape = s.src->shape();
   for (int l = 0; l < shape.layers; l += 7) {
     double sum = 0;
     for (int e = 0; e < shape.experts; ++e)
@@ -269,8 +269,8 @@ TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
     }
     return out;
   };
-  for (const ExpertRoutingSource* src : {static_cast<const ExpertRoutingSource*>(s.src.get()),
-                                         static_cast<const ExpertRoutingSource*>(&odd)}) {
+  for (const ExpertRoutingSource* src :
+       {static_cast<const ExpertRoutingSource*>(s.src.get()), static_cast<const ExpertRoutingSource*>(&odd)}) {
     REQUIRE(detail::use_expected_union_kernel(0));
     const std::vector<double> base = run(*src);
     REQUIRE(detail::use_expected_union_kernel(1));

@@ -22,7 +22,7 @@ double brute_force_optimum(const std::vector<double>& w, int ranks)
 {
   const int n = int(w.size()), cap = n / ranks;
   std::vector<int> rank_of(static_cast<size_t>(n), -1), size(static_cast<size_t>(ranks), 0);
-  double best = INFINITY;
+  double best                    = INFINITY;
   std::function<void(int)> place = [&](int i) {
     if (i == n) {
       best = std::min(best, max_rank_load(w, rank_of, ranks));
@@ -106,12 +106,12 @@ TEST_CASE("placement: the balanced partition against brute force on random small
   int optimal = 0, cases = 0;
   double worst = 1;
   for (int trial = 0; trial < 300; ++trial) {
-    const int ranks = 2 + int(rng.below(3));       // 2..4
+    const int ranks = 2 + int(rng.below(3));            // 2..4
     const int n     = ranks * (2 + int(rng.below(2)));  // 2 or 3 per rank: at most 12 items
     std::vector<double> w(static_cast<size_t>(n));
     for (double& x : w)  // skewed like expert popularity
       x = std::exp(2.0 * rng.uniform01());
-    const auto part  = balanced_partition(w, ranks);
+    const auto part = balanced_partition(w, ranks);
     std::vector<int> size(size_t(ranks), 0);
     for (int r : part)
       ++size[size_t(r)];

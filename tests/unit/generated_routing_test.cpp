@@ -84,10 +84,10 @@ TEST_CASE("statistics helpers: pearson and spearman against hand values")
 
 TEST_CASE("generated routing: every token picks top_k distinct experts per layer, deterministically")
 {
-  Experiment x = generated("qwen3-30b-a3b", "task");
-  Workload w   = make_workload(x);
-  auto a       = make_routing_source(x, w);
-  auto b       = make_routing_source(x, w);
+  Experiment x          = generated("qwen3-30b-a3b", "task");
+  Workload w            = make_workload(x);
+  auto a                = make_routing_source(x, w);
+  auto b                = make_routing_source(x, w);
   const RoutingShape& s = a->shape();
   CHECK(s.layers == 48);
   CHECK(s.experts == 128);
@@ -107,8 +107,8 @@ TEST_CASE("generated routing: every token picks top_k distinct experts per layer
 
 TEST_CASE("generated routing: prompt and output tokens use their request's label and phase palettes")
 {
-  Experiment x = generated("qwen3-30b-a3b", "task");
-  Workload w   = make_workload(x);
+  Experiment x     = generated("qwen3-30b-a3b", "task");
+  Workload w       = make_workload(x);
   RoutingProfile p = x.routing_profile;
   GeneratedRouting g(x.model, p, "task", w.labels, x.seed);
   const int S = p.subtopics_per_label;
@@ -149,9 +149,9 @@ TEST_CASE("generated routing: a request's cached key follows the request, not it
 
 TEST_CASE("generated routing: a source from the cache directory equals one built in place")
 {
-  namespace fs = std::filesystem;
-  Experiment x = generated("qwen3-30b-a3b", "task");
-  Workload w   = make_workload(x);
+  namespace fs       = std::filesystem;
+  Experiment x       = generated("qwen3-30b-a3b", "task");
+  Workload w         = make_workload(x);
   const fs::path dir = fs::temp_directory_path() / ("eldr-routing-cache-test-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   auto files = [&] {
@@ -225,7 +225,7 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   const std::string id = executable_build_id();
   REQUIRE(!id.empty());  // GCC and Clang on Debian link with --build-id
   const std::string prefix = "binary " + std::to_string(id.size()) + " ";
-  const size_t at           = changed.find(prefix + id + "\n");
+  const size_t at          = changed.find(prefix + id + "\n");
   REQUIRE(at != std::string::npos);
   std::string foreign = changed;
   foreign[at + prefix.size()] ^= 0x01;  // the ID's first hex digit
@@ -245,7 +245,7 @@ TEST_CASE("generated routing: accumulate_tokens equals the OR of token_experts, 
   Workload w   = make_workload(x);
   GeneratedRouting g(x.model, x.routing_profile, "task", w.labels, x.seed);
   const size_t words = size_t(g.shape().words());
-  auto plain = [&](std::span<const TokenRef> tokens) {
+  auto plain         = [&](std::span<const TokenRef> tokens) {
     std::vector<uint64_t> u(words, 0);
     for (const TokenRef& t : tokens) {
       auto m = g.token_experts(*t.request, t.position);
@@ -368,10 +368,10 @@ TEST_CASE("calibration: language batches are less local than task batches")
 
 TEST_CASE("calibration: uniform routing has no locality and no skew")
 {
-  Experiment x = load_experiment("configs/default.json", {{"workload.routing", "uniform"},
-                                                          {"workload.warmup_requests", "0"},
-                                                          {"workload.measured_requests", "2000"},
-                                                          {"workload.calibration_requests", "200"}});
+  Experiment x   = load_experiment("configs/default.json", {{"workload.routing", "uniform"},
+                                                            {"workload.warmup_requests", "0"},
+                                                            {"workload.measured_requests", "2000"},
+                                                            {"workload.calibration_requests", "200"}});
   RoutingStats s = stats_at_batch(x, 150, 100, 32);
   CHECK(std::abs(s.locality[0].reduction()) < 0.01);
   CHECK(s.top_share_mean < 2.5 * s.top_share_uniform);
@@ -434,7 +434,7 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
   // A larger skew concentrates the picks: more of a layer's tokens on its top expert, fewer distinct
   // experts in a mixed batch.
   auto measure = [&](double sigma) {
-    Experiment y = x;
+    Experiment y                                         = x;
     y.routing_profile.kinds["language"].popularity_sigma = sigma;
     return stats_at_batch(y, 150, 60, 32);
   };
@@ -458,7 +458,7 @@ TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max overrid
   // The generator reads the kind's values: more drift decorrelates a request's prefill and decode
   // experts; no sub-topic mixing makes requests of one sub-topic alike, so signatures rank pairs better.
   auto measure = [&](double drift, double mix) {
-    Experiment y = x;
+    Experiment y                                    = x;
     y.routing_profile.kinds["task"].phase_drift     = drift;
     y.routing_profile.kinds["task"].request_mix_max = mix;
     return stats_at_batch(y, 300, 20, 32);
@@ -474,21 +474,21 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   Workload w   = make_workload(x);
   auto src     = make_routing_source(x, w);
   RoutingStatsOptions opt;
-  opt.requests    = 120;
-  opt.batches     = 10;
-  opt.batch_sizes = {16};
-  opt.pairs       = 1500;
+  opt.requests       = 120;
+  opt.batches        = 10;
+  opt.batch_sizes    = {16};
+  opt.pairs          = 1500;
   RoutingStats plain = measure_routing(w.requests, w.calibration, *src, opt);
   CHECK_FALSE(plain.has_gate_prob);
 
   // A gate value of 1 per pick sums to the counts: the same signature, so the same correlation.
   const std::vector<float> ones_per_pick(size_t(src->shape().layers * src->shape().top_k), 1.f);
-  opt.token_gates = [&](const Request&, int) { return std::span<const float>(ones_per_pick); };
+  opt.token_gates   = [&](const Request&, int) { return std::span<const float>(ones_per_pick); };
   RoutingStats ones = measure_routing(w.requests, w.calibration, *src, opt);
   REQUIRE(ones.has_gate_prob);
   CHECK(ones.spearman_gate_prob == doctest::Approx(ones.spearman_counts).epsilon(1e-9));
   CHECK(ones.spearman_counts == plain.spearman_counts);  // the gate pass draws nothing from the stream
-  CHECK(ones.gate_per_pick_p5 == 1.0);  // every cell's gate sum over its picks is its picks
+  CHECK(ones.gate_per_pick_p5 == 1.0);                   // every cell's gate sum over its picks is its picks
   CHECK(ones.gate_per_pick_p95 == 1.0);
 
   // The generator's gates (each token's own, renormalized over the top 8 for Qwen3): a real
@@ -496,7 +496,7 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   // IDF is the paper's claim over every model and workload: `eldrsim validate` checks it.)
   std::unique_ptr<GateSource> gates = make_gate_source(*src);
   REQUIRE(gates);
-  opt.token_gates = [&](const Request& r, int t) { return gates->token_gates(r, t).prob; };
+  opt.token_gates   = [&](const Request& r, int t) { return gates->token_gates(r, t).prob; };
   RoutingStats real = measure_routing(w.requests, w.calibration, *src, opt);
   CHECK(real.spearman_gate_prob > 0.3);
   CHECK(real.gate_per_pick_p5 > 0);
@@ -516,8 +516,8 @@ TEST_CASE("generated routing: shared sub-topics are topics every label has; own 
     Experiment x = generated("qwen3-30b-a3b", kind);
     Workload w   = make_workload(x);
     GeneratedRouting g(x.model, x.routing_profile, kind, w.labels, x.seed, x.workload.routing_profile_file);
-    const int S = x.routing_profile.subtopics_per_label;
-    auto z      = [&](int label, int sub) { return g.palette_logits((label * S + sub) * 2); };  // prompt phase
+    const int S  = x.routing_profile.subtopics_per_label;
+    auto z       = [&](int label, int sub) { return g.palette_logits((label * S + sub) * 2); };  // prompt phase
     double worst = 0;
     for (int a = 0; a + 1 < int(w.labels.size()); ++a)
       for (int s = 0; s + 1 < S; ++s) {
@@ -539,7 +539,7 @@ TEST_CASE("routing profile: shared_subtopics must be a boolean, and a kind's unk
   const std::string good((std::istreambuf_iterator<char>(in)), {});
   const test::ScratchDir scratch("routing-profile");
   const std::string file = scratch.file("profile.json");
-  auto load_with = [&](const std::string& from, const std::string& to) {
+  auto load_with         = [&](const std::string& from, const std::string& to) {
     std::string text = good;
     const size_t at  = text.find(from);
     REQUIRE(at != std::string::npos);
@@ -547,21 +547,23 @@ TEST_CASE("routing profile: shared_subtopics must be a boolean, and a kind's unk
     std::ofstream(file) << text;
     return load_routing_profile(file, ".");
   };
-  CHECK(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": false").kinds.at("language").shared_subtopics == false);
+  CHECK(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": false").kinds.at("language").shared_subtopics ==
+        false);
   CHECK_THROWS_AS(load_with("\"shared_subtopics\": true", "\"shared_subtopics\": 1"), InputError);
   CHECK_THROWS_AS(load_with("\"shared_subtopics\": true", "\"shared_sub_topics\": true"), InputError);
 }
 
-TEST_CASE("routing statistics: one-sub-topic batches touch fewer experts than one-label ones only with sub-topic structure")
+TEST_CASE(
+    "routing statistics: one-sub-topic batches touch fewer experts than one-label ones only with sub-topic structure")
 {
   Experiment x = generated("qwen3-30b-a3b", "task");
   auto measure = [&](double strength, double drift, int records) {
-    Experiment y = x;
+    Experiment y                                      = x;
     y.routing_profile.kinds["task"].subtopic_strength = strength;
     y.routing_profile.kinds["task"].phase_drift       = drift;
     y.routing_profile.palette_records                 = records;
-    Workload w = make_workload(y);
-    auto src   = make_routing_source(y, w);
+    Workload w                                        = make_workload(y);
+    auto src                                          = make_routing_source(y, w);
     REQUIRE(src->has_subtopics());
     RoutingStatsOptions opt;
     opt.requests    = 150;

@@ -9,8 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,7 +79,8 @@ TEST_CASE("input files: regular files are read whole; special files, directories
   CHECK(error_of([&] { read_input_file(fifo); }) == fifo + ": " + kSpecial);  // returns: no writer is waited for
   CHECK(error_of([&] { open_input_file(fifo); }) == fifo + ": " + kSpecial);
   CHECK(error_of([&] { read_input_file(s.dir.string()); }) == s.dir.string() + ": is a directory, not a file");
-  CHECK(error_of([&] { read_input_file((s.dir / "nope").string()); }) == (s.dir / "nope").string() + ": file not found");
+  CHECK(error_of([&] { read_input_file((s.dir / "nope").string()); }) ==
+        (s.dir / "nope").string() + ": file not found");
   fs::create_symlink(s.dir / "gone", s.dir / "dangling");
   CHECK(error_of([&] { check_input_file((s.dir / "dangling").string()); }).find("file not found (a symbolic link") !=
         std::string::npos);
@@ -106,14 +107,16 @@ TEST_CASE("trace integrity: the manifest records the count and checksum; a cut o
   SUBCASE("cut at a line boundary")
   {
     std::ofstream(t.requests_path(), std::ios::trunc) << text.substr(0, text.find('\n') + 1);
-    CHECK(error_of([&] { read_trace(dir); }).find("requests.jsonl: 1 requests, not the 3 recorded in trace.json: the file "
-                                                  "was cut or edited") != std::string::npos);
+    CHECK(error_of([&] { read_trace(dir); })
+              .find("requests.jsonl: 1 requests, not the 3 recorded in trace.json: the file "
+                    "was cut or edited") != std::string::npos);
   }
   SUBCASE("one byte edited")
   {
     text[text.find("\"prompt_tokens\":11") + 17] = '2';
     std::ofstream(t.requests_path(), std::ios::trunc) << text;
-    CHECK(error_of([&] { read_trace(dir); }).find("requests.jsonl: contents differ from the checksum") != std::string::npos);
+    CHECK(error_of([&] { read_trace(dir); }).find("requests.jsonl: contents differ from the checksum") !=
+          std::string::npos);
   }
   SUBCASE("a manifest without the keys is read unchecked")
   {
@@ -125,7 +128,7 @@ TEST_CASE("trace integrity: the manifest records the count and checksum; a cut o
   }
   SUBCASE("a routing checksum")
   {
-    TraceManifest m = t.manifest;
+    TraceManifest m   = t.manifest;
     m.routing_fnv1a64 = fnv1a64_text(42);
     CHECK_NOTHROW(check_routing_checksum(m, "routing.bin", 42));
     CHECK(error_of([&] { check_routing_checksum(m, "routing.bin", 43); }).find("routing.bin: contents differ") !=
@@ -176,6 +179,7 @@ TEST_CASE("staged traces: written beside the target, swapped in whole; uncommitt
   CHECK(!fs::exists(fs::path(target) / "routing.bin"));
   CHECK(read_trace(target).requests.size() == 3);
   CHECK(error_of([&] { StagedTrace st(""); }).find("--out: an empty path") != std::string::npos);
-  CHECK(error_of([&] { StagedTrace st((fs::path(target) / "notes.txt").string()); }).find("exists and is not a directory") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          StagedTrace st((fs::path(target) / "notes.txt").string());
+        }).find("exists and is not a directory") != std::string::npos);
 }

@@ -22,12 +22,12 @@ struct Fixture {
       Request r;
       r.id = i, r.prompt_tokens = 10, r.output_tokens = 3;
       w.requests.push_back(r);
-      RequestRecord& q  = rec.request(i);
-      q.decode_worker   = 0;
-      q.arrival_s       = 0.1 * i;
-      q.kv_end_s        = 1 + i;
-      q.finish_s        = 2 + i;
-      q.finish_count    = 1;
+      RequestRecord& q   = rec.request(i);
+      q.decode_worker    = 0;
+      q.arrival_s        = 0.1 * i;
+      q.kv_end_s         = 1 + i;
+      q.finish_s         = 2 + i;
+      q.finish_count     = 1;
       q.tokens_generated = 3;
       rec.add_step({1.0, 0.01, 20, 8, 2, 0});  // each step runs both: 2 x (3 - 1) tokens
     }
@@ -76,14 +76,14 @@ TEST_CASE("invariants: a consistent run passes, and each violation names what br
   }
   {
     Fixture f;
-    f.rec.request(1).decode_cached_tokens = 10;  // prefix caching kept it all there: nothing to send
+    f.rec.request(1).decode_cached_tokens    = 10;  // prefix caching kept it all there: nothing to send
     f.rec.decode_worker(0).kv_received_bytes = 10 * f.x.model.kv_bytes_per_token;
     CHECK(f.error() == "");
   }
   {
     Fixture f;
-    f.rec.decode_worker(3).kv_peak_bytes = 2e12;
-    f.rec.decode_worker(3).kv_peak_s     = 7.5;
+    f.rec.decode_worker(3).kv_peak_bytes     = 2e12;
+    f.rec.decode_worker(3).kv_peak_s         = 7.5;
     f.rec.decode_worker(3).kv_capacity_bytes = 1e12;
     CHECK(f.error().rfind("KV within capacity: decode worker 3 held ", 0) == 0);
     CHECK(f.error().find("at 7.500000 s") != std::string::npos);

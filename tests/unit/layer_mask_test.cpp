@@ -98,7 +98,7 @@ TEST_CASE("layer mask: greedy picks the informative layers first and stops at th
     CAPTURE(to_string(v));
     const IdfTable idf = fit_idf(s.prompts);
     LayerMaskOptions opt;
-    opt.pairs = 20000;
+    opt.pairs         = 20000;
     const LayerMask m = fit_layer_mask(s.prompts, s.decode, v, &idf, opt);
     CHECK(m.variant == v);
     REQUIRE(m.layers.size() == 2);
@@ -106,7 +106,7 @@ TEST_CASE("layer mask: greedy picks the informative layers first and stops at th
     CHECK(std::max(m.layers[0], m.layers[1]) == 5);
     REQUIRE(m.spearman.size() == 2);
     CHECK(m.spearman[1] > m.spearman[0]);
-    CHECK(m.spearman[0] > 0.3);         // each informative layer alone: ~0.5 (noise layers: ~0)
+    CHECK(m.spearman[0] > 0.3);                   // each informative layer alone: ~0.5 (noise layers: ~0)
     CHECK(m.spearman[1] > m.spearman[0] + 0.15);  // both: ~0.75
     // The score is the Spearman of that mask, and any third layer would lower it.
     const MaskPairs pairs = make_mask_pairs(s.decode, opt.pairs, opt.seed);
@@ -125,8 +125,8 @@ TEST_CASE("layer mask: screening finds the plain greedy mask on the constructed 
   plain.screen_pairs    = 0;
   screened.screen_pairs = 2000;
   screened.screen_keep  = 1;  // the narrowest screen: only the screen's best is scored on all pairs
-  const LayerMask a = fit_layer_mask(s.prompts, pairs, SignatureVariant::counts, nullptr, plain);
-  const LayerMask b = fit_layer_mask(s.prompts, pairs, SignatureVariant::counts, nullptr, screened);
+  const LayerMask a     = fit_layer_mask(s.prompts, pairs, SignatureVariant::counts, nullptr, plain);
+  const LayerMask b     = fit_layer_mask(s.prompts, pairs, SignatureVariant::counts, nullptr, screened);
   // Layers 2 and 5 alone score about the same (0.499 and 0.492 here), so the screen may take them in
   // the other order; the mask is the same set with the same score.
   std::vector<int> la = a.layers, lb = b.layers;
@@ -148,8 +148,8 @@ TEST_CASE("layer mask: deterministic for a seed, and options bound it")
 {
   Synthetic s(300);
   LayerMaskOptions opt;
-  opt.pairs = 5000;
-  opt.seed  = 11;
+  opt.pairs         = 5000;
+  opt.seed          = 11;
   const LayerMask a = fit_layer_mask(s.prompts, s.decode, SignatureVariant::counts, nullptr, opt);
   const LayerMask b = fit_layer_mask(s.prompts, s.decode, SignatureVariant::counts, nullptr, opt);
   CHECK(a.layers == b.layers);
@@ -164,7 +164,7 @@ TEST_CASE("layer mask: deterministic for a seed, and options bound it")
   for (size_t i = 0; i < p1.size(); ++i)
     CHECK(p1.a[i] != p1.b[i]);
 
-  opt.max_layers = 1;
+  opt.max_layers      = 1;
   const LayerMask one = fit_layer_mask(s.prompts, s.decode, SignatureVariant::counts, nullptr, opt);
   CHECK(one.layers.size() == 1);
   CHECK(one.layers[0] == a.layers[0]);
@@ -188,9 +188,9 @@ TEST_CASE("layer mask: on the generated default scenario, counts x IDF beats bin
   const Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "400"},
                                                                 {"workload.warmup_requests", "0"},
                                                                 {"workload.calibration_requests", "300"}});
-  const Workload w = make_workload(x);
-  auto routing     = make_routing_source(x, w);
-  auto profiles    = [&](const std::vector<Request>& rs, std::vector<PromptProfile>& p,
+  const Workload w   = make_workload(x);
+  auto routing       = make_routing_source(x, w);
+  auto profiles      = [&](const std::vector<Request>& rs, std::vector<PromptProfile>& p,
                       std::vector<std::vector<uint16_t>>& d) {
     for (const Request& r : rs) {
       p.push_back(count_prompt(*routing, r));
@@ -201,8 +201,8 @@ TEST_CASE("layer mask: on the generated default scenario, counts x IDF beats bin
   std::vector<std::vector<uint16_t>> cal_dec, held_dec;
   profiles(w.calibration, cal, cal_dec);
   profiles(w.requests, held, held_dec);
-  const IdfTable idf = fit_idf(cal);
-  const MaskPairs cal_pairs = make_mask_pairs(cal_dec, 30000, x.seed);
+  const IdfTable idf         = fit_idf(cal);
+  const MaskPairs cal_pairs  = make_mask_pairs(cal_dec, 30000, x.seed);
   const MaskPairs held_pairs = make_mask_pairs(held_dec, 30000, x.seed + 1);
 
   std::vector<int> all(static_cast<size_t>(routing->shape().layers));
@@ -218,8 +218,8 @@ TEST_CASE("layer mask: on the generated default scenario, counts x IDF beats bin
   const double idf_mask = mask_spearman(held, held_pairs, SignatureVariant::counts_idf, &idf, m_idf.layers);
   const double bin_mask = mask_spearman(held, held_pairs, SignatureVariant::binary, &idf, m_bin.layers);
   MESSAGE("fitted masks: counts_idf ", m_idf.layers.size(), " layers (calibration ", m_idf.score(), ", held-out ",
-          idf_mask, "), binary ", m_bin.layers.size(), " layers (calibration ", m_bin.score(), ", held-out ",
-          bin_mask, ")");
+          idf_mask, "), binary ", m_bin.layers.size(), " layers (calibration ", m_bin.score(), ", held-out ", bin_mask,
+          ")");
   // A fitted mask narrows the gap (binary on one middle layer beats binary on all 48: ~0.65 against
   // ~0.50), but counts x IDF stays ahead.
   CHECK(bin_mask > bin_all);

@@ -36,7 +36,8 @@ Moments brute_force(const std::vector<float>& z, const std::vector<int>& picked,
     for (size_t e = 0; e < E; ++e)
       v[e] = z[e] - std::log(-std::log1p(-rng.uniform01()) + 1e-300);  // z + standard Gumbel
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + long(k), order.end(), [&](size_t a, size_t b) { return v[a] > v[b]; });
+    std::partial_sort(order.begin(), order.begin() + long(k), order.end(),
+                      [&](size_t a, size_t b) { return v[a] > v[b]; });
     std::vector<int> top(order.begin(), order.begin() + long(k));
     std::sort(top.begin(), top.end());
     if (top != picked)

@@ -30,7 +30,7 @@ TEST_CASE("prefill router: adding a worker only moves keys to the new worker")
   // its owner or moves to worker 8, and about 1/9 of the keys move.
   PrefillRouter eight(8, 160, 1.25), nine(9, 160, 1.25);
   Rng rng(5, "test.keys");
-  long moved = 0;
+  long moved   = 0;
   const long n = 50000;
   for (long i = 0; i < n; ++i) {
     uint64_t key = rng();

@@ -169,8 +169,8 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
   // label's. (Routed as a calibration request's, as before, it was as close to that request's label
   // as the request itself.)
   const ExpertRoutingSource& inner = shared->inner();
-  const size_t cells = size_t(inner.shape().layers) * size_t(inner.shape().experts);
-  const size_t L     = t.w.labels.size();
+  const size_t cells               = size_t(inner.shape().layers) * size_t(inner.shape().experts);
+  const size_t L                   = t.w.labels.size();
   std::vector<std::vector<double>> label_law(L, std::vector<double>(cells, 0));
   for (const Request& r : t.w.calibration) {
     const TokenLaw law = inner.token_law(r, 0);
@@ -212,13 +212,14 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
   }
   CHECK(first.size() == 1);      // the template's blocks: one prefix for all
   CHECK(affinity.size() == 50);  // the proxy hashes what the client sent: one key per prompt
-
 }
 
 TEST_CASE("signature cache: a warm prompt's profile equals its cold one; without it only the tail counts")
 {
-  Shared s({{"workload.distinct_prompts", "40"}, {"workload.system_prompts", "2"},
-            {"workload.system_prompt_tokens", "64"}, {"workload.routing", "generated"}});
+  Shared s({{"workload.distinct_prompts", "40"},
+            {"workload.system_prompts", "2"},
+            {"workload.system_prompt_tokens", "64"},
+            {"workload.routing", "generated"}});
   const ExpertRoutingSource& src = *s.routing;
   auto gates                     = make_gate_source(src);
   REQUIRE(gates != nullptr);
@@ -259,8 +260,8 @@ TEST_CASE("signature cache: a warm prompt's profile equals its cold one; without
     CHECK(off.counts == tail.counts);
     CHECK(off.counts != cold.counts);
   }
-  CHECK(warm > 300);    // most requests repeat a prompt, or at least share a system prompt
-  CHECK(partial > 0);   // ... and some (first uses of a pooled prompt) hit the system prompt only
+  CHECK(warm > 300);   // most requests repeat a prompt, or at least share a system prompt
+  CHECK(partial > 0);  // ... and some (first uses of a pooled prompt) hit the system prompt only
 }
 
 TEST_CASE("prefill cost with a cached prefix: the computed tail only, attending to the prefix")

@@ -162,9 +162,9 @@ TEST_CASE("routers: same seed gives the same sequence and different seeds differ
   std::vector<int> loads = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   for (const std::string name : {"random", "jsq", "p2c"}) {
     CAPTURE(name);
-    auto a = make_decode_router(name, RouterSetup{16, 5, &test::two_label_workload()});
-    auto b = make_decode_router(name, RouterSetup{16, 5, &test::two_label_workload()});
-    auto c = make_decode_router(name, RouterSetup{16, 6, &test::two_label_workload()});
+    auto a  = make_decode_router(name, RouterSetup{16, 5, &test::two_label_workload()});
+    auto b  = make_decode_router(name, RouterSetup{16, 5, &test::two_label_workload()});
+    auto c  = make_decode_router(name, RouterSetup{16, 6, &test::two_label_workload()});
     auto sa = draws(*a, loads, 500);
     auto sb = draws(*b, loads, 500);
     auto sc = draws(*c, loads, 500);

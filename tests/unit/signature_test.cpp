@@ -94,8 +94,8 @@ TEST_CASE("signature: each variant by hand, mask order and one global L2 normali
   //            counts        gate_prob              gate_score            idf
   //   layer 0: [3, 0, 1, 0]  [0.9, 0, 0.2, 0]       [1.5, 0, -0.5, 0]     [0.5, 1, 2, 1]
   //   layer 1: [0, 4, 0, 2]  [0, 1.6, 0, 0.5]       [0, 2, 0, 1]          [1, 0.25, 1, 3]
-  const PromptProfile p = profile(2, 4, {3, 0, 1, 0, 0, 4, 0, 2}, {0.9f, 0, 0.2f, 0, 0, 1.6f, 0, 0.5f},
-                                  {1.5f, 0, -0.5f, 0, 0, 2, 0, 1});
+  const PromptProfile p =
+      profile(2, 4, {3, 0, 1, 0, 0, 4, 0, 2}, {0.9f, 0, 0.2f, 0, 0, 1.6f, 0, 0.5f}, {1.5f, 0, -0.5f, 0, 0, 2, 0, 1});
   IdfTable idf;
   idf.layers   = 2;
   idf.experts  = 4;
@@ -133,7 +133,7 @@ TEST_CASE("signature: each variant by hand, mask order and one global L2 normali
 
   // A profile with nothing on the mask gives all zeros (no division by zero).
   const PromptProfile empty = profile(2, 4, {1, 0, 0, 0, 0, 0, 0, 0});
-  Signature z = make_signature(empty, SignatureVariant::counts, nullptr, std::vector<int>{1});
+  Signature z               = make_signature(empty, SignatureVariant::counts, nullptr, std::vector<int>{1});
   CHECK(std::all_of(z.begin(), z.end(), [](float x) { return x == 0.f; }));
   CHECK(cosine(z, z) == 0.0);
 
@@ -278,10 +278,10 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   std::vector<double> prob(want.size(), 0), score(want.size(), 0);
   for (int t = 0; t < r.prompt_tokens; ++t) {
     std::span<const uint64_t> m = src.token_experts(r, t);
-    const auto [tp, ts] = gates->token_gates(r, t);
-    std::span<const float> z = gen.palette_logits(gen.palette_of(r, t));
+    const auto [tp, ts]         = gates->token_gates(r, t);
+    std::span<const float> z    = gen.palette_logits(gen.palette_of(r, t));
     for (int l = 0; l < s.layers; ++l) {
-      size_t j = size_t(l) * K;
+      size_t j         = size_t(l) * K;
       double layer_sum = 0, zmax = -1e30;
       for (int e = 0; e < s.experts; ++e)
         zmax = std::max(zmax, double(z[size_t(l) * s.experts + e]));
@@ -308,8 +308,8 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
     if (std::abs(p.gate_prob[c] - prob[c]) > 1e-5 * (1 + prob[c]) ||
         std::abs(p.gate_score[c] - score[c]) > 1e-4 * (1 + std::abs(score[c]))) {
       if (++bad < 5)
-        MESSAGE("cell ", c, " count ", want[c], " prob ", p.gate_prob[c], " vs ", prob[c], " score ",
-                p.gate_score[c], " vs ", score[c]);
+        MESSAGE("cell ", c, " count ", want[c], " prob ", p.gate_prob[c], " vs ", prob[c], " score ", p.gate_score[c],
+                " vs ", score[c]);
     }
   CHECK(bad == 0);
 
@@ -325,10 +325,10 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   // (palette, layer, picks) -> the first such token's record and gate values there
   std::map<std::tuple<int, int, std::vector<uint64_t>>, std::pair<size_t, std::vector<float>>> seen;
   int same_picks = 0, same_gates = 0;
-  Request longer  = r;
+  Request longer       = r;
   longer.prompt_tokens = 1000;
   for (int t = 0; t < longer.prompt_tokens; ++t) {
-    std::span<const float> tp = gates->token_gates(longer, t).prob;
+    std::span<const float> tp   = gates->token_gates(longer, t).prob;
     std::span<const uint64_t> m = src.token_experts(longer, t);
     for (int l = 0; l < s.layers; ++l) {
       auto at = m.begin() + l * s.words_per_layer;
@@ -376,12 +376,12 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   const std::vector<int> three{3, 40, 17}, thirteen{0, 2, 5, 9, 11, 20, 21, 30, 33, 38, 41, 44, 47};
   for (int n : {600, 70, 5})
     for (const std::vector<int>& some : {three, thirteen}) {
-      Request q       = r;
-      q.prompt_tokens = n;
+      Request q                 = r;
+      q.prompt_tokens           = n;
       const PromptProfile whole = count_prompt(src, q, {true, true}, gates.get());
       for (ProfileFields f : {ProfileFields{}, ProfileFields{true, true}}) {
         const PromptProfile part = count_prompt(src, q, f, gates.get(), some);
-        int wrong = 0;
+        int wrong                = 0;
         for (int l = 0; l < s.layers; ++l) {
           const bool in = std::find(some.begin(), some.end(), l) != some.end();
           for (int e = 0; e < s.experts; ++e) {
@@ -441,7 +441,7 @@ namespace {
 // Two masks, token t takes mask t % 5 == 0 ? 1 : 0: as distinct masks, (mask 0, 4/5 of the tokens)
 // and (mask 1, 1/5), or token by token when `pooled` is off.
 class TwoMaskSource : public ExpertRoutingSource {
-public:
+ public:
   explicit TwoMaskSource(bool pooled) : pooled_(pooled)
   {
     masks_[0] = {0b1011, 0, 0b110, 0};
@@ -461,7 +461,7 @@ public:
     return true;
   }
 
-private:
+ private:
   RoutingShape shape_{2, 128, 3, 2};
   std::array<std::vector<uint64_t>, 2> masks_;
   bool pooled_;
@@ -478,8 +478,8 @@ TEST_CASE("signature: counting distinct masks with multiplicities equals countin
     const PromptProfile pooled = count_prompt(TwoMaskSource(true), r, {}, nullptr, only);
     const PromptProfile tokens = count_prompt(TwoMaskSource(false), r, {}, nullptr, only);
     CHECK(pooled.counts == tokens.counts);
-    CHECK(tokens.counts[128 + 1] == 3001 - 601);  // layer 1, expert 1: mask 0 only
-    CHECK(tokens.counts[128 + 64] == 601);        // layer 1, expert 64: mask 1 only
+    CHECK(tokens.counts[128 + 1] == 3001 - 601);           // layer 1, expert 1: mask 0 only
+    CHECK(tokens.counts[128 + 64] == 601);                 // layer 1, expert 64: mask 1 only
     CHECK(tokens.counts[0] == (only.empty() ? 3001 : 0));  // layer 0, expert 0: both masks
   }
   // A short range: the scalar kernel.
@@ -512,7 +512,7 @@ TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")
   // 32-float blocks of dot_kernel, K around the 16-centroid groups.
   Rng rng(5, "test.signature.centroid_dots");
   auto value = [&] { return float(rng.uniform01() * 2 - 1); };
-  int ran = 0;
+  int ran    = 0;
   for (int dim : {1, 7, 8, 9, 31, 32, 33, 40, 64, 100, 135, 1152}) {
     for (int k : {1, 3, 16, 17, 40}) {
       CAPTURE(dim);
@@ -563,7 +563,7 @@ TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and 
         // Unit rows with values of every magnitude (float16 subnormals included).
         double n2 = 0;
         for (int i = 0; i < dim; ++i) {
-          const float v = float((rng.uniform01() - 0.5) * std::pow(10.0, -6 * rng.uniform01()));
+          const float v             = float((rng.uniform01() - 0.5) * std::pow(10.0, -6 * rng.uniform01()));
           rows[size_t(c * dim + i)] = v;
           n2 += double(v) * v;
         }
@@ -589,7 +589,8 @@ TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and 
           CHECK(bound[size_t(c)] <= 1e-3 * scale);
         }
       }
-      std::vector<float> bad(static_cast<size_t>(dim), 0.f), approx(static_cast<size_t>(k)), bound(static_cast<size_t>(k));
+      std::vector<float> bad(static_cast<size_t>(dim), 0.f), approx(static_cast<size_t>(k)),
+          bound(static_cast<size_t>(k));
       bad[0] = std::numeric_limits<float>::quiet_NaN();
       CHECK(!approx_centroid_dots(table, bad, approx, bound));
     }

@@ -16,7 +16,10 @@ namespace {
 
 struct TempDir {
   fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("eldr-sweep-test." + std::to_string(::getpid()))) { fs::create_directories(path); }
+  TempDir() : path(fs::temp_directory_path() / ("eldr-sweep-test." + std::to_string(::getpid())))
+  {
+    fs::create_directories(path);
+  }
   ~TempDir() { fs::remove_all(path); }
   std::string write(const std::string& name, const std::string& text) const
   {
@@ -79,7 +82,7 @@ TEST_CASE("load_sweep: points, overrides, seeds, includes")
      "grid": {"router": ["jsq", "eldr"], "workload.rate_rps": [20, 40]}})");
   t.write("b.json", R"({"base": ")" + base + R"(", "grid": {"eldr.tau": [0, 0.2]}, "set": {"router": "eldr"}})");
   std::string all = t.write("all.json", R"({"include": ["a.json", "b.json"], "set": {"workload.warmup_requests": 0}})");
-  SweepPlan p = load_sweep(all);
+  SweepPlan p     = load_sweep(all);
   REQUIRE(p.points.size() == 6);
   CHECK(p.points[0].sweep == "a");
   CHECK(p.points[0].name == "router=jsq__rate_rps=20");
@@ -120,7 +123,7 @@ TEST_CASE("load_sweep: bad files name file, field and problem")
 {
   TempDir t;
   std::string base = fs::absolute("configs/default.json").string();
-  auto bad = [&](const std::string& name, const std::string& text) { return error_of(t.write(name, text)); };
+  auto bad         = [&](const std::string& name, const std::string& text) { return error_of(t.write(name, text)); };
   CHECK(bad("typo.json", R"({"grdi": {}})").find("typo.json: grdi: unknown key") != std::string::npos);
   CHECK(bad("empty.json", R"({"grid": {"router": []}})").find("empty.json: grid.router: must be a non-empty list") !=
         std::string::npos);
@@ -133,7 +136,8 @@ TEST_CASE("load_sweep: bad files name file, field and problem")
   CHECK(e.find("router.json: grid.router: value \"fast\"") != std::string::npos);
   CHECK(bad("seeds.json", R"({"seeds": 0})").find("seeds.json: seeds") != std::string::npos);
   CHECK(bad("notobj.json", R"([1])").find("notobj.json: a sweep file must be a JSON object") != std::string::npos);
-  CHECK(bad("self.json", R"({"include": ["self.json"]})").find("self.json: include: includes itself") != std::string::npos);
+  CHECK(bad("self.json", R"({"include": ["self.json"]})").find("self.json: include: includes itself") !=
+        std::string::npos);
   CHECK(bad("noinc.json", R"({"include": ["missing.json"]})").find("missing.json") != std::string::npos);
   t.write("n1.json", R"({"name": "same", "base": ")" + base + R"("})");
   CHECK(bad("dup.json", R"({"include": ["n1.json", "n1.json"]})").find("sweep name 'same' is also used") !=
@@ -145,8 +149,8 @@ TEST_CASE("load_sweep: a point's identity does not depend on the working directo
 {
   TempDir t;
   std::string sweep = t.write("s.json", R"({"grid": {"router": ["jsq"]}})");
-  SweepPlan here = load_sweep(sweep);
-  auto cwd       = fs::current_path();
+  SweepPlan here    = load_sweep(sweep);
+  auto cwd          = fs::current_path();
   fs::current_path(t.path);
   SweepPlan there = load_sweep(sweep);
   fs::current_path(cwd);

@@ -35,7 +35,8 @@ std::string trace_error(const ScratchDir& d, const std::string& manifest, const 
   return "(no error)";
 }
 
-const std::string kGoodLine0 = R"({"id": 0, "arrival_s": 0.5, "prompt_tokens": 10, "output_tokens": 4, "label": "code"})";
+const std::string kGoodLine0 =
+    R"({"id": 0, "arrival_s": 0.5, "prompt_tokens": 10, "output_tokens": 4, "label": "code"})";
 
 }  // namespace
 
@@ -57,8 +58,10 @@ TEST_CASE("trace format: write then read gives back every field")
 
   // The JSONL is one object per line with only the fields that are set.
   const std::string text = read_text(d.file("requests.jsonl"));
-  CHECK(text.find(R"({"id":0,"arrival_s":0,"prompt_tokens":2,"output_tokens":3,"label":"math","calibration":true,"routing_record":0})"
-                  "\n") == 0);
+  CHECK(
+      text.find(
+          R"({"id":0,"arrival_s":0,"prompt_tokens":2,"output_tokens":3,"label":"math","calibration":true,"routing_record":0})"
+          "\n") == 0);
   CHECK(text.find(R"("prefix_hashes":[18446744073709551615,7])") != std::string::npos);
 
   Trace t = read_trace(d.path());
@@ -107,10 +110,13 @@ TEST_CASE("trace format: manifest errors")
   ScratchDir d("manifest");
   const std::string req = kGoodLine0 + "\n";
   CHECK(trace_error(d, manifest_json(), req) == "(no error)");
-  CHECK(trace_error(d, R"({"format": "other", "version": 1, "model": null, "labels": ["a"], "routing_file": null})", req)
-            .find("trace.json: format: expected \"eldr-trace\"") != std::string::npos);
-  CHECK(trace_error(d, R"({"format": "eldr-trace", "version": 2, "model": null, "labels": ["a"], "routing_file": null})", req)
-            .find("trace.json: version: version 2 is not supported (this eldrsim reads version 1)") != std::string::npos);
+  CHECK(
+      trace_error(d, R"({"format": "other", "version": 1, "model": null, "labels": ["a"], "routing_file": null})", req)
+          .find("trace.json: format: expected \"eldr-trace\"") != std::string::npos);
+  CHECK(
+      trace_error(d, R"({"format": "eldr-trace", "version": 2, "model": null, "labels": ["a"], "routing_file": null})",
+                  req)
+          .find("trace.json: version: version 2 is not supported (this eldrsim reads version 1)") != std::string::npos);
   CHECK(trace_error(d, manifest_json("null", "null", R"(["code", "math"])", R"(, "colour": "red")"), req)
             .find("trace.json: colour: unknown key") != std::string::npos);
   CHECK(trace_error(d, manifest_json("null", "null", R"(["code", "code"])"), req)
@@ -119,8 +125,9 @@ TEST_CASE("trace format: manifest errors")
         std::string::npos);
   CHECK(trace_error(d, manifest_json("null", R"("routing.bin")"), req)
             .find("trace.json: model: is required when routing_file is given") != std::string::npos);
-  CHECK(trace_error(d, manifest_json(R"({"name": "m", "layers": 2, "experts": 8, "top_k": 2})", R"("nowhere.bin")"), req)
-            .find("trace.json: routing_file: file not found") != std::string::npos);
+  CHECK(
+      trace_error(d, manifest_json(R"({"name": "m", "layers": 2, "experts": 8, "top_k": 2})", R"("nowhere.bin")"), req)
+          .find("trace.json: routing_file: file not found") != std::string::npos);
   CHECK(trace_error(d, manifest_json(R"({"name": "m", "layers": 2, "experts": 8, "top_k": 9})"), req)
             .find("trace.json: model.top_k: must be between 1 and 8, got 9") != std::string::npos);
 }
@@ -129,16 +136,20 @@ TEST_CASE("trace format: requests.jsonl errors name the line, the key and the pr
 {
   ScratchDir d("requests");
   const std::string man = manifest_json();
-  auto err = [&](const std::string& second_line) { return trace_error(d, man, kGoodLine0 + "\n" + second_line + "\n"); };
-  CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "calibration": true})") ==
-        "(no error)");
+  auto err              = [&](const std::string& second_line) {
+    return trace_error(d, man, kGoodLine0 + "\n" + second_line + "\n");
+  };
+  CHECK(
+      err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "calibration": true})") ==
+      "(no error)");
   CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "colour": 1})")
             .find("requests.jsonl: line 2: colour: unknown key") != std::string::npos);
   CHECK(err(R"({"id": 1, "arrival_s": 0.25, "prompt_tokens": 5, "output_tokens": 2, "label": "math"})")
             .find("requests.jsonl: line 2: arrival_s: 0.25 is before the previous request's 0.5 (arrivals must be "
                   "non-decreasing)") != std::string::npos);
   CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "legal"})")
-            .find("requests.jsonl: line 2: label: \"legal\" is not one of the labels in trace.json") != std::string::npos);
+            .find("requests.jsonl: line 2: label: \"legal\" is not one of the labels in trace.json") !=
+        std::string::npos);
   CHECK(err(R"({"id": 3, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math"})")
             .find("line 2: id: expected 1 (ids are 0, 1, ... in file order), got 3") != std::string::npos);
   CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 0, "output_tokens": 2, "label": "math"})")
@@ -151,12 +162,15 @@ TEST_CASE("trace format: requests.jsonl errors name the line, the key and the pr
             .find("line 2: arrival_s: must be a number, got string") != std::string::npos);
   CHECK(err(R"({"id": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math"})")
             .find("line 2: arrival_s: is required") != std::string::npos);
-  CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "prefix_hashes": [1]})")
-            .find("line 2: prefix_hashes: given, but trace.json has no prefix_block_tokens") != std::string::npos);
-  CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "prefix_hashes": [-1]})")
-            .find("line 2: prefix_hashes: must be a list of unsigned 64-bit integers, found -1") != std::string::npos);
-  CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "routing_record": 0})")
-            .find("line 2: routing_record: given, but trace.json has no routing_file") != std::string::npos);
+  CHECK(
+      err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "prefix_hashes": [1]})")
+          .find("line 2: prefix_hashes: given, but trace.json has no prefix_block_tokens") != std::string::npos);
+  CHECK(
+      err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "prefix_hashes": [-1]})")
+          .find("line 2: prefix_hashes: must be a list of unsigned 64-bit integers, found -1") != std::string::npos);
+  CHECK(
+      err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "routing_record": 0})")
+          .find("line 2: routing_record: given, but trace.json has no routing_file") != std::string::npos);
   CHECK(err(R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math"} trailing)")
             .find("requests.jsonl: line 2: invalid JSON") != std::string::npos);
   CHECK(err("[1, 2]").find("line 2: must be a JSON object, got array") != std::string::npos);
@@ -166,11 +180,13 @@ TEST_CASE("trace format: requests.jsonl errors name the line, the key and the pr
   CHECK(trace_error(d, man, "").find("requests.jsonl: no requests") != std::string::npos);
   // Prefix hashes: at most one per block of the prompt.
   const std::string man_blocks = manifest_json("null", "null", R"(["code", "math"])", R"(, "prefix_block_tokens": 4)");
-  CHECK(trace_error(d, man_blocks,
-                    kGoodLine0 + "\n" +
-                        R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "prefix_hashes": [1, 2, 3]})" +
-                        "\n")
-            .find("line 2: prefix_hashes: 3 hashes for a prompt of 5 tokens (2 blocks of 4)") != std::string::npos);
+  CHECK(
+      trace_error(
+          d, man_blocks,
+          kGoodLine0 + "\n" +
+              R"({"id": 1, "arrival_s": 1, "prompt_tokens": 5, "output_tokens": 2, "label": "math", "prefix_hashes": [1, 2, 3]})" +
+              "\n")
+          .find("line 2: prefix_hashes: 3 hashes for a prompt of 5 tokens (2 blocks of 4)") != std::string::npos);
 }
 
 TEST_CASE("trace format: requests must match their routing records (the last output token aside)")
@@ -178,23 +194,27 @@ TEST_CASE("trace format: requests must match their routing records (the last out
   ScratchDir d("records");
   write_synthetic_routing(d.file("routing.bin"), 2, 8, 2, {{10, 4}, {3, 2}});
   const std::string man = manifest_json(R"({"name": "m", "layers": 2, "experts": 8, "top_k": 2})", R"("routing.bin")");
-  auto line = [](int prompt, int output, const std::string& rec) {
+  auto line             = [](int prompt, int output, const std::string& rec) {
     return R"({"id": 0, "arrival_s": 0, "prompt_tokens": )" + std::to_string(prompt) + R"(, "output_tokens": )" +
            std::to_string(output) + R"(, "label": "code")" + rec + "}\n";
   };
   CHECK(trace_error(d, man, line(10, 4, R"(, "routing_record": 0)")) == "(no error)");
   CHECK(trace_error(d, man, line(11, 4, R"(, "routing_record": 0)"))
             .find("requests.jsonl: line 1: routing_record: record 0 holds 10 prompt + 4 output tokens, the request has "
-                  "11 + 4 (prompts must be equal; the record's output may lack the request's last token only)") != std::string::npos);
-  CHECK(trace_error(d, man, line(10, 3, R"(, "routing_record": 0)")).find("the request has 10 + 3") != std::string::npos);
+                  "11 + 4 (prompts must be equal; the record's output may lack the request's last token only)") !=
+        std::string::npos);
+  CHECK(trace_error(d, man, line(10, 3, R"(, "routing_record": 0)")).find("the request has 10 + 3") !=
+        std::string::npos);
   // The record may lack the last output token (sampled, never fed through the model), nothing more.
   CHECK(trace_error(d, man, line(10, 5, R"(, "routing_record": 0)")) == "(no error)");
-  CHECK(trace_error(d, man, line(10, 6, R"(, "routing_record": 0)")).find("the request has 10 + 6") != std::string::npos);
+  CHECK(trace_error(d, man, line(10, 6, R"(, "routing_record": 0)")).find("the request has 10 + 6") !=
+        std::string::npos);
   CHECK(trace_error(d, man, line(3, 2, R"(, "routing_record": 2)"))
             .find("line 1: routing_record: record 2 does not exist") != std::string::npos);
   CHECK(trace_error(d, man, line(3, 2, "")).find("line 1: routing_record: is required") != std::string::npos);
   // The manifest's model must describe the routing file.
-  const std::string wrong = manifest_json(R"({"name": "m", "layers": 3, "experts": 8, "top_k": 2})", R"("routing.bin")");
+  const std::string wrong =
+      manifest_json(R"({"name": "m", "layers": 3, "experts": 8, "top_k": 2})", R"("routing.bin")");
   CHECK(trace_error(d, wrong, line(10, 4, R"(, "routing_record": 0)"))
             .find("trace.json: model: layers 3, experts 8, top_k 2 differ from the routing file's header") !=
         std::string::npos);

@@ -63,7 +63,7 @@ TEST_CASE("ESFT import: a slice has the data's token counts and ids, split 40/60
   o.sequences_per_domain = 3;
   o.shuffle              = false;
   o.calibration          = 1;
-  ImportReport rep = import_esft(o);
+  ImportReport rep       = import_esft(o);
   CHECK(rep.rows == 6);
   CHECK(rep.requests == 6);
   CHECK(rep.calibration == 1);
@@ -162,8 +162,8 @@ TEST_CASE("Azure import: arrivals relative to the first row, lengths, clamps, cl
                   "2023-11-17 00:00:00.7500001,9000,1\r\n"
                   "2023-11-17 00:00:02.0000000,300,20\r\n");
   RequestTraceImportOptions o;
-  o.input   = csv;
-  o.out_dir = d.file("out");
+  o.input          = csv;
+  o.out_dir        = d.file("out");
   ImportReport rep = import_azure(o);
   CHECK(rep.rows == 3);
   CHECK(rep.clamped_outputs == 1);
@@ -196,10 +196,11 @@ TEST_CASE("Azure import: arrivals relative to the first row, lengths, clamps, cl
   CHECK(read_trace(o.out_dir).requests.size() == 1);
 
   write_text(csv, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 10:00:00,5,5\n2023-11-16 09:00:00,5,5\n");
-  o = {};
+  o         = {};
   o.input   = csv;
   o.out_dir = d.file("out2");
-  CHECK_THROWS_WITH_AS(import_azure(o), doctest::Contains("azure_code.csv: line 3: TIMESTAMP: earlier than the previous row"),
+  CHECK_THROWS_WITH_AS(import_azure(o),
+                       doctest::Contains("azure_code.csv: line 3: TIMESTAMP: earlier than the previous row"),
                        InputError);
   write_text(csv, "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 10:00:00,x,5\n");
   CHECK_THROWS_WITH_AS(import_azure(o), doctest::Contains("line 2: ContextTokens: not an integer: 'x'"), InputError);
@@ -209,12 +210,14 @@ TEST_CASE("Mooncake import: prefix hashes as given, cut with the prompt")
 {
   ScratchDir d("mooncake");
   const std::string in = d.file("m.jsonl");
-  write_text(in, R"({"timestamp": 1000, "input_length": 1500, "output_length": 1, "hash_ids": [0, 1, 2]})" "\n"
-                 R"({"timestamp": 1250, "input_length": 600, "output_length": 30, "hash_ids": [0, 3]})" "\n");
+  write_text(in, R"({"timestamp": 1000, "input_length": 1500, "output_length": 1, "hash_ids": [0, 1, 2]})"
+                 "\n"
+                 R"({"timestamp": 1250, "input_length": 600, "output_length": 30, "hash_ids": [0, 3]})"
+                 "\n");
   RequestTraceImportOptions o;
-  o.input      = in;
-  o.out_dir    = d.file("out");
-  o.max_prompt = 1024;
+  o.input          = in;
+  o.out_dir        = d.file("out");
+  o.max_prompt     = 1024;
   ImportReport rep = import_mooncake(o);
   CHECK(rep.clipped_prompts == 1);
   CHECK(rep.clamped_outputs == 1);
@@ -228,11 +231,13 @@ TEST_CASE("Mooncake import: prefix hashes as given, cut with the prompt")
   CHECK(t.requests[1].prefix_hashes == std::vector<uint64_t>{0, 3});
   CHECK(t.requests[1].arrival_s == doctest::Approx(0.25));
 
-  write_text(in, R"({"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [0], "extra": 1})" "\n");
+  write_text(in, R"({"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [0], "extra": 1})"
+                 "\n");
   CHECK_THROWS_WITH_AS(import_mooncake(o), doctest::Contains("m.jsonl: line 1.extra: unknown key"), InputError);
-  write_text(in, R"({"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [0, 1]})" "\n");
-  CHECK_THROWS_WITH_AS(import_mooncake(o), doctest::Contains("line 1.hash_ids: 2 hashes for 10 tokens (1 blocks of 512)"),
-                       InputError);
+  write_text(in, R"({"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [0, 1]})"
+                 "\n");
+  CHECK_THROWS_WITH_AS(import_mooncake(o),
+                       doctest::Contains("line 1.hash_ids: 2 hashes for 10 tokens (1 blocks of 512)"), InputError);
 }
 
 TEST_CASE("Azure timestamps")

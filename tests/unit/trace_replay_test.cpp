@@ -54,10 +54,10 @@ void write_trace_dir(const ScratchDir& d, int n, int flagged, int layers = 26, i
   const std::string name = layers == 26 && experts == 64 && top_k == 6    ? "deepseek-v2-lite"
                            : layers == 48 && experts == 128 && top_k == 8 ? "qwen3-30b-a3b"
                                                                           : "synthetic";
-  m.model               = TraceModel{name, layers, experts, top_k};
-  m.labels              = {"code", "math"};
-  m.routing_file        = "routing.bin";
-  m.prefix_block_tokens = 16;
+  m.model                = TraceModel{name, layers, experts, top_k};
+  m.labels               = {"code", "math"};
+  m.routing_file         = "routing.bin";
+  m.prefix_block_tokens  = 16;
   write_trace(d.path(), m, reqs);
 }
 
@@ -135,10 +135,11 @@ TEST_CASE("replay routing: masks hold exactly the file's ids, prompt tokens then
     accumulate(b, src.token_experts(*t.request, t.position));
   CHECK(a == b);
   // Requests longer than their record are refused.
-  CHECK_THROWS_WITH_AS(src.check_request(request_of(1, 3, 2), "requests.jsonl", "line 2"),
-                       doctest::Contains("requests.jsonl: line 2: the request's 3 prompt + 2 output tokens exceed routing "
-                                         "record 1's 2 + 2"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      src.check_request(request_of(1, 3, 2), "requests.jsonl", "line 2"),
+      doctest::Contains("requests.jsonl: line 2: the request's 3 prompt + 2 output tokens exceed routing "
+                        "record 1's 2 + 2"),
+      InputError);
   CHECK_THROWS_WITH_AS(src.check_request(request_of(2, 1, 2), "f", "x"),
                        doctest::Contains("routing record 2 does not exist (2 records)"), InputError);
   CHECK_THROWS_AS(src.token_experts(request_of(1, 2, 2), 4), std::out_of_range);
@@ -147,8 +148,8 @@ TEST_CASE("replay routing: masks hold exactly the file's ids, prompt tokens then
   CHECK_NOTHROW(src.check_request(longer, "f", "x"));
   CHECK(std::ranges::equal(src.token_experts(longer, 3), src.token_experts(request_of(1, 2, 2), 3)));
   CHECK_THROWS_AS(src.token_experts(longer, 4), std::out_of_range);
-  CHECK_THROWS_WITH_AS(src.check_request(request_of(1, 2, 4), "f", "x"), doctest::Contains("(+ 1: the last output token needs no routing)"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(src.check_request(request_of(1, 2, 4), "f", "x"),
+                       doctest::Contains("(+ 1: the last output token needs no routing)"), InputError);
 }
 
 TEST_CASE("replay routing: gate values follow the ids in ascending order")
@@ -157,7 +158,8 @@ TEST_CASE("replay routing: gate values follow the ids in ascending order")
   RoutingWriter w(d.file("g.bin"), 2, 8, 3, true);
   w.begin_record(1, 2);
   const uint16_t ids[3][6] = {{5, 1, 3, 0, 7, 2}, {1, 2, 3, 4, 5, 6}, {6, 0, 2, 7, 3, 1}};
-  const float g[3][6]      = {{0.5f, 0.1f, 0.3f, 0.9f, 0.7f, 0.2f}, {1, 2, 3, 4, 5, 6}, {0.6f, 0.0f, 0.2f, 0.7f, 0.3f, 0.1f}};
+  const float g[3][6]      = {
+           {0.5f, 0.1f, 0.3f, 0.9f, 0.7f, 0.2f}, {1, 2, 3, 4, 5, 6}, {0.6f, 0.0f, 0.2f, 0.7f, 0.3f, 0.1f}};
   for (int t = 0; t < 3; ++t)
     w.add_token(ids[t], g[t]);
   w.end_record();
@@ -286,7 +288,7 @@ TEST_CASE("trace workload: a model mismatch names both files")
 {
   ScratchDir d("mismatch");
   write_trace_dir(d, 6, 1, 4, 16, 2);
-  Experiment x = esft_experiment(d, {{"workload.warmup_requests", "0"}});
+  Experiment x        = esft_experiment(d, {{"workload.warmup_requests", "0"}});
   const std::string e = load_error(x);
   CHECK(e.find(d.file("trace.json") + ": model: 'synthetic' (4 layers, 16 experts, top-2) does not match the "
                                       "experiment's model 'deepseek-v2-lite' (26 layers, 64 experts, top-6) in "
@@ -336,8 +338,7 @@ TEST_CASE("trace workload: replay needs a routing file")
   Experiment x = esft_experiment(d, {{"workload.warmup_requests", "0"}, {"workload.calibration_requests", "0"}});
   CHECK(load_error(x).find("configs/esft.json: workload.routing: 'trace' replays the trace's routing file, but") !=
         std::string::npos);
-  Experiment u = esft_experiment(d, {{"workload.warmup_requests", "0"},
-                                     {"workload.calibration_requests", "0"},
-                                     {"workload.routing", "uniform"}});
+  Experiment u = esft_experiment(
+      d, {{"workload.warmup_requests", "0"}, {"workload.calibration_requests", "0"}, {"workload.routing", "uniform"}});
   CHECK(make_workload(u).requests.size() == 3);
 }

@@ -87,7 +87,8 @@ TEST_CASE("routing file: the bytes on disk follow the documented layout")
   Scratch s("layout");
   const auto path = write_small(s);
   const auto b    = read_bytes(path);
-  // 36 header bytes + (16 + 12) records x 2 ids of 1 byte x 2 layers... = 4*2*2 + 3*2*2 = 28 bytes + 2 x 16 index bytes.
+  // 36 header bytes + (16 + 12) records x 2 ids of 1 byte x 2 layers... = 4*2*2 + 3*2*2 = 28 bytes + 2 x 16 index
+  // bytes.
   REQUIRE(b.size() == 36 + 28 + 32);
   CHECK(std::memcmp(b.data(), "ELDRRT\0\0", 8) == 0);
   CHECK(le(b, 8, 4) == 1);    // version
@@ -148,9 +149,9 @@ TEST_CASE("routing file: round trip of ids (u8 and u16) and gate values")
     CHECK(w.end_record() == 0);
     w.close();
     const auto b = read_bytes(path);
-    CHECK(le(b, 18, 2) == 1);                      // gates flag
-    CHECK(b.size() == 36 + 9 * 2 + 9 * 4 + 16);    // u16 ids, then float gates, then the index
-    CHECK(le(b, 36, 2) == 299);                    // first id, little-endian u16
+    CHECK(le(b, 18, 2) == 1);                    // gates flag
+    CHECK(b.size() == 36 + 9 * 2 + 9 * 4 + 16);  // u16 ids, then float gates, then the index
+    CHECK(le(b, 36, 2) == 299);                  // first id, little-endian u16
     RoutingFile f = RoutingFile::load(path);
     CHECK(f.header().id_bytes() == 2);
     uint16_t ids[3];
@@ -179,9 +180,9 @@ TEST_CASE("routing file: round trip of ids (u8 and u16) and gate values")
 TEST_CASE("routing file: validation errors name the file, the record and the problem")
 {
   Scratch s("errors");
-  const auto good = read_bytes(write_small(s));
+  const auto good       = read_bytes(write_small(s));
   const std::string bad = s.file("bad.bin");
-  auto with = [&](auto mutate) {
+  auto with             = [&](auto mutate) {
     auto b = good;
     mutate(b);
     write_bytes(bad, b);
@@ -258,7 +259,8 @@ TEST_CASE("routing writer: rejects bad ids and miscounted tokens, and leaves no 
     w.begin_record(1, 2);
     const uint16_t ok[] = {0, 1, 2, 3}, big[] = {0, 1, 2, 8}, dup[] = {4, 4, 2, 3};
     w.add_token(ok);
-    CHECK_THROWS_WITH_AS(w.add_token(big), doctest::Contains("record 0: token 1 layer 1: expert id 8 >= 8"), InputError);
+    CHECK_THROWS_WITH_AS(w.add_token(big), doctest::Contains("record 0: token 1 layer 1: expert id 8 >= 8"),
+                         InputError);
     CHECK_THROWS_WITH_AS(w.add_token(dup), doctest::Contains("record 0: token 1 layer 0: expert id 4 appears twice"),
                          InputError);
     const uint16_t three[] = {0, 1, 2};

@@ -142,8 +142,8 @@ TEST_CASE("uniform routing: distinct experts of B tokens match E(D) = E (1 - (1 
   const RoutingShape& s = u.shape();
   Rng rng(8, "test");
   for (int batch : {1, 8, 32, 128}) {
-    const int trials   = 1500;
-    double sum         = 0;
+    const int trials = 1500;
+    double sum       = 0;
     std::vector<uint64_t> un(size_t(s.words()));
     for (int t = 0; t < trials; ++t) {
       std::fill(un.begin(), un.end(), 0);
@@ -186,10 +186,10 @@ TEST_CASE("expert masks: accumulate ORs every word and count_distinct popcounts 
   s.words_per_layer = 2;
   std::vector<uint64_t> u(6, 0);
   std::vector<uint16_t> d(3);
-  u[0] = 0b1011;                          // layer 0: experts 0, 1, 3
-  u[1] = uint64_t(1) << 35;               // layer 0: expert 99
-  u[2] = ~uint64_t(0);                    // layer 1: experts 0-63
-  u[5] = (uint64_t(1) << 36) - 1;         // layer 2: experts 64-99
+  u[0] = 0b1011;                   // layer 0: experts 0, 1, 3
+  u[1] = uint64_t(1) << 35;        // layer 0: expert 99
+  u[2] = ~uint64_t(0);             // layer 1: experts 0-63
+  u[5] = (uint64_t(1) << 36) - 1;  // layer 2: experts 64-99
   CHECK(count_distinct(u, s, d) == 4 + 64 + 36);
   CHECK(d == std::vector<uint16_t>{4, 64, 36});
   CHECK_FALSE(union_is_full(u, s));
@@ -219,8 +219,8 @@ TEST_CASE("uniform routing: accumulate_tokens equals the OR of token_experts ove
   std::vector<Request> requests(300);
   for (auto& r : requests)
     r.routing_seed = rng();
-  for (size_t n : {size_t(0), size_t(1), size_t(2), size_t(3), size_t(4), size_t(5), size_t(9), size_t(64),
-                   size_t(300)}) {
+  for (size_t n :
+       {size_t(0), size_t(1), size_t(2), size_t(3), size_t(4), size_t(5), size_t(9), size_t(64), size_t(300)}) {
     std::vector<TokenRef> tokens;
     for (size_t i = 0; i < n; ++i)
       tokens.push_back({&requests[i], int(rng.below(1536))});
@@ -235,7 +235,7 @@ TEST_CASE("uniform routing: accumulate_tokens equals the OR of token_experts ove
     CHECK(got == want);
     // It ORs into the union, keeping what was there.
     std::vector<uint64_t> pre(size_t(s.words()), 0);
-    pre[0] = 1;
+    pre[0]  = 1;
     pre[95] = uint64_t(1) << 63;
     u.accumulate_tokens(tokens, pre);
     CHECK((pre[0] & 1) == 1);

@@ -73,8 +73,9 @@ TEST_CASE("vllm arrays: base64 decodes with and without padding; truncated or st
   CHECK(text("TQ==") == "M");
   CHECK(text("TWFu\nTWFu") == "ManMan");
   CHECK(text("") == "");
-  CHECK(contains(input_error_of([] { decode_base64("TWFuTW", "f", "line 2: routed_experts"); }),
-                 "f: line 2: routed_experts: base64: 6 characters, not a whole number of 4-character groups (truncated?)"));
+  CHECK(contains(
+      input_error_of([] { decode_base64("TWFuTW", "f", "line 2: routed_experts"); }),
+      "f: line 2: routed_experts: base64: 6 characters, not a whole number of 4-character groups (truncated?)"));
   CHECK(contains(input_error_of([] { decode_base64("TW*u", "f", "x"); }), "invalid character '*' at offset 2"));
   CHECK(contains(input_error_of([] { decode_base64("TQ==TWFu", "f", "x"); }), "data after '=' padding"));
 }
@@ -104,10 +105,10 @@ TEST_CASE("vllm arrays: .npy of int16 and int32 (negative values sign-extended),
 
 TEST_CASE("vllm arrays: nested lists and base64 strings give the same array; ragged lists name the element")
 {
-  const Json lists = Json::parse("[[[1,2],[3,4],[5,6]],[[7,8],[9,10],[11,12]]]");
+  const Json lists    = Json::parse("[[[1,2],[3,4],[5,6]],[[7,8],[9,10],[11,12]]]");
   const ExpertArray a = parse_expert_array(lists, "f", "x");
-  const ExpertArray b = parse_expert_array(Json(b64(npy("<i2", "(2, 3, 2)", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 2))),
-                                           "f", "x");
+  const ExpertArray b =
+      parse_expert_array(Json(b64(npy("<i2", "(2, 3, 2)", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, 2))), "f", "x");
   CHECK(a.shape == b.shape);
   CHECK(a.values == b.values);
   CHECK(parse_expert_array(Json::array(), "f", "x").shape[0] == 0);
@@ -177,9 +178,10 @@ TEST_CASE("trace import vllm: a wrong model, a missing arrival or id, and --cali
   o.model_file = "models/qwen3-30b-a3b.json";
   o.input      = kFixtures + "responses_lists.jsonl";
   o.out_dir    = d.file("x");
-  CHECK(contains(input_error_of([&] { import_vllm(o); }),
-                 "responses_lists.jsonl: line 1: choices[0].prompt_routed_experts: shape (12, 26, 6) (tokens, layers, top_k) "
-                 "does not fit models/qwen3-30b-a3b.json: 48 MoE layers, top-8"));
+  CHECK(contains(
+      input_error_of([&] { import_vllm(o); }),
+      "responses_lists.jsonl: line 1: choices[0].prompt_routed_experts: shape (12, 26, 6) (tokens, layers, top_k) "
+      "does not fit models/qwen3-30b-a3b.json: 48 MoE layers, top-8"));
   o.model_file = "models/deepseek-v2-lite.json";
   o.input      = kFixtures + "responses_npy.jsonl";
   CHECK(contains(input_error_of([&] { import_vllm(o); }), "line 1: arrival_s: missing"));

@@ -13,15 +13,15 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <unistd.h>
 #include <vector>
 
 using namespace eldr;
-using eldr::test::input_error_of;
 using eldr::test::contains;
+using eldr::test::input_error_of;
 
 namespace {
 
@@ -77,9 +77,9 @@ TEST_CASE("whatif: mixtral-8x7b decode step on MI300X by hand")
   std::vector<uint16_t> five(32, 5);
   AttentionLoad a;
   a.context_tokens = a.windowed_tokens = 2000;
-  const double e        = 352.321536e6 / kBw;
-  const double expected = 8.326e-3 + 0.262144e9 / kBw + 2000 * 131072 / kBw + 32 * (83.968e6 / kBw) +
-                          32 * (kMoeA + 5 * e);
+  const double e                       = 352.321536e6 / kBw;
+  const double expected =
+      8.326e-3 + 0.262144e9 / kBw + 2000 * 131072 / kBw + 32 * (83.968e6 / kBw) + 32 * (kMoeA + 5 * e);
   CHECK(expected == doctest::Approx(23.9253e-3).epsilon(1e-5));
   CHECK(r.cost.decode_step_s(4, a, five) == doctest::Approx(expected).epsilon(1e-12));
 }
@@ -127,11 +127,11 @@ TEST_CASE("whatif: deepseek-v3 decode step with the shared expert and dense laye
   //   shared 58 x 1000 x 8.8080384e7 / 1.56894e15 = 3.25612 ms (its read: 58 x 10.75 us = 0.624 ms);
   //   dense 3 x 1000 x 1.166999552e9 / 1.56894e15 = 2.23144 ms (read 0.427 ms).
   // Against the same model without them, the step grows by exactly those two terms.
-  ModelSpec bare          = r.model;
-  bare.shared_experts     = 0;
+  ModelSpec bare           = r.model;
+  bare.shared_experts      = 0;
   bare.shared_expert_bytes = 0;
-  bare.dense_layers       = 0;
-  bare.dense_layer_bytes  = 0;
+  bare.dense_layers        = 0;
+  bare.dense_layer_bytes   = 0;
   CostModel cb(bare, r.hw, r.model.calibration_for("mi300x", "deepseek-v3.json"));
   AttentionLoad none;
   const double grown = r.cost.decode_step_s(1000, none, d) - cb.decode_step_s(1000, none, d);
@@ -154,7 +154,7 @@ TEST_CASE("whatif: an fp8 model needs an fp8 peak; deepseek-v3 does not fit one 
   Json hw = load_json_file("models/hardware/mi300x.json");
   hw.erase("dense_fp8_TFLOPs");
   std::ofstream(dir / "nofp8.json") << hw.dump();
-  Json cl      = load_json_file("configs/cluster/mi300x-5node.json");
+  Json cl        = load_json_file("configs/cluster/mi300x-5node.json");
   cl["hardware"] = (dir / "nofp8.json").string();
   std::ofstream(dir / "cluster.json") << cl.dump();
   e = input_error_of([&] {
@@ -239,7 +239,7 @@ TEST_CASE("whatif: the hardware what-if configs run the main scenario with the M
 
 TEST_CASE("whatif: a missing calibration is an error unless the hardware names a fallback")
 {
-  ModelSpec m = load_model("models/qwen3-30b-a3b.json");
+  ModelSpec m   = load_model("models/qwen3-30b-a3b.json");
   std::string e = input_error_of([&] { m.calibration_for("h100-sxm", "models/qwen3-30b-a3b.json"); });
   CHECK(e == "models/qwen3-30b-a3b.json: calibration.h100-sxm: model 'qwen3-30b-a3b' has no calibration for "
              "hardware 'h100-sxm' (run analysis/fit_cost.py to fit one)");
@@ -281,21 +281,21 @@ TEST_CASE("whatif: half-given shared experts or dense layers and a self-referrin
         "m.json: calibration.mi300x.step_jump_ms: a step-cost jump needs both the batch size above which it "
         "applies (step_jump_batch) and its size (step_jump_ms)");
   CHECK(contains(model_error([](Json& j) {
-                   j["calibration"]["mi300x"]["step_jump_ms"]   = 5;
+                   j["calibration"]["mi300x"]["step_jump_ms"]    = 5;
                    j["calibration"]["mi300x"]["step_jump_batch"] = 0;
                  }),
                  "m.json: calibration.mi300x.step_jump_batch: must be between 1 and"));
   CHECK(contains(model_error([](Json& j) { j["calibration"]["mi300x"]["moe_time_m32_n64_k128"] = 0.1; }),
                  "m.json: calibration.mi300x.moe_time_m32_n64_k128: must be between 0.2 and"));
   CHECK(model_error([](Json& j) {
-          j["moe_kernel"]                                  = "matmul_ogs";
+          j["moe_kernel"]                                     = "matmul_ogs";
           j["calibration"]["mi300x"]["moe_time_m32_n128_k64"] = 1.2;
         }) == "m.json: calibration.mi300x.moe_time_m32_n128_k64: only the fused_moe kernel has configurations by "
               "token count (this model's moe_kernel is matmul_ogs, one configuration in the decode range); remove "
               "the key");
   CHECK(contains(model_error([](Json& j) { j["moe_kernel"] = "cutlass"; }), "m.json: moe_kernel:"));
 
-  Json h = load_json_file("models/hardware/h200.json");
+  Json h                = load_json_file("models/hardware/h200.json");
   h["calibration_from"] = "h200";
   CHECK(input_error_of([&] {
           JsonReader r(h, "h.json");

@@ -40,9 +40,8 @@ bool same_content(const Request& a, const Request& b)
 // legal: every LegalBench/ subset). Every row, so that means can be compared.
 std::map<std::string, std::vector<int>> lengths_by_label()
 {
-  std::map<std::string, std::string> label_of = {{"HumanEval", "code"},  {"MBPP", "code"},
-                                                 {"GSM8K", "math"},      {"PubMedQA", "medical"},
-                                                 {"MedQA-USMLE", "medical"}};
+  std::map<std::string, std::string> label_of = {
+      {"HumanEval", "code"}, {"MBPP", "code"}, {"GSM8K", "math"}, {"PubMedQA", "medical"}, {"MedQA-USMLE", "medical"}};
   std::map<std::string, std::vector<int>> out;
   std::ifstream in("traces/task_lengths_cl100k.csv");
   std::string line;
@@ -120,12 +119,12 @@ TEST_CASE("workload: prompts outside min..max are dropped, not clamped")
 {
   // The testbed kept the prompts of 4-1024 tokens. Dropping keeps the shape of the lengths inside the
   // bounds; clamping would pile the long LegalBench prompts at exactly the maximum.
-  WorkloadSpec s       = spec(0, 20000, 50);
-  s.prompt_min_tokens  = 50;
-  s.prompt_max_tokens  = 300;
-  s.output_tokens      = 77;
-  Workload w           = generate_workload(s, 5);
-  auto lengths         = lengths_by_label();
+  WorkloadSpec s      = spec(0, 20000, 50);
+  s.prompt_min_tokens = 50;
+  s.prompt_max_tokens = 300;
+  s.output_tokens     = 77;
+  Workload w          = generate_workload(s, 5);
+  auto lengths        = lengths_by_label();
   std::map<std::string, std::vector<int>> drawn;
   for (const Request& r : w.requests) {
     REQUIRE(r.prompt_tokens >= 50);
@@ -137,13 +136,13 @@ TEST_CASE("workload: prompts outside min..max are dropped, not clamped")
   }
   // Each label's mean is that of its dataset's lengths within the bounds (4 standard errors).
   for (const auto& [label, v] : drawn) {
-    auto [mean, sd]  = moments_within(lengths[label], 50, 300);
-    auto [got, _sd]  = moments_within(v, 50, 300);
+    auto [mean, sd] = moments_within(lengths[label], 50, 300);
+    auto [got, _sd] = moments_within(v, 50, 300);
     CAPTURE(label);
     CHECK(std::abs(got - mean) < 4 * sd / std::sqrt(double(v.size())));
   }
   // LegalBench has many prompts over 300 tokens; none became 300.
-  long at_max = std::count(drawn["legal"].begin(), drawn["legal"].end(), 300);
+  long at_max      = std::count(drawn["legal"].begin(), drawn["legal"].end(), 300);
   long data_at_max = std::count(lengths["legal"].begin(), lengths["legal"].end(), 300);
   long data_inside = 0;
   for (int x : lengths["legal"])
@@ -188,11 +187,11 @@ TEST_CASE("workload: language prompts are WildChat first turns of 4-1024 tokens 
   auto [mean, sd] = moments_within(wild, 4, 1024);
   CHECK(mean == doctest::Approx(255).epsilon(0.01));  // the data README: median 102, mean 255 when kept
 
-  WorkloadSpec s  = spec(0, 20000, 50);
-  s.kind          = "language";
-  s.labels        = load_workload_labels("traces/workload_labels.json", "language");
-  s.lengths_file  = "traces/wildchat_first_turn_cl100k.csv";
-  Workload w      = generate_workload(s, 3);
+  WorkloadSpec s = spec(0, 20000, 50);
+  s.kind         = "language";
+  s.labels       = load_workload_labels("traces/workload_labels.json", "language");
+  s.lengths_file = "traces/wildchat_first_turn_cl100k.csv";
+  Workload w     = generate_workload(s, 3);
   std::vector<int> got;
   for (const Request& r : w.requests)
     got.push_back(r.prompt_tokens);
@@ -202,7 +201,8 @@ TEST_CASE("workload: language prompts are WildChat first turns of 4-1024 tokens 
   CHECK(*std::max_element(got.begin(), got.end()) <= 1024);
 
   // A row without the length column is an error naming the line and the column.
-  auto short_row = (std::filesystem::temp_directory_path() / ("eldr-wild-" + std::to_string(::getpid()) + ".csv")).string();
+  auto short_row =
+      (std::filesystem::temp_directory_path() / ("eldr-wild-" + std::to_string(::getpid()) + ".csv")).string();
   std::ofstream(short_row) << "session,num_turns,first_input_tokens,first_output_tokens\n0,1,20,44\n1,3\n";
   s.lengths_file = short_row;
   try {
@@ -297,8 +297,8 @@ TEST_CASE("workload: prefix hashes and routing seeds are distinct per request")
 
 TEST_CASE("workload: bad length files are input errors")
 {
-  WorkloadSpec s  = spec(0, 10, 1);
-  s.lengths_file  = "traces/definitely-missing.csv";
+  WorkloadSpec s = spec(0, 10, 1);
+  s.lengths_file = "traces/definitely-missing.csv";
   CHECK_THROWS_AS(generate_workload(s, 1), InputError);
 
   auto dir = std::filesystem::temp_directory_path() / ("eldr-unit-wl-" + std::to_string(::getpid()));
@@ -392,10 +392,10 @@ TEST_CASE("workload: arrivals replayed from an Azure log keep its gaps in order,
   std::vector<double> gaps = load_arrival_gaps(path);
   REQUIRE(gaps.size() == 3);
   CHECK(gaps[1] == doctest::Approx(3.0));
-  WorkloadSpec s     = spec(0, 6, 10);
-  s.arrivals         = "file";
-  s.arrivals_file    = path;
-  Workload w         = generate_workload(s, 1);
+  WorkloadSpec s      = spec(0, 6, 10);
+  s.arrivals          = "file";
+  s.arrivals_file     = path;
+  Workload w          = generate_workload(s, 1);
   const double want[] = {0.05, 0.20, 0.30, 0.35, 0.50, 0.60};
   for (int i = 0; i < 6; ++i)
     CHECK(w.requests[size_t(i)].arrival_s == doctest::Approx(want[i]));

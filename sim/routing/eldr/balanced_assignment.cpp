@@ -40,7 +40,7 @@ namespace eldr {
 namespace {
 
 struct MoveEntry {
-  double delta;    // c[point][b] - c[point][a]
+  double delta;  // c[point][b] - c[point][a]
   int point;
   uint32_t stamp;  // the point's stamp when it joined a: a later move makes the entry stale
 };
@@ -54,11 +54,11 @@ struct MoveAfter {
 };
 
 class Solver {
-public:
+ public:
   Solver(const double* cost, int n, int k, std::span<const int> capacity)
-      : c_(cost), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0),
-        cluster_(size_t(n), -1), stamp_(size_t(n), 0), pot_(size_t(k), 0.0), moves_(move_heaps(k)),
-        dist_(size_t(k)), parent_(size_t(k)), via_(size_t(k)), settled_(size_t(k))
+      : c_(cost), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0), cluster_(size_t(n), -1),
+        stamp_(size_t(n), 0), pot_(size_t(k), 0.0), moves_(move_heaps(k)), dist_(size_t(k)), parent_(size_t(k)),
+        via_(size_t(k)), settled_(size_t(k))
   {
   }
 
@@ -127,7 +127,7 @@ public:
     return r;
   }
 
-private:
+ private:
   const double* row(int i) const { return c_ + size_t(i) * size_t(k_); }
 
   // The cheapest move from a to b, or null when no point of a can move (drops stale entries).
@@ -188,12 +188,11 @@ int balanced_capacity(int n, int k)
   return n <= 0 ? 0 : (n + k - 1) / k;
 }
 
-BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k,
-                                       std::span<const int> capacity)
+BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k, std::span<const int> capacity)
 {
   if (n < 0 || k <= 0)
-    throw std::invalid_argument("balanced_assignment: need n >= 0 and k > 0, got n = " +
-                                std::to_string(n) + ", k = " + std::to_string(k));
+    throw std::invalid_argument("balanced_assignment: need n >= 0 and k > 0, got n = " + std::to_string(n) +
+                                ", k = " + std::to_string(k));
   if (cost.size() != size_t(n) * size_t(k))
     throw std::invalid_argument("balanced_assignment: cost has " + std::to_string(cost.size()) +
                                 " entries, expected n * k = " + std::to_string(size_t(n) * size_t(k)));

@@ -20,8 +20,7 @@ int balanced_capacity(int n, int k);
 // cost is N x K row-major (cost[i * k + c] = cost of point i in cluster c), every entry finite;
 // capacity has K entries, each >= 0, summing to >= N. Deterministic (no randomness; equal costs are
 // resolved by index). Throws std::invalid_argument on malformed input.
-BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k,
-                                       std::span<const int> capacity);
+BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k, std::span<const int> capacity);
 // Every cluster holds at most balanced_capacity(n, k) points.
 BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k);
 

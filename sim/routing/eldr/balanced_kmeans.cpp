@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <immintrin.h>
 #include <iterator>
-#include <vector>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace eldr {
 namespace {
@@ -34,8 +34,7 @@ inline float finish_dot(const float lanes[8], const float* x, const float* c, in
 // P points x C centroids per block: each loaded chunk of a point serves C centroids and each chunk
 // of a centroid P points. 3 x 4 (12 accumulators, 3 point chunks, one centroid chunk at a time in
 // 16 ymm registers) measured 3.2 ms for 1000 x 16 x 6144 against 4.5 ms for 2 x 4 or 4 x 4.
-template <int P, int C>
-void block_portable(const float* const* x, const float* const* c, int d, float* out, size_t ldo)
+template <int P, int C> void block_portable(const float* const* x, const float* const* c, int d, float* out, size_t ldo)
 {
   float acc[P][C][8] = {};
   const int d8       = d & ~7;
@@ -52,8 +51,8 @@ void block_portable(const float* const* x, const float* const* c, int d, float* 
 // (The attribute, not only the pragma: clang ignores `#pragma GCC target` on templates.)
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-template <int P, int C>
-__attribute__((target("avx2,fma"))) void block_avx2(const float* const* x, const float* const* c, int d, float* out, size_t ldo)
+template <int P, int C> __attribute__((target("avx2,fma"))) void
+block_avx2(const float* const* x, const float* const* c, int d, float* out, size_t ldo)
 {
   __m256 acc[P][C];
   for (int p = 0; p < P; ++p)
@@ -95,16 +94,15 @@ void block(bool avx, const float* const* x, const float* const* c, int d, float*
 }
 
 // Rows [i, i + P) of out = those P points against every centroid.
-template <int P>
-void point_block(bool avx, DenseMatrixView xs, DenseMatrixView cs, int i, float* out)
+template <int P> void point_block(bool avx, DenseMatrixView xs, DenseMatrixView cs, int i, float* out)
 {
   const int d = xs.cols, k = cs.rows;
   const float* x[P];
   for (int p = 0; p < P; ++p)
     x[p] = xs.data + size_t(i + p) * size_t(d);
-  auto crow     = [&](int q) { return cs.data + size_t(q) * size_t(d); };
-  float* o      = out + size_t(i) * size_t(k);
-  int q         = 0;
+  auto crow = [&](int q) { return cs.data + size_t(q) * size_t(d); };
+  float* o  = out + size_t(i) * size_t(k);
+  int q     = 0;
   for (; q + 4 <= k; q += 4) {
     const float* c[4] = {crow(q), crow(q + 1), crow(q + 2), crow(q + 3)};
     block<P, 4>(avx, x, c, d, o + q, size_t(k));
@@ -119,9 +117,8 @@ void point_block(bool avx, DenseMatrixView xs, DenseMatrixView cs, int i, float*
 // lane l (coordinates j = l mod 8) of point p against 16 centroids, so each dot still gets its 8
 // lanes of fused multiply-adds in coordinate order, then finish_dot: bit-identical to block_avx2 with
 // half the instructions, and one centroid load serves P points. ct is d x 16 (centroids g .. g + 15).
-template <int P>
-__attribute__((target("avx512f"))) void block_avx512(const float* const* x, const float* ct, const float* const* c,
-                                                     int k, int d, float* out, size_t ldo)
+template <int P> __attribute__((target("avx512f"))) void
+block_avx512(const float* const* x, const float* ct, const float* const* c, int k, int d, float* out, size_t ldo)
 {
   __m512 acc[P][8];
   for (int p = 0; p < P; ++p)
@@ -139,8 +136,8 @@ __attribute__((target("avx512f"))) void block_avx512(const float* const* x, cons
     for (int l = 0; l < 8; ++l)
       _mm512_store_ps(lanes[l], acc[p][l]);
     for (int q = 0; q < k; ++q) {
-      const float pair[8] = {lanes[0][q], lanes[1][q], lanes[2][q], lanes[3][q],
-                             lanes[4][q], lanes[5][q], lanes[6][q], lanes[7][q]};
+      const float pair[8]              = {lanes[0][q], lanes[1][q], lanes[2][q], lanes[3][q],
+                                          lanes[4][q], lanes[5][q], lanes[6][q], lanes[7][q]};
       out[size_t(p) * ldo + size_t(q)] = finish_dot(pair, x[p], c[q], d8, d);
     }
   }
@@ -291,7 +288,7 @@ DenseMatrix kmeanspp_seeds(DenseMatrixView pts, int k, const std::vector<char>& 
   std::vector<float> sim(static_cast<size_t>(n));
   const bool avx = cpu_has_avx2_fma();
   for (int s = 0; s < k; ++s) {
-    int pick = -1;
+    int pick     = -1;
     double total = 0;
     if (s > 0)
       for (double w : nearest)
@@ -317,15 +314,14 @@ DenseMatrix kmeanspp_seeds(DenseMatrixView pts, int k, const std::vector<char>& 
     for (int i = 0; i < n; ++i) {
       if (zero[size_t(i)])
         continue;
-      const double dist = std::max(0.0, 1.0 - double(sim[size_t(i)]));
+      const double dist  = std::max(0.0, 1.0 - double(sim[size_t(i)]));
       nearest[size_t(i)] = s == 0 ? dist : std::min(nearest[size_t(i)], dist);
     }
   }
   return seeds;
 }
 
-KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMatrix centroids,
-                     const KMeansOptions& o)
+KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMatrix centroids, const KMeansOptions& o)
 {
   const int n = pts.rows, d = pts.cols, k = centroids.rows;
   const bool avx = cpu_has_avx2_fma();
@@ -449,16 +445,14 @@ KMeansResult fit_spherical_kmeans(DenseMatrixView points, int k, const KMeansOpt
   return iterate(points, zero, kmeanspp_seeds(points, k, zero, options.seed), options);
 }
 
-KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial,
-                                       const KMeansOptions& options)
+KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial, const KMeansOptions& options)
 {
   check_options(options);
   const std::vector<char> zero = check_points(points);
   if (initial.rows <= 0 || !initial.data)
     bad("no initial centroids");
   if (initial.cols != points.cols)
-    bad("initial centroids have dimension " + std::to_string(initial.cols) + ", points " +
-        std::to_string(points.cols));
+    bad("initial centroids have dimension " + std::to_string(initial.cols) + ", points " + std::to_string(points.cols));
   DenseMatrix c(initial.rows, initial.cols);
   for (int q = 0; q < initial.rows; ++q) {
     const auto in = initial.row(q);

@@ -31,10 +31,7 @@ struct DenseMatrix {
   DenseMatrix() = default;
   DenseMatrix(int r, int c) : rows(r), cols(c), values(size_t(r) * size_t(c), 0.0f) {}
   std::span<float> row(int r) { return {values.data() + size_t(r) * size_t(cols), size_t(cols)}; }
-  std::span<const float> row(int r) const
-  {
-    return {values.data() + size_t(r) * size_t(cols), size_t(cols)};
-  }
+  std::span<const float> row(int r) const { return {values.data() + size_t(r) * size_t(cols), size_t(cols)}; }
 };
 
 // A read-only view of contiguous row-major floats, so a caller's buffer (e.g. the refit window)
@@ -67,8 +64,8 @@ struct KMeansOptions {
 struct KMeansResult {
   DenseMatrix centroids;        // K x D unit vectors; centroid k is decode worker k's profile
   std::vector<int> assignment;  // point -> cluster in [0, K)
-  int iterations = 0;           // assignment steps run (the last one found nothing to change when converged)
-  bool converged = false;       // the assignment stopped changing within max_iterations
+  int iterations   = 0;         // assignment steps run (the last one found nothing to change when converged)
+  bool converged   = false;     // the assignment stopped changing within max_iterations
   double objective = 0;         // sum_i (1 - x_i . centroid[assignment[i]]) for the returned centroids
                                 // (0 when options.objective is false)
 };

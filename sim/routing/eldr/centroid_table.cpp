@@ -15,7 +15,8 @@ __attribute__((target("avx512f,f16c"))) void to_half(const float* from, uint16_t
   size_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i),
-                        _mm512_maskz_cvtps_ph(__mmask16(0xFFFF), _mm512_loadu_ps(from + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+                        _mm512_maskz_cvtps_ph(__mmask16(0xFFFF), _mm512_loadu_ps(from + i),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   for (; i < n; ++i)
     to[i] = _cvtss_sh(from[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 }
@@ -90,17 +91,17 @@ std::vector<uint32_t>& nonzero_buffer(size_t n)
 // lambda its enclosing function's target.
 
 // Appends to idx[count..] the indices in [from, to) where x is non-zero; returns the new count.
-__attribute__((target("avx512f"), always_inline)) inline size_t compact_nonzero_avx512(const float* x, size_t from,
-                                                                                     size_t to, uint32_t* idx,
-                                                                                     size_t count)
+__attribute__((target("avx512f"), always_inline)) inline size_t
+compact_nonzero_avx512(const float* x, size_t from, size_t to, uint32_t* idx, size_t count)
 {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (size_t b = from; b < to; b += 16) {
     const __mmask16 valid = to - b >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (to - b)) - 1);
-    const __mmask16 nz = _mm512_mask_cmpneq_ps_mask(valid, _mm512_maskz_loadu_ps(valid, x + b), _mm512_setzero_ps());
+    const __mmask16 nz    = _mm512_mask_cmpneq_ps_mask(valid, _mm512_maskz_loadu_ps(valid, x + b), _mm512_setzero_ps());
     // Compress in a register and store all 16 lanes (the buffer has 16 spare): a masked compress
     // to memory is several times slower on Intel cores.
-    _mm512_storeu_si512(idx + count, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
+    _mm512_storeu_si512(idx + count,
+                        _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
     count += size_t(std::popcount(unsigned(nz)));
   }
   return count;
@@ -116,11 +117,11 @@ add_scaled_avx512(float* acc, float xi, const float* c)
 
 // Lane-wise IEEE multiply then add (no contraction into FMA: dot_kernel rounds the product), so every
 // lane holds exactly what dot_kernel computes for its centroid.
-__attribute__((target("avx512f"))) ELDR_NO_FP_CONTRACT void centroid_dots_avx512(const CentroidTable& t,
-                                                                                      const float* x, float* out)
+__attribute__((target("avx512f"))) ELDR_NO_FP_CONTRACT void centroid_dots_avx512(const CentroidTable& t, const float* x,
+                                                                                 float* out)
 {
   const DotLayout d(size_t(t.cols()));
-  uint32_t* idx = nonzero_buffer(d.n).data();
+  uint32_t* idx        = nonzero_buffer(d.n).data();
   const size_t count32 = compact_nonzero_avx512(x, 0, d.n32, idx, 0);
   const size_t count   = compact_nonzero_avx512(x, d.n32, d.n8, idx, count32);
 
@@ -150,14 +151,14 @@ __attribute__((target("avx512f"))) ELDR_NO_FP_CONTRACT void centroid_dots_avx512
 // The same computation with generic 16-float vectors (two AVX2 or four SSE registers: neither target
 // has FMA, so nothing is contracted) and a scalar compaction.
 __attribute__((target_clones("avx2", "default"))) void centroid_dots_portable(const CentroidTable& t, const float* x,
-                                                                               float* out)
+                                                                              float* out)
 {
   using v16 = float __attribute__((vector_size(64)));
   const DotLayout d(size_t(t.cols()));
   uint32_t* idx = nonzero_buffer(d.n).data();
   size_t count = 0, count32 = 0;
   for (size_t i = 0; i < d.n8; ++i) {
-    count32 = i == d.n32 ? count : count32;
+    count32    = i == d.n32 ? count : count32;
     idx[count] = uint32_t(i);
     count += x[i] != 0;
   }
@@ -167,7 +168,7 @@ __attribute__((target_clones("avx2", "default"))) void centroid_dots_portable(co
   const size_t stride = size_t(t.stride());
   for (int g = 0; g < t.rows(); g += 16) {
     const float* c = t.data() + g;
-    v16 acc[32] = {};
+    v16 acc[32]    = {};
     v16 v;  // (loaded through memcpy, no vector-valued helper: its ABI differs per target)
     for (size_t q = 0; q < count; ++q) {
       __builtin_memcpy(&v, c + idx[q] * stride, sizeof v);
@@ -190,7 +191,7 @@ __attribute__((target_clones("avx2", "default"))) void centroid_dots_portable(co
 // then four independent fused chains per 16 centroids (their order does not matter: the bound covers
 // any order).
 __attribute__((target("avx512f"))) bool approx_dots_avx512(const CentroidTable& t, const float* x, float* approx,
-                                                          float* bound)
+                                                           float* bound)
 {
   const size_t n     = size_t(t.cols());
   uint32_t* idx      = nonzero_buffer(n).data();
@@ -202,7 +203,8 @@ __attribute__((target("avx512f"))) bool approx_dots_avx512(const CentroidTable& 
     const __m512 v        = _mm512_maskz_loadu_ps(valid, x + b);
     const __mmask16 nz    = _mm512_mask_cmpneq_ps_mask(valid, v, _mm512_setzero_ps());
     sq                    = _mm512_fmadd_ps(v, v, sq);
-    _mm512_storeu_si512(idx + count, _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
+    _mm512_storeu_si512(idx + count,
+                        _mm512_maskz_compress_epi32(nz, _mm512_add_epi32(lane, _mm512_set1_epi32(int(b)))));
     count += size_t(std::popcount(unsigned(nz)));
   }
   alignas(64) float squares[16];
@@ -217,13 +219,14 @@ __attribute__((target("avx512f"))) bool approx_dots_avx512(const CentroidTable& 
   for (int g = 0; g < t.rows(); g += 16) {
     const uint16_t* h = t.half_data() + g;
     // (A macro, not a lambda: a lambda would not inherit the target, and would return vectors.)
-#define ELDR_APPROX_TERM(acc, q)                                                                          \
-  acc = _mm512_fmadd_ps(                                                                                 \
-      _mm512_set1_ps(x[idx[q]]),                                                                         \
-      _mm512_maskz_cvtph_ps(__mmask16(0xFFFF), _mm256_load_si256(reinterpret_cast<const __m256i*>(h + idx[q] * stride))), \
-      acc)
+#define ELDR_APPROX_TERM(acc, q)                                                                                       \
+  acc =                                                                                                                \
+      _mm512_fmadd_ps(_mm512_set1_ps(x[idx[q]]),                                                                       \
+                      _mm512_maskz_cvtph_ps(__mmask16(0xFFFF),                                                         \
+                                            _mm256_load_si256(reinterpret_cast<const __m256i*>(h + idx[q] * stride))), \
+                      acc)
     __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    size_t q = 0;
+    size_t q    = 0;
     for (; q + 4 <= count; q += 4)
       for (int u = 0; u < 4; ++u)
         ELDR_APPROX_TERM(a[u], q + size_t(u));

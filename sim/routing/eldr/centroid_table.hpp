@@ -11,7 +11,7 @@ namespace eldr {
 // rounded up to 16 (padding zero), 64-byte aligned, so the K values of one signature dimension are one
 // AVX-512 vector (a cache line per 16 centroids).
 class CentroidTable {
-public:
+ public:
   CentroidTable() = default;
   // `rows` x `cols` row-major floats.
   CentroidTable(std::span<const float> row_major, int rows, int cols);
@@ -25,10 +25,10 @@ public:
   bool has_half() const { return !half_.empty(); }
   float half_error(int k) const { return half_error_[size_t(k)]; }
 
-private:
+ private:
   template <class T> struct Aligned64 {
     using value_type = T;
-    Aligned64() = default;
+    Aligned64()      = default;
     template <class U> Aligned64(const Aligned64<U>&) {}
     T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
     void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }

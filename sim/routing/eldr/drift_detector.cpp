@@ -51,8 +51,8 @@ DriftDetector::DriftDetector(int clusters, const DriftDetectorOptions& options)
 
 void DriftDetector::reset(double now)
 {
-  reference_        = Sums{};
-  window_           = Sums{};
+  reference_ = Sums{};
+  window_    = Sums{};
   reference_.counts.assign(size_t(clusters_), 0);
   window_.counts.assign(size_t(clusters_), 0);
   samples_.clear();
@@ -79,15 +79,15 @@ bool DriftDetector::observe(double now, int nearest, double similarity)
   const double mean_ref = reference_.sum / double(reference_.n);
   const double var_ref  = std::max(0.0, reference_.sum_sq / double(reference_.n) - mean_ref * mean_ref);
   // The window's sum drifts from rounding as samples come and go; n is exact, the mean is close enough.
-  last_z_         = similarity_drop_z(reference_.n, mean_ref, std::sqrt(var_ref), window_.n, window_.sum / double(window_.n));
+  last_z_ = similarity_drop_z(reference_.n, mean_ref, std::sqrt(var_ref), window_.n, window_.sum / double(window_.n));
   last_psi_ratio_ = psi_ratio(reference_.counts, window_.counts);
   ++checks_;
   z_sum_ += last_z_;
   z_sq_ += last_z_ * last_z_;
   r_sum_ += last_psi_ratio_;
   r_sq_ += last_psi_ratio_ * last_psi_ratio_;
-  min_z_          = std::min(min_z_, last_z_);
-  max_psi_ratio_  = std::max(max_psi_ratio_, last_psi_ratio_);
+  min_z_         = std::min(min_z_, last_z_);
+  max_psi_ratio_ = std::max(max_psi_ratio_, last_psi_ratio_);
   if (last_z_ < -opt_.similarity_z || last_psi_ratio_ > opt_.psi_ratio) {
     ++fires_;
     return true;

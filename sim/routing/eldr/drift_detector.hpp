@@ -26,14 +26,14 @@
 namespace eldr {
 
 struct DriftDetectorOptions {
-  double window_s     = 5;    // reference and monitoring window length (simulated seconds)
-  double similarity_z = 6;    // fire when the mean similarity's z drops below -similarity_z
-  double psi_ratio    = 4;    // fire when PSI exceeds psi_ratio x its stationary expectation
-  long min_samples    = 50;   // a window with fewer requests decides nothing
+  double window_s     = 5;   // reference and monitoring window length (simulated seconds)
+  double similarity_z = 6;   // fire when the mean similarity's z drops below -similarity_z
+  double psi_ratio    = 4;   // fire when PSI exceeds psi_ratio x its stationary expectation
+  long min_samples    = 50;  // a window with fewer requests decides nothing
 };
 
 class DriftDetector {
-public:
+ public:
   DriftDetector(int clusters, const DriftDetectorOptions& options);
 
   // A new fit at `now`: drop the window, start a new reference.
@@ -58,14 +58,14 @@ public:
   double last_similarity_z() const { return last_z_; }
   double last_psi_ratio() const { return last_psi_ratio_; }
 
-private:
+ private:
   struct Sample {
     double t;
     int nearest;
     double similarity;
   };
   struct Sums {
-    long n = 0;
+    long n     = 0;
     double sum = 0, sum_sq = 0;
     std::vector<long> counts;
     void add(int k, double s, long sign);
@@ -78,8 +78,8 @@ private:
   Sums reference_, window_;
   std::deque<Sample> samples_;  // the monitoring window, oldest first
   double min_z_ = 0, max_psi_ratio_ = 0, last_z_, last_psi_ratio_;
-  long fires_ = 0;
-  long checks_ = 0;
+  long fires_   = 0;
+  long checks_  = 0;
   double z_sum_ = 0, z_sq_ = 0, r_sum_ = 0, r_sq_ = 0;
 };
 

@@ -38,23 +38,23 @@ EldrModel fit_eldr(std::span<const Request> calibration, const ExpertRoutingSour
   m.calibration_requests = int(calibration.size());
   m.idf                  = fit_idf(prompts);
   LayerMaskOptions mo;
-  mo.pairs          = opt.mask_pairs;
-  mo.seed           = opt.seed;
-  mo.min_gain       = opt.mask_min_gain;
-  LayerMask mask    = fit_layer_mask(prompts, decode, opt.variant, &m.idf, mo);
-  m.mask            = mask.layers;
-  m.mask_spearman   = mask.score();
+  mo.pairs        = opt.mask_pairs;
+  mo.seed         = opt.seed;
+  mo.min_gain     = opt.mask_min_gain;
+  LayerMask mask  = fit_layer_mask(prompts, decode, opt.variant, &m.idf, mo);
+  m.mask          = mask.layers;
+  m.mask_spearman = mask.score();
   if (m.mask.empty())
     throw std::invalid_argument("the layer mask selected no layer: the calibration prompts carry no signal");
   DenseMatrix points(int(prompts.size()), m.dimension());
   for (size_t i = 0; i < prompts.size(); ++i)
     make_signature(prompts[i], m.variant, &m.idf, m.mask, points.row(int(i)));
   KMeansOptions ko;
-  ko.variant        = opt.kmeans;
-  ko.max_iterations = opt.kmeans_iterations;
-  ko.seed           = opt.seed;
-  KMeansResult km   = fit_spherical_kmeans(points, opt.clusters, ko);
-  m.centroids       = std::move(km.centroids);
+  ko.variant          = opt.kmeans;
+  ko.max_iterations   = opt.kmeans_iterations;
+  ko.seed             = opt.seed;
+  KMeansResult km     = fit_spherical_kmeans(points, opt.clusters, ko);
+  m.centroids         = std::move(km.centroids);
   m.kmeans_iterations = km.iterations;
   return m;
 }
@@ -94,8 +94,9 @@ EldrModel read_eldr_model(const std::string& path)
     const Json sum = j["fnv1a64"];
     j.erase("fnv1a64");
     if (!sum.is_string() || sum.get<std::string>() != fnv1a64_hex(j.dump()))
-      throw InputError(path, "fnv1a64", "does not match the file's contents: it was damaged or edited after "
-                                        "`eldrsim fit` wrote it (fit again)");
+      throw InputError(path, "fnv1a64",
+                       "does not match the file's contents: it was damaged or edited after "
+                       "`eldrsim fit` wrote it (fit again)");
   }
   JsonReader r(j, path);
   if (r.require_string("format") != "eldr-router-model")
@@ -111,8 +112,8 @@ EldrModel read_eldr_model(const std::string& path)
     r.fail("variant", "unknown signature variant");
   m.variant = *v;
   m.kmeans  = r.choice("kmeans", "balanced", {"balanced", "vanilla"}) == "balanced" ? KMeansVariant::balanced
-                                                                                   : KMeansVariant::vanilla;
-  m.seed                 = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
+                                                                                    : KMeansVariant::vanilla;
+  m.seed    = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
   m.calibration_requests = int(r.integer("calibration_requests", 0, 0, 1 << 30));
   m.kmeans_iterations    = int(r.integer("kmeans_iterations", 0, 0, 1 << 30));
   m.mask_spearman        = r.number("mask_spearman", 0, -1, 1);
@@ -137,8 +138,8 @@ EldrModel read_eldr_model(const std::string& path)
   m.centroids = DenseMatrix(int(c.size()), m.dimension());
   for (size_t k = 0; k < c.size(); ++k) {
     if (!c[k].is_array() || c[k].size() != size_t(m.dimension()))
-      r.fail("centroids", "centroid " + std::to_string(k) + " must have |mask| x experts = " +
-                              std::to_string(m.dimension()) + " numbers");
+      r.fail("centroids", "centroid " + std::to_string(k) +
+                              " must have |mask| x experts = " + std::to_string(m.dimension()) + " numbers");
     for (size_t i = 0; i < c[k].size(); ++i) {
       if (!c[k][i].is_number())
         r.fail("centroids", "centroid " + std::to_string(k) + " holds a non-number");

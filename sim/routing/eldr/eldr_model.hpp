@@ -16,14 +16,14 @@ namespace eldr {
 
 struct EldrModel {
   std::string model;  // the MoE model the signatures come from
-  int layers  = 0;
-  int experts = 0;
+  int layers               = 0;
+  int experts              = 0;
   SignatureVariant variant = kDefaultSignatureVariant;
   KMeansVariant kmeans     = KMeansVariant::balanced;
-  std::vector<int> mask;        // layers, in the order signatures concatenate them
-  double mask_spearman = 0;     // the mask's Spearman on the calibration pairs
-  IdfTable idf;                 // over the calibration prompts (used by counts_idf)
-  DenseMatrix centroids;        // K x (|mask| x experts), unit rows; row k is decode worker k's profile
+  std::vector<int> mask;     // layers, in the order signatures concatenate them
+  double mask_spearman = 0;  // the mask's Spearman on the calibration pairs
+  IdfTable idf;              // over the calibration prompts (used by counts_idf)
+  DenseMatrix centroids;     // K x (|mask| x experts), unit rows; row k is decode worker k's profile
   uint64_t seed            = 1;
   int calibration_requests = 0;
   int kmeans_iterations    = 0;

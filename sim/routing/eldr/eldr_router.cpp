@@ -34,20 +34,23 @@ std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup)
 {
   if (!setup.experiment || !setup.workload || !setup.routing)
     throw std::invalid_argument("eldr router needs the experiment, its workload and its routing source");
-  const Experiment& x = *setup.experiment;
+  const Experiment& x     = *setup.experiment;
   const std::string& file = x.eldr.model_file;
-  EldrModel m = file.empty() ? fit_eldr_for(x, *setup.workload, *setup.routing) : read_eldr_model(file);
+  EldrModel m             = file.empty() ? fit_eldr_for(x, *setup.workload, *setup.routing) : read_eldr_model(file);
   const std::string where = file.empty() ? x.config_file : file;
   if (m.centroids.rows != setup.decode_workers)
-    throw InputError(where, "centroids", std::to_string(m.centroids.rows) + " centroids for " +
-                                             std::to_string(setup.decode_workers) + " decode workers");
+    throw InputError(where, "centroids",
+                     std::to_string(m.centroids.rows) + " centroids for " + std::to_string(setup.decode_workers) +
+                         " decode workers");
   const RoutingShape& shape = setup.routing->shape();
   if (m.layers != shape.layers || m.experts != shape.experts)
-    throw InputError(where, "layers", "fitted for " + std::to_string(m.layers) + " layers x " + std::to_string(m.experts) +
-                                          " experts, but the run's routing has " + std::to_string(shape.layers) + " x " +
-                                          std::to_string(shape.experts));
+    throw InputError(where, "layers",
+                     "fitted for " + std::to_string(m.layers) + " layers x " + std::to_string(m.experts) +
+                         " experts, but the run's routing has " + std::to_string(shape.layers) + " x " +
+                         std::to_string(shape.experts));
   if (!gates_support(make_gate_source(*setup.routing).get(), m.variant))
-    throw InputError(where, "variant", "'" + std::string(to_string(m.variant)) + "' needs gate values the routing source lacks");
+    throw InputError(where, "variant",
+                     "'" + std::string(to_string(m.variant)) + "' needs gate values the routing source lacks");
   return std::make_unique<EldrRouter>(std::move(m), x.eldr);
 }
 
@@ -84,7 +87,7 @@ EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec)
   bound_.resize(sims_.size());
   known_.resize(sims_.size());
   in_band_.resize(sims_.size());
-  table_ = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
+  table_        = CentroidTable(model_.centroids.values, model_.centroids.rows, model_.centroids.cols);
   next_refit_s_ = spec_.refit_interval_s;
 }
 
@@ -137,8 +140,8 @@ int EldrRouter::choose_signature(std::span<const float> signature, std::span<con
     }
     return sims_[size_t(w)];
   };
-  auto lo = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] - bound_[size_t(w)]; };
-  auto hi = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] + bound_[size_t(w)]; };
+  auto lo       = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] - bound_[size_t(w)]; };
+  auto hi       = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] + bound_[size_t(w)]; };
   auto at_least = [&](int w, float v) { return lo(w) >= v || (hi(w) >= v && exact(w) >= v); };
   auto equals   = [&](int w, float v) { return lo(w) <= v && v <= hi(w) && exact(w) == v; };
 

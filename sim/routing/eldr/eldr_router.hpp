@@ -37,7 +37,7 @@ RefitPolicy parse_refit_policy(const std::string& name);
 DriftDetectorOptions drift_detector_options(const EldrSpec& spec);
 
 class EldrRouter : public DecodeRouter {
-public:
+ public:
   EldrRouter(EldrModel model, const EldrSpec& spec);
 
   std::string_view name() const override { return "eldr"; }
@@ -65,7 +65,7 @@ public:
   const EldrModel& model() const { return model_; }
   const DriftDetector* detector() const { return policy_ == RefitPolicy::triggered ? &detector_ : nullptr; }
 
-private:
+ private:
   void remember(double now, std::span<const float> signature);
   void refit(double now);
 
@@ -74,11 +74,11 @@ private:
   RefitPolicy policy_;
   DriftDetector detector_;
   std::vector<double> refit_times_;
-  bool following_        = false;  // triggered: refitting each interval after a fire, until follow_until_s_
-  double follow_until_s_ = 0;
-  DecisionDetail* trace_ = nullptr;  // the decision log: exact similarities, band, candidates
-  int last_nearest_ = -1;  // the last decision's most similar worker (lowest index on ties)
-  float last_best_  = 0;
+  bool following_         = false;  // triggered: refitting each interval after a fire, until follow_until_s_
+  double follow_until_s_  = 0;
+  DecisionDetail* trace_  = nullptr;  // the decision log: exact similarities, band, candidates
+  int last_nearest_       = -1;       // the last decision's most similar worker (lowest index on ties)
+  float last_best_        = 0;
   size_t transport_bytes_ = 0;
   uint32_t pending_id_    = 0;
   bool pending_valid_     = false;
@@ -92,10 +92,10 @@ private:
   // outnumber the live ones.
   std::deque<double> window_times_;
   std::vector<float> window_rows_;
-  size_t window_start_ = 0;
-  double next_refit_s_ = 0;
-  long refits_         = 0;
-  long decisions_      = 0;
+  size_t window_start_   = 0;
+  double next_refit_s_   = 0;
+  long refits_           = 0;
+  long decisions_        = 0;
   double similarity_sum_ = 0;
 };
 

@@ -30,7 +30,7 @@ constexpr int kMaxPairs = 1 << 21;
 // spares a gather in the walk that averages tied ranks. At 30,000 pairs ~0.15 ms: ~1.6x faster than
 // three 11-bit passes over the full keys, ~9x faster than std::sort.
 class KeyRanker {
-public:
+ public:
   // `y2`: twice the average ranks of the target (integers), one per pair.
   explicit KeyRanker(std::vector<uint32_t> y2) : y2_(std::move(y2))
   {
@@ -39,7 +39,7 @@ public:
   }
   double spearman(std::span<const uint32_t> keys)
   {
-    const size_t n = keys.size();
+    const size_t n                  = keys.size();
     const std::vector<uint32_t>& y2 = y2_;
     if (n < 2 || y2.size() != n)
       return 0;
@@ -95,7 +95,7 @@ public:
     return vx > 0 && vy > 0 ? (double(sxy4) - m4) / std::sqrt(vx * vy) : 0.0;
   }
 
-private:
+ private:
   std::vector<uint32_t> y2_;
   uint64_t syy4_ = 0;
   std::vector<uint64_t> a_, b_;
@@ -111,7 +111,7 @@ std::vector<uint32_t> twice(std::span<const double> ranks)
 
 // out[p] = <rows a[p], b[p]> of a row-major n x E slab: the bulk of the mask's precomputation.
 __attribute__((target_clones("avx2", "default"))) void pair_dots(const float* slab, size_t E, const uint32_t* a,
-                                                                  const uint32_t* b, size_t m, float* out)
+                                                                 const uint32_t* b, size_t m, float* out)
 {
   for (size_t p = 0; p < m; ++p)
     out[p] = detail::dot_kernel(slab + size_t(a[p]) * E, slab + size_t(b[p]) * E, E);
@@ -120,7 +120,7 @@ __attribute__((target_clones("avx2", "default"))) void pair_dots(const float* sl
 // Per layer, every pair's dot product and every request's squared norm of the variant's unnormalised
 // layer values: a mask's cosine for a pair is sum(dot) / sqrt(sum(norm_a) * sum(norm_b)) over its layers.
 struct LayerTerms {
-  int layers = 0;
+  int layers   = 0;
   size_t pairs = 0, requests = 0;
   std::vector<float> dot;    // [layer][pair]
   std::vector<double> norm;  // [layer][request]
@@ -132,7 +132,7 @@ LayerTerms layer_terms(std::span<const PromptProfile> prompts, const MaskPairs& 
   if (prompts.size() != size_t(pairs.requests))
     throw std::invalid_argument("layer mask: " + std::to_string(prompts.size()) + " prompt profiles for pairs over " +
                                 std::to_string(pairs.requests) + " requests");
-  const int L = prompts[0].layers;
+  const int L    = prompts[0].layers;
   const size_t E = size_t(prompts[0].experts), n = prompts.size(), m = pairs.size();
   for (const PromptProfile& p : prompts)
     if (p.layers != L || size_t(p.experts) != E)
@@ -146,7 +146,8 @@ LayerTerms layer_terms(std::span<const PromptProfile> prompts, const MaskPairs& 
   std::vector<float> slab(n * E);  // one layer's values of every request: E x 4 bytes each, stays in cache
   for (int l : layers) {
     if (l < 0 || l >= L)
-      throw std::invalid_argument("layer mask: layer " + std::to_string(l) + " outside the model's " + std::to_string(L));
+      throw std::invalid_argument("layer mask: layer " + std::to_string(l) + " outside the model's " +
+                                  std::to_string(L));
     for (size_t i = 0; i < n; ++i) {
       std::span<float> row(&slab[i * E], E);
       layer_values(prompts[i], v, idf, l, row);
@@ -181,8 +182,8 @@ void similarity_keys(std::span<const uint32_t> a, std::span<const uint32_t> b, s
 // current mask, and the target's ranks.
 struct PairScorer {
   std::vector<uint32_t> a, b;
-  std::vector<float> dot;      // [layer][pair]
-  std::vector<double> cur;     // the current mask's dot sums
+  std::vector<float> dot;   // [layer][pair]
+  std::vector<double> cur;  // the current mask's dot sums
   KeyRanker ranker;
   std::vector<uint32_t> keys;  // scratch
 
@@ -307,7 +308,7 @@ LayerMask fit_layer_mask(std::span<const PromptProfile> prompts, const MaskPairs
   const int L = prompts[0].layers;
   std::vector<int> all(static_cast<size_t>(L));
   std::iota(all.begin(), all.end(), 0);
-  LayerTerms t = layer_terms(prompts, pairs, v, idf, all);
+  LayerTerms t   = layer_terms(prompts, pairs, v, idf, all);
   const size_t m = t.pairs, n = t.requests;
 
   PairScorer full(pairs.a, pairs.b, std::move(t.dot), twice(pairs.target_rank));
@@ -373,7 +374,9 @@ LayerMask fit_layer_mask(std::span<const PromptProfile> prompts, const MaskPairs
         }
       }
     };
-    auto improves = [&] { return best_layer >= 0 && (mask.layers.empty() || best > mask.spearman.back() + opt.min_gain); };
+    auto improves = [&] {
+      return best_layer >= 0 && (mask.layers.empty() || best > mask.spearman.back() + opt.min_gain);
+    };
     evaluate(candidates);
     // The stop is exact: before stopping, the screened-out layers get their full score too.
     if (!improves())

@@ -24,9 +24,9 @@ namespace eldr {
 // The request pairs of a calibration set and their target: shared by the masks of all variants.
 struct MaskPairs {
   int requests = 0;
-  std::vector<uint32_t> a, b;      // pair members, indices into the calibration set (a != b), sorted by (a, b)
-  std::vector<double> target;      // cosine similarity of their decode profiles (0 if either is empty)
-  std::vector<double> target_rank; // average ranks (1-based, ties averaged) of `target`
+  std::vector<uint32_t> a, b;       // pair members, indices into the calibration set (a != b), sorted by (a, b)
+  std::vector<double> target;       // cosine similarity of their decode profiles (0 if either is empty)
+  std::vector<double> target_rank;  // average ranks (1-based, ties averaged) of `target`
   size_t size() const { return a.size(); }
 };
 

@@ -13,9 +13,9 @@ IdfTable fit_idf(std::span<const PromptProfile> calibration)
   if (calibration.empty())
     throw std::invalid_argument("fit_idf: no calibration profiles");
   IdfTable t;
-  t.layers   = calibration[0].layers;
-  t.experts  = calibration[0].experts;
-  t.requests = int(calibration.size());
+  t.layers           = calibration[0].layers;
+  t.experts          = calibration[0].experts;
+  t.requests         = int(calibration.size());
   const size_t cells = size_t(t.layers) * size_t(t.experts);
   std::vector<uint32_t> df(cells, 0);
   for (const PromptProfile& p : calibration) {
@@ -89,7 +89,8 @@ void make_signature(const PromptProfile& p, SignatureVariant v, const IdfTable* 
   }
 }
 
-Signature make_signature(const PromptProfile& p, SignatureVariant v, const IdfTable* idf, std::span<const int> mask_layers)
+Signature make_signature(const PromptProfile& p, SignatureVariant v, const IdfTable* idf,
+                         std::span<const int> mask_layers)
 {
   Signature s(mask_layers.size() * size_t(p.experts));
   make_signature(p, v, idf, mask_layers, s);
@@ -106,6 +107,5 @@ double cosine(std::span<const float> a, std::span<const float> b)
   const double ab = dot(a, b), aa = dot(a, a), bb = dot(b, b);
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : 0.0;
 }
-
 
 }  // namespace eldr

@@ -87,7 +87,6 @@ namespace detail {
 }
 }  // namespace detail
 
-
 // Cosine similarity of two vectors of any norm (0 when either is all zeros).
 double cosine(std::span<const float> a, std::span<const float> b);
 
