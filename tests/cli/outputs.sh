@@ -154,6 +154,7 @@ for sig in TERM HUP; do
   rc=$?
   BG=
   want=$((128 + $(kill -l $sig)))
+  drop_sanitizer_noise "$TMP/sig.err"
   check "run: SIG$sig exits $want" '[ $rc = $want ]'
   check "... one line naming the output and what was kept" \
     '[ $(wc -l <"$TMP/sig.err") = 1 ] && grep -qx "eldrsim: error: interrupted by SIG$sig: $TMP/keep: no results written, earlier ones intact" "$TMP/sig.err"'
@@ -193,6 +194,7 @@ for sig in TERM HUP; do
   rc=$?
   BG=
   want=$((128 + $(kill -l $sig)))
+  drop_sanitizer_noise "$TMP/sig.err"
   check "sweep: SIG$sig exits $want" '[ $rc = $want ]'
   check "... one error line naming the signal and what was kept" \
     '[ $(grep -c "^eldrsim: error: " "$TMP/sw.err") = 1 ] && grep -q "^eldrsim: error: interrupted by SIG$sig: $TMP/bigsw: 0 of 3 points done, kept" "$TMP/sw.err"'

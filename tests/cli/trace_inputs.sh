@@ -260,10 +260,12 @@ for i in range(len(b) // 2, len(b) // 2 + 64):
 open(p, "wb").write(b)
 PYEOF
   "$ELDRSIM" run configs/default.json "${SMALL[@]}" --routing-cache "$TMP/cache" --out "$TMP/damaged" 2>"$TMP/cache.err"
+  drop_sanitizer_noise "$TMP/cache.err"
   check "the damaged cache is noted on stderr, in one line" \
     '[ "$(wc -l <"$TMP/cache.err")" = 1 ] && grep -q "eldrsim: note: .*generated-.*checksum.*rebuilding" "$TMP/cache.err"'
   check "results with the damaged cache equal the uncached run's" 'diff -r "$TMP/uncached" "$TMP/damaged" >/dev/null'
   "$ELDRSIM" run configs/default.json "${SMALL[@]}" --routing-cache "$TMP/cache" --out "$TMP/rebuilt" 2>"$TMP/cache2.err"
+  drop_sanitizer_noise "$TMP/cache2.err"
   check "the rebuilt cache is used quietly, same results" '[ ! -s "$TMP/cache2.err" ] && diff -r "$TMP/uncached" "$TMP/rebuilt" >/dev/null'
 fi
 

@@ -18,6 +18,7 @@ small_run() {
     bad "$name: run failed: $(tail -n 3 "$log")"
     return 1
   fi
+  drop_sanitizer_noise "$log"
 }
 
 small_run verbose-1 "$TMP/a" "$TMP/a.log" --log=eldr.thres:verbose
