@@ -12,7 +12,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -231,11 +230,12 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
   const std::string tag = ".eldr-tmp" + owner_suffix();
   if (fs::is_directory(st)) {
     // A symbolic link to a directory is written through (swapping would replace the link).
-    mode_    = only_results(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? Mode::swap : Mode::in_place;
-    staging_ = mode_ == Mode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
-                                   : (dir / tag).string();
+    mode_ =
+        only_results(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? StagingMode::swap : StagingMode::in_place;
+    staging_ = mode_ == StagingMode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
+                                          : (dir / tag).string();
   } else {
-    mode_ = Mode::absent;
+    mode_ = StagingMode::absent;
     fs::create_directories(dir.parent_path(), ec);
     if (ec)
       throw InputError(target, "", "cannot create the directory above it: " + ec.message());
@@ -265,7 +265,9 @@ StagedDirectory::~StagedDirectory()
   }
 }
 
-void StagedDirectory::commit()
+void commit_staging(const std::string& staging, const std::string& target, StagingMode mode,
+                    const std::vector<std::string>& files, const std::string& marker, const std::string& noun,
+                    std::unique_ptr<InterruptNote>& note)
 {
   const sigset_t block = interrupt_signals();
   sigset_t old;
@@ -273,49 +275,51 @@ void StagedDirectory::commit()
   auto fail = [&](const std::string& what) {
     int err = errno;
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    throw InputError(target_, "", what + ": " + std::strerror(err));
+    throw InputError(target, "", what + ": " + std::strerror(err));
   };
   std::error_code ec;
-  switch (mode_) {
-  case Mode::absent:
-    if (std::rename(staging_.c_str(), target_.c_str()) != 0)
-      fail("cannot move the results into place");
+  switch (mode) {
+  case StagingMode::absent:
+    if (std::rename(staging.c_str(), target.c_str()) != 0)
+      fail("cannot move the " + noun + " into place");
     break;
-  case Mode::swap:
-    if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) != 0) {
+  case StagingMode::swap:
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
       // A file system without the exchange: the old directory goes aside, the new one takes its name.
-      const std::string aside = staging_ + ".old";
-      if (std::rename(target_.c_str(), aside.c_str()) != 0)
-        fail("cannot move the old results aside");
-      if (std::rename(staging_.c_str(), target_.c_str()) != 0)
-        fail("cannot move the results into place");
+      const std::string aside = staging + ".old";
+      if (std::rename(target.c_str(), aside.c_str()) != 0)
+        fail("cannot move the old " + noun + " aside");
+      if (std::rename(staging.c_str(), target.c_str()) != 0)
+        fail("cannot move the " + noun + " into place");
       fs::remove_all(aside, ec);
     }
-    fs::remove_all(staging_, ec);  // the old results, after the exchange
+    fs::remove_all(staging, ec);  // the old output, after the exchange
     break;
-  case Mode::in_place: {
-    const fs::path t(target_), s(staging_);
-    fs::remove(t / "summary.json", ec);  // the old result is incomplete from here on
-    std::set<std::string> staged;
-    for (const auto& e : fs::directory_iterator(s, ec))
-      staged.insert(e.path().filename().string());
-    for (const auto& f : kResultFiles) {
-      if (f == "summary.json")
+  case StagingMode::in_place: {
+    const fs::path t(target), s(staging);
+    fs::remove(t / marker, ec);  // the old output is incomplete from here on
+    for (const auto& f : files) {
+      if (f == marker)
         continue;
-      if (!staged.contains(f))
-        fs::remove(t / f, ec);  // an older run's file this one did not write (steps.csv, say)
+      if (!fs::exists(s / f, ec))
+        fs::remove(t / f, ec);  // an older output's file this one does not have (steps.csv, routing.bin)
       else if (std::rename((s / f).c_str(), (t / f).c_str()) != 0)
         fail("cannot move " + f + " into place");
     }
-    if (std::rename((s / "summary.json").c_str(), (t / "summary.json").c_str()) != 0)
-      fail("cannot move summary.json into place");
+    if (std::rename((s / marker).c_str(), (t / marker).c_str()) != 0)
+      fail("cannot move " + marker + " into place");
     fs::remove_all(s, ec);
     break;
   }
   }
-  committed_ = true;
-  note_.reset();  // the signals are blocked
+  note.reset();  // the signals are still blocked
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
+void StagedDirectory::commit()
+{
+  commit_staging(staging_, target_, mode_, kResultFiles, "summary.json", "results", note_);
+  committed_ = true;
 }
 
 void ensure_writable_directory(const std::string& dir)

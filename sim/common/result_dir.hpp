@@ -51,6 +51,22 @@ class InterruptNote {
   const Block* previous_;
 };
 
+// How a staged output directory reaches its target (StagedDirectory; StagedTrace does the same for traces).
+enum class StagingMode {
+  absent,   // no target yet: the staging directory is renamed to it
+  swap,     // a target holding only this kind of output: swapped whole (renameat2 RENAME_EXCHANGE)
+  in_place  // a target holding other files too: `marker` removed first, the files moved in, `marker` last
+};
+
+// Moves `staging` into place as `target` with the interrupt signals blocked. `files` are the files
+// such an output may hold: in place, one that was not staged is removed from the target (an older
+// output's). `marker` is the file whose presence marks a whole output (summary.json, trace.json);
+// `noun` names the output in errors ("results", "trace"). On success `note` is released before the
+// signals come back. An InputError naming `target` otherwise.
+void commit_staging(const std::string& staging, const std::string& target, StagingMode mode,
+                    const std::vector<std::string>& files, const std::string& marker, const std::string& noun,
+                    std::unique_ptr<InterruptNote>& note);
+
 // The files a run writes; summary.json is always moved last (its presence marks a complete result).
 extern const std::vector<std::string> kResultFiles;
 
@@ -72,7 +88,7 @@ class StagedDirectory {
 
  private:
   std::string target_, staging_;
-  enum class Mode { absent, swap, in_place } mode_;
+  StagingMode mode_;
   bool committed_ = false;
   std::unique_ptr<InterruptNote> note_;  // removes the staging directory on an interrupt
 };

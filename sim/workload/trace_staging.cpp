@@ -5,13 +5,10 @@
 #include "sim/workload/trace_format.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,15 +23,6 @@ namespace {
 // The files a trace directory holds (the routing file as the writers name it).
 const std::vector<std::string> kTraceFiles = {kTraceRequestsName, "routing.bin", kTraceManifestName};
 constexpr const char* kStagingTag          = ".eldr-trace-tmp";
-
-sigset_t interrupt_signals()
-{
-  sigset_t s;
-  sigemptyset(&s);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP})
-    sigaddset(&s, sig);
-  return s;
-}
 
 // A staging directory's name ends in ".eldr-trace-tmp@HOST@PID": its pid when HOST is this host.
 long staging_pid(const std::string& name)
@@ -86,11 +74,12 @@ StagedTrace::StagedTrace(const std::string& target) : target_(target)
   const std::string tag = kStagingTag + owner_suffix();
   if (fs::is_directory(st)) {
     // A symbolic link to a directory is written through (swapping would replace the link).
-    mode_    = only_trace_files(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? Mode::swap : Mode::in_place;
-    staging_ = mode_ == Mode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
-                                   : (dir / tag).string();
+    mode_    = only_trace_files(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? StagingMode::swap
+                                                                                     : StagingMode::in_place;
+    staging_ = mode_ == StagingMode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
+                                          : (dir / tag).string();
   } else {
-    mode_ = Mode::absent;
+    mode_ = StagingMode::absent;
     fs::create_directories(dir.parent_path(), ec);
     if (ec)
       throw InputError(target, "", "cannot create the directory above it: " + ec.message());
@@ -100,7 +89,7 @@ StagedTrace::StagedTrace(const std::string& target) : target_(target)
   fs::remove_all(staging_, ec);
   if (::mkdir(staging_.c_str(), 0755) != 0)
     throw InputError(target, "", std::string("cannot write a trace here: ") + std::strerror(errno));
-  const bool had_trace = mode_ != Mode::absent && fs::exists(dir / kTraceManifestName, ec);
+  const bool had_trace = mode_ != StagingMode::absent && fs::exists(dir / kTraceManifestName, ec);
   target_              = dir.string();
   // An interrupt removes the staged files (and their temporaries), then the staging directory.
   std::vector<std::string> files;
@@ -124,52 +113,8 @@ StagedTrace::~StagedTrace()
 
 void StagedTrace::commit()
 {
-  const sigset_t block = interrupt_signals();
-  sigset_t old;
-  ::sigprocmask(SIG_BLOCK, &block, &old);
-  auto fail = [&](const std::string& what) {
-    const int err = errno;
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    throw InputError(target_, "", what + ": " + std::strerror(err));
-  };
-  std::error_code ec;
-  switch (mode_) {
-  case Mode::absent:
-    if (std::rename(staging_.c_str(), target_.c_str()) != 0)
-      fail("cannot move the trace into place");
-    break;
-  case Mode::swap:
-    if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, target_.c_str(), RENAME_EXCHANGE) != 0) {
-      // A file system without the exchange: the old directory goes aside, the new one takes its name.
-      const std::string aside = staging_ + ".old";
-      if (std::rename(target_.c_str(), aside.c_str()) != 0)
-        fail("cannot move the old trace aside");
-      if (std::rename(staging_.c_str(), target_.c_str()) != 0)
-        fail("cannot move the trace into place");
-      fs::remove_all(aside, ec);
-    }
-    fs::remove_all(staging_, ec);  // the old trace, after the exchange
-    break;
-  case Mode::in_place: {
-    const fs::path t(target_), s(staging_);
-    fs::remove(t / kTraceManifestName, ec);  // the old trace is no trace from here on
-    for (const auto& f : kTraceFiles) {
-      if (f == kTraceManifestName)
-        continue;
-      if (!fs::exists(s / f, ec))
-        fs::remove(t / f, ec);  // the old trace's file the new one lacks (routing.bin, say)
-      else if (std::rename((s / f).c_str(), (t / f).c_str()) != 0)
-        fail("cannot move " + f + " into place");
-    }
-    if (std::rename((s / kTraceManifestName).c_str(), (t / kTraceManifestName).c_str()) != 0)
-      fail(std::string("cannot move ") + kTraceManifestName + " into place");
-    fs::remove_all(s, ec);
-    break;
-  }
-  }
+  commit_staging(staging_, target_, mode_, kTraceFiles, kTraceManifestName, "trace", note_);
   committed_ = true;
-  note_.reset();
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
 }
 
 }  // namespace eldr

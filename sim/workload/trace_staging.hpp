@@ -31,7 +31,7 @@ class StagedTrace {
 
  private:
   std::string target_, staging_;
-  enum class Mode { absent, swap, in_place } mode_;
+  StagingMode mode_;
   bool committed_ = false;
   std::unique_ptr<InterruptNote> note_;
 };
