@@ -1,5 +1,5 @@
 #include "examples/routers/jsq_of_d.hpp"
-#include "sim/common/json_reader.hpp"
+#include "sim/config/config_reader.hpp"
 #include "sim/config/experiment.hpp"
 
 #include <numeric>
@@ -9,11 +9,22 @@ namespace eldr {
 
 namespace {
 
-// The one place that knows the section's keys: the config reader calls it to check the section, the
-// factory to get d (the experiment keeps the config as given, so the router needs no field of its own).
-int read_d(JsonReader& section)
+const ConfigKey kKeys[] = {
+    {.path = "jsq_of_d", .type = KeyType::section, .help = "the jsq_of_d example router's parameters"},
+    {.path = "jsq_of_d.d",
+     .type = KeyType::integer,
+     .def  = "3",
+     .unit = "workers",
+     .min  = 1,
+     .max  = 1048576,
+     .help = "workers sampled per decision"},
+};
+
+// The config reader calls it to check the section, the factory to get d from the experiment's resolved
+// config (which holds the run's router section), so the router needs no field of its own.
+int read_d(ConfigReader& section)
 {
-  return int(section.integer("d", 3, 1, 1 << 20));
+  return int(section.integer("d"));
 }
 
 }  // namespace
@@ -42,14 +53,17 @@ std::unique_ptr<DecodeRouter> make_jsq_of_d(const RouterSetup& setup)
 {
   static const Json kNoConfig = Json::object();  // a router built without an experiment (tests): defaults
   const Json& config          = setup.experiment ? setup.experiment->resolved : kNoConfig;
-  JsonReader top(config.is_object() ? config : kNoConfig, setup.experiment ? setup.experiment->config_file : "");
-  JsonReader section = top.object("jsq_of_d");
+  ConfigReader top(config.is_object() ? config : kNoConfig, setup.experiment ? setup.experiment->config_file : "",
+                   kKeys, nullptr);
+  ConfigReader section = top.section("jsq_of_d");
   return std::make_unique<JsqOfDRouter>(setup.seed, read_d(section));
 }
 
-void read_jsq_of_d_section(JsonReader& section, const std::string&, Experiment&)
+static void read_section(ConfigReader& section, const std::string&, Experiment&)
 {
   read_d(section);
 }
+
+const RouterSection kJsqOfDSection = {"jsq_of_d", kKeys, read_section};
 
 }  // namespace eldr

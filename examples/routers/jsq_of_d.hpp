@@ -6,9 +6,10 @@
 // its own draws over the workers in index order: the same loads can get another worker, so the two
 // runs differ.
 //
-// Its parameter lives in the config's own section, read by read_jsq_of_d_section:
+// Its parameter lives in the config's own section, declared and read in jsq_of_d.cpp:
 //   "jsq_of_d": {"d": 3}   (the default; at most 1048576)
 #include "sim/common/rng.hpp"
+#include "sim/config/experiment.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/router_setup.hpp"
 
@@ -17,8 +18,6 @@
 #include <vector>
 
 namespace eldr {
-
-class JsonReader;
 
 class JsqOfDRouter : public DecodeRouter {
  public:
@@ -32,8 +31,8 @@ class JsqOfDRouter : public DecodeRouter {
   std::vector<int> order_;  // scratch: a partial shuffle of the worker indices
 };
 
-// The router's table entry (sim/routing/router_registry.cpp): its factory and its section's reader.
+// The router's table entry (sim/routing/router_registry.cpp): its factory and its config section.
 std::unique_ptr<DecodeRouter> make_jsq_of_d(const RouterSetup& setup);
-void read_jsq_of_d_section(JsonReader& section, const std::string& root, Experiment& x);
+extern const RouterSection kJsqOfDSection;
 
 }  // namespace eldr

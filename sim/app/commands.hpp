@@ -42,5 +42,7 @@ Command add_validate_command(CLI::App& app);
 Command add_trace_import_command(CLI::App& trace);
 Command add_trace_gen_command(CLI::App& trace);
 Command add_trace_stats_command(CLI::App& trace);
+// Child of `eldrsim config`.
+Command add_config_command(CLI::App& config);
 
 }  // namespace eldr::app

@@ -1,5 +1,6 @@
 // eldrsim: the command line over the simulator library.
 #include "sim/app/commands.hpp"
+#include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 
@@ -14,7 +15,7 @@ int main(int argc, char** argv)
                "studies.",
                "eldrsim"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "eldrsim 0.1");
+  app.set_version_flag("--version", std::string("eldrsim ") + eldr::eldrsim_version());
   std::vector<eldr::app::Command> commands = {
       eldr::app::add_run_command(app),    eldr::app::add_table_command(app),     eldr::app::add_routers_command(app),
       eldr::app::add_fit_command(app),    eldr::app::add_sweep_command(app),     eldr::app::add_compare_command(app),
@@ -24,6 +25,9 @@ int main(int argc, char** argv)
   commands.push_back(eldr::app::add_trace_gen_command(*trace));
   commands.push_back(eldr::app::add_trace_import_command(*trace));
   commands.push_back(eldr::app::add_trace_stats_command(*trace));
+  auto* config = app.add_subcommand("config", "Describe the configuration: `config keys` lists every key");
+  config->require_subcommand(1);
+  commands.push_back(eldr::app::add_config_command(*config));
   // Every command documents the same exit codes (compare adds its own note before them).
   app.footer(eldr::kExitCodesHelp);
   for (auto& c : commands)

@@ -54,4 +54,9 @@ const std::string& executable_build_id()
   return id;
 }
 
+const char* eldrsim_version()
+{
+  return ELDR_VERSION;
+}
+
 }  // namespace eldr

@@ -8,4 +8,7 @@ namespace eldr {
 // Lower-case hex; empty when the executable carries no build-ID note (linked without --build-id).
 const std::string& executable_build_id();
 
+// The project's version (CMakeLists.txt's project VERSION).
+const char* eldrsim_version();
+
 }  // namespace eldr

@@ -138,20 +138,29 @@ const Json* JsonReader::find(const std::string& key)
 
 // The shortest text that reads back as `v`, so a bound and a value that differ never print alike
 // (as 1e+07 and 10000000.000001 would at six digits).
-static std::string describe(double v)
+std::string shortest_number(double v)
 {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
 
-static std::string range_text(double min, double max)
+std::string range_text(double min, double max)
 {
   if (std::isinf(min))
-    return "at most " + describe(max);
+    return "at most " + shortest_number(max);
   if (std::isinf(max))
-    return "at least " + describe(min);
-  return "between " + describe(min) + " and " + describe(max);
+    return "at least " + shortest_number(min);
+  return "between " + shortest_number(min) + " and " + shortest_number(max);
+}
+
+std::string range_text(long min, long max)
+{
+  if (min == std::numeric_limits<long>::min())
+    return "at most " + std::to_string(max);
+  if (max == std::numeric_limits<long>::max())
+    return "at least " + std::to_string(min);
+  return "between " + std::to_string(min) + " and " + std::to_string(max);
 }
 
 double JsonReader::number(const std::string& key, double def, double min, double max)
@@ -163,7 +172,7 @@ double JsonReader::number(const std::string& key, double def, double min, double
     fail(key, std::string("must be a number, got ") + v->type_name());
   double x = v->get<double>();
   if (!std::isfinite(x) || x < min || x > max)
-    fail(key, "must be " + range_text(min, max) + ", got " + describe(x));
+    fail(key, "must be " + range_text(min, max) + ", got " + shortest_number(x));
   return x;
 }
 
@@ -182,10 +191,10 @@ long JsonReader::integer(const std::string& key, long def, long min, long max)
   if (!v->is_number_integer())
     fail(key, std::string("must be an integer, got ") + (v->is_number() ? v->dump() : v->type_name()));
   if (v->is_number_unsigned() && v->get<unsigned long>() > (unsigned long)std::numeric_limits<long>::max())
-    fail(key, "must be " + range_text(double(min), double(max)) + ", got " + v->dump());
+    fail(key, "must be " + range_text(min, max) + ", got " + v->dump());
   long x = v->get<long>();
   if (x < min || x > max)
-    fail(key, "must be " + range_text(double(min), double(max)) + ", got " + std::to_string(x));
+    fail(key, "must be " + range_text(min, max) + ", got " + std::to_string(x));
   return x;
 }
 
@@ -248,7 +257,7 @@ std::vector<long> JsonReader::integer_list(const std::string& key, const std::ve
       fail(key, "must be a list of integers, found " + x.dump());
     long i = x.get<long>();
     if (i < min || i > max)
-      fail(key, "entries must be " + range_text(double(min), double(max)) + ", got " + std::to_string(i));
+      fail(key, "entries must be " + range_text(min, max) + ", got " + std::to_string(i));
     out.push_back(i);
   }
   return out;
@@ -285,11 +294,18 @@ void JsonReader::ignore(const std::string& key)
   known_.insert(key);
 }
 
-void JsonReader::finish() const
+std::string JsonReader::first_unknown_key() const
 {
   for (auto it = object_.begin(); it != object_.end(); ++it)
     if (!known_.count(it.key()))
-      throw InputError(file_, key_path(it.key()), "unknown key");
+      return it.key();
+  return "";
+}
+
+void JsonReader::finish() const
+{
+  if (std::string key = first_unknown_key(); !key.empty())
+    throw InputError(file_, key_path(key), "unknown key");
 }
 
 }  // namespace eldr

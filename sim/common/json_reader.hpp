@@ -28,6 +28,12 @@ Json parse_json_guarded(const std::string& text, const std::string& file, const 
 // Parses a whole file; a missing/unreadable file or a parse_json error is an InputError.
 Json load_json_file(const std::string& path);
 
+// The shortest text that reads back as `v` ("1e-06", "10000000.000001").
+std::string shortest_number(double v);
+// "between MIN and MAX", "at least MIN", "at most MAX" (an infinite bound is no bound).
+std::string range_text(double min, double max);
+std::string range_text(long min, long max);  // the same for integers, in plain digits
+
 class JsonReader {
  public:
   JsonReader(const Json& object, std::string file, std::string path = "");
@@ -61,10 +67,14 @@ class JsonReader {
 
   // Fails on the first key that was never asked for: catches typos in configs.
   void finish() const;
+  // That key, or "" when every key was asked for (a caller that words the error itself).
+  std::string first_unknown_key() const;
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
   std::string key_path(const std::string& key) const;
   const std::string& file() const { return file_; }
+  const std::string& path() const { return path_; }  // dotted path of this object ("" at the top level)
+  const Json& json() const { return object_; }
 
  private:
   const Json* find(const std::string& key);

@@ -1,7 +1,8 @@
 #include "sim/config/experiment.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/utf8.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/config/config_reader.hpp"
+#include "sim/config/experiment_keys.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -53,7 +54,7 @@ static std::string resolve_named_file(const std::string& root, const std::string
   return (fs::path(root) / dir / (value + ".json")).string();
 }
 
-void require_file(const std::string& path, JsonReader& r, const std::string& key)
+void require_file(const std::string& path, const ConfigReader& r, const std::string& key)
 {
   std::error_code ec;
   if (fs::is_directory(path, ec))
@@ -113,7 +114,7 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
   }
 }
 
-static void place_group(InstanceGroup& g, const ClusterSpec& c, std::set<int>& used, JsonReader& r)
+static void place_group(InstanceGroup& g, const ClusterSpec& c, std::set<int>& used, const ConfigReader& r)
 {
   for (int node : g.nodes)
     if (node >= c.nodes)
@@ -155,9 +156,10 @@ static void require_label_keys(const JsonReader& r, const std::vector<TaskLabel>
 
 // "share": {label: fraction, ...}: those labels get these fractions of the traffic, the others share
 // the rest in their usual proportions (a burst of one label is one key). Resolved to weights by index.
-static std::vector<double> read_mix_share(JsonReader& e, const std::vector<TaskLabel>& labels, const std::string& kind)
+static std::vector<double> read_mix_share(ConfigReader& e, const std::vector<TaskLabel>& labels,
+                                          const std::string& kind)
 {
-  const Json& sj = e.raw("share");
+  const Json& sj = e.value("share");
   if (!sj.is_object() || sj.empty())
     e.fail("share", "must be a non-empty object {label: fraction of traffic, ...}");
   JsonReader sr(sj, e.file(), e.key_path("share"));
@@ -182,7 +184,7 @@ static std::vector<double> read_mix_share(JsonReader& e, const std::vector<TaskL
 // workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
 // {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
 // Resolved to weights by label index.
-static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string& kind,
+static std::vector<MixPhase> read_mix_schedule(ConfigReader& w, KeyTable keys, const std::string& kind,
                                                const std::vector<TaskLabel>& labels)
 {
   std::vector<MixPhase> schedule;
@@ -190,7 +192,7 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
     w.ignore("mix_schedule");
     return schedule;
   }
-  const Json& list = w.raw("mix_schedule");
+  const Json& list = w.value("mix_schedule");
   if (!list.is_array() || list.empty())
     w.fail("mix_schedule", "must be a non-empty list of {\"at_s\": seconds, \"weights\": {label: weight} or \"base\"}");
   if (kind == "trace")
@@ -199,9 +201,9 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
     const std::string path = w.key_path("mix_schedule") + "[" + std::to_string(i) + "]";
     if (!list[i].is_object())
       throw InputError(w.file(), path, "must be an object {\"at_s\": seconds, \"weights\": ...}");
-    JsonReader e(list[i], w.file(), path);
+    ConfigReader e(list[i], w.file(), keys, nullptr, path);  // the resolved config keeps the list as given
     MixPhase phase;
-    phase.at_s = e.require_number("at_s", 0, 1e9);
+    phase.at_s = e.number("at_s");
     if (i == 0 && phase.at_s != 0)
       e.fail("at_s", "the first piece must start at 0 (the start of the measured phase)");
     if (i > 0 && phase.at_s <= schedule.back().at_s)
@@ -215,7 +217,7 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
       schedule.push_back(std::move(phase));
       continue;
     }
-    const Json& wj = e.raw("weights");
+    const Json& wj = e.value("weights");
     if (wj.is_string() && wj.get<std::string>() == "base") {
       for (const auto& l : labels)
         phase.weights.push_back(l.weight);
@@ -236,18 +238,18 @@ static std::vector<MixPhase> read_mix_schedule(JsonReader& w, const std::string&
   return schedule;
 }
 
-static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, const ModelSpec& m, std::set<int>& used,
+static InstanceGroup read_group(ConfigReader r, const ClusterSpec& c, const ModelSpec& m, std::set<int>& used,
                                 std::vector<long> default_nodes, bool decode)
 {
   InstanceGroup g;
-  g.instances         = int(r.require_integer("instances", 1, 100000));
-  g.gpus_per_instance = int(r.integer("gpus_per_instance", 1, 1, 1024));
+  g.instances         = int(r.integer("instances"));
+  g.gpus_per_instance = int(r.integer("gpus_per_instance"));
   const int n         = g.gpus_per_instance;
-  g.tensor_parallel   = int(r.integer("tensor_parallel", n, 1, 1024));
+  g.tensor_parallel   = int(r.integer("tensor_parallel", n));
   if (g.tensor_parallel != n)
     r.fail("tensor_parallel", "must equal gpus_per_instance (" + std::to_string(n) +
                                   "): attention is split over all of an instance's GPUs");
-  g.expert_parallel = int(r.integer("expert_parallel", n, 1, 1024));
+  g.expert_parallel = int(r.integer("expert_parallel", n));
   if (g.expert_parallel != 1 && g.expert_parallel != n)
     r.fail("expert_parallel", "must be 1 (experts tensor-split) or gpus_per_instance (" + std::to_string(n) + ")");
   if (g.expert_parallel > 255)
@@ -255,14 +257,14 @@ static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, const ModelS
   if (m.experts % g.expert_parallel != 0)
     r.fail("expert_parallel", std::to_string(m.experts) + " experts of model '" + m.name +
                                   "' do not split evenly over " + std::to_string(g.expert_parallel) + " GPUs");
-  g.placement       = r.choice("placement", "contiguous", {"contiguous", "random", "cluster_balanced"});
-  g.placement_batch = r.number("placement_batch", 32, 1, 1e6);
+  g.placement       = r.choice("placement");
+  g.placement_batch = r.number("placement_batch");
   if (g.placement != "contiguous" && g.expert_parallel == 1)
     r.fail("placement", "places experts on the GPUs of an expert-parallel instance; needs expert_parallel > 1");
   if (g.placement != "contiguous" && !decode)
     r.fail("placement", "prefill instances model no expert placement (their MoE layers are compute-bound); "
                         "set it on topology.decode");
-  for (long node : r.integer_list("nodes", default_nodes, 0, 100000))
+  for (long node : r.integer_list("nodes", default_nodes))
     g.nodes.push_back(int(node));
   if (g.nodes.empty())
     r.fail("nodes", "must list at least one node");
@@ -279,7 +281,19 @@ static InstanceGroup read_group(JsonReader r, const ClusterSpec& c, const ModelS
   return g;
 }
 
-Experiment load_experiment(const std::string& config_path, const std::vector<Override>& overrides)
+std::vector<ConfigKey> config_keys(const RouterCatalog& routers)
+{
+  std::vector<ConfigKey> keys(experiment_keys().begin(), experiment_keys().end());
+  for (ConfigKey& k : keys)
+    if (k.path == "router")
+      k.choices = routers.routers;
+  for (const RouterSection& s : routers.sections)
+    keys.insert(keys.end(), s.keys.begin(), s.keys.end());
+  return keys;
+}
+
+Experiment read_experiment(const std::string& config_path, const RouterCatalog& routers,
+                           const std::vector<Override>& overrides)
 {
   Experiment x;
   x.config_file = config_path;
@@ -288,12 +302,14 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     throw InputError(config_path, "(top level)", "must be a JSON object");
   for (const auto& o : overrides)
     apply_override(doc, o, config_path);
-  x.resolved = doc;
 
-  const std::string root = project_root(config_path);
-  JsonReader r(doc, config_path);
+  const std::string root            = project_root(config_path);
+  const std::vector<ConfigKey> keys = config_keys(routers);
+  x.resolved                        = Json::object();
+  ConfigReader r(doc, config_path, keys, &x.resolved);
+  r.text("description");  // unused, but kept in the resolved config: it names the run
 
-  std::string cluster_file = resolve_named_file(root, "configs/cluster", r.string("cluster", "mi300x-5node"));
+  std::string cluster_file = resolve_named_file(root, "configs/cluster", r.text("cluster"));
   require_file(cluster_file, r, "cluster");
   x.cluster = load_cluster(cluster_file);
 
@@ -303,7 +319,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   check_input_file(hw_file);
   x.hardware = load_hardware(hw_file);
 
-  std::string model_file = resolve_named_file(root, "models", r.string("model", "qwen3-30b-a3b"));
+  std::string model_file = resolve_named_file(root, "models", r.text("model"));
   require_file(model_file, r, "model");
   x.model       = load_model(model_file);
   x.calibration = x.model.calibration_for(x.hardware.name, model_file, x.hardware.calibration_from);
@@ -313,32 +329,32 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
                          "' gives no fp8 peak");
 
   std::set<int> used;
-  auto topo          = r.object("topology");
-  x.topology.prefill = read_group(topo.object("prefill"), x.cluster, x.model, used, {0}, false);
-  x.topology.decode  = read_group(topo.object("decode"), x.cluster, x.model, used, {1, 2}, true);
+  auto topo          = r.section("topology");
+  x.topology.prefill = read_group(topo.section("prefill"), x.cluster, x.model, used, {0}, false);
+  x.topology.decode  = read_group(topo.section("decode"), x.cluster, x.model, used, {1, 2}, true);
   topo.finish();
 
-  auto w          = r.object("workload");
-  x.workload.kind = w.choice("kind", "task", {"task", "language", "trace"});
+  auto w          = r.section("workload");
+  x.workload.kind = w.choice("kind");
   if (x.workload.kind != "trace")
     x.workload.labels =
         load_workload_labels((fs::path(root) / "traces/workload_labels.json").string(), x.workload.kind);
-  x.workload.distinct_prompts     = w.integer("distinct_prompts", 0, 0, 100000000);
-  x.workload.system_prompts       = int(w.integer("system_prompts", 0, 0, 1000000));
-  x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens", 0, 0, 1 << 20));
+  x.workload.distinct_prompts     = w.integer("distinct_prompts");
+  x.workload.system_prompts       = int(w.integer("system_prompts"));
+  x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens"));
   if ((x.workload.system_prompts > 0) != (x.workload.system_prompt_tokens > 0))
     w.fail(x.workload.system_prompts > 0 ? "system_prompt_tokens" : "system_prompts",
            "system prompts need both a count (system_prompts) and a length (system_prompt_tokens) above 0");
   if (x.workload.kind == "trace" && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
     w.fail(x.workload.distinct_prompts > 0 ? "distinct_prompts" : "system_prompts",
            "prompt sharing is generated for kinds 'task' and 'language'; a trace brings its own prefix_hashes");
-  if (w.boolean("chat_template", true) && x.workload.kind != "trace") {
+  if (w.boolean("chat_template") && x.workload.kind != "trace") {
     x.workload.template_prefix_tokens = x.model.template_prefix_tokens;
     x.workload.template_suffix_tokens = x.model.template_suffix_tokens;
   }
-  x.workload.calibration_requests = w.integer("calibration_requests", 1000, 0, 100000000);
-  x.workload.arrivals             = w.choice("arrivals", "poisson", {"poisson", "trace", "file"});
-  std::string arrivals_file       = w.string("arrivals_file", "traces/azure2023_conv.csv");
+  x.workload.calibration_requests = w.integer("calibration_requests");
+  x.workload.arrivals             = w.choice("arrivals");
+  std::string arrivals_file       = w.text("arrivals_file");
   if (x.workload.arrivals == "file") {
     x.workload.arrivals_file =
         fs::path(arrivals_file).is_absolute() ? arrivals_file : (fs::path(root) / arrivals_file).string();
@@ -349,7 +365,7 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
       w.fail("arrivals", "'file' re-times generated workloads; a trace uses 'trace' or 'poisson'");
   }
   if (x.workload.kind == "trace") {
-    std::string dir            = w.require_string("trace");
+    std::string dir            = w.text("trace");
     x.workload.trace_dir       = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
     const std::string manifest = (fs::path(x.workload.trace_dir) / "trace.json").string();
     if (fs::exists(manifest))
@@ -362,41 +378,56 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     if (x.workload.arrivals == "trace")
       w.fail("arrivals", "'trace' needs workload.kind 'trace'");
   }
-  x.workload.rate_rps   = w.number("rate_rps", 60, 1e-6, 1e7);
-  x.workload.duration_s = w.number("duration_s", 120, 1e-6, 1e7);
-  // Absent: rate x duration. Given, it is a count: at least 1 (0 is an error, not "the default").
+  x.workload.rate_rps   = w.number("rate_rps");
+  x.workload.duration_s = w.number("duration_s");
+  // Absent: rate x duration (a trace: all its remaining requests). Given, it is a count: at least 1
+  // (0 is an error, not "the default").
   x.workload.measured_requests_given = w.has("measured_requests");
-  x.workload.measured_requests       = w.integer("measured_requests", 0, 1, kMaxRunRequests);
-  if (!x.workload.measured_requests_given) {
+  if (x.workload.measured_requests_given || x.workload.kind != "trace") {
     const double n = x.workload.rate_rps * x.workload.duration_s + 0.5;  // rounded by the cast below
-    if (n > double(kMaxRunRequests))
+    if (!x.workload.measured_requests_given && n > double(kMaxRunRequests))
       w.fail("rate_rps", "rate_rps x duration_s is " + std::to_string(long(n)) + " requests, more than the " +
                              std::to_string(kMaxRunRequests) +
                              " a run may hold in memory; lower rate_rps or duration_s, or set measured_requests");
-    x.workload.measured_requests = std::max(1L, long(n));
+    x.workload.measured_requests =
+        w.integer("measured_requests", x.workload.measured_requests_given ? 0L : std::max(1L, long(n)));
+  } else {
+    w.ignore("measured_requests");
   }
-  x.workload.warmup_requests    = w.integer("warmup_requests", 3840, 0, kMaxRunRequests);
-  x.workload.warmup_rate_rps    = w.number("warmup_rate_rps", 64, 1e-6, 1e7);
-  x.workload.drain_after_warmup = w.boolean("drain_after_warmup", true);
+  x.workload.warmup_requests    = w.integer("warmup_requests");
+  x.workload.warmup_rate_rps    = w.number("warmup_rate_rps");
+  x.workload.drain_after_warmup = w.boolean("drain_after_warmup");
   // Absent: no horizon. Given, a duration above 0 (0 is not "none").
-  x.workload.horizon_s         = w.number("horizon_s", 0, 1e-9, 1e9);
-  x.workload.output_tokens     = int(w.integer("output_tokens", 512, 2, 1 << 20));
-  x.workload.prompt_min_tokens = int(w.integer("prompt_min_tokens", 4, 1, 1 << 24));
-  x.workload.prompt_max_tokens = int(w.integer("prompt_max_tokens", 1024, x.workload.prompt_min_tokens, 1 << 24));
+  if (w.has("horizon_s"))
+    x.workload.horizon_s = w.number("horizon_s", 0.0);
+  else
+    w.ignore("horizon_s");
+  x.workload.output_tokens     = int(w.integer("output_tokens"));
+  x.workload.prompt_min_tokens = int(w.integer("prompt_min_tokens"));
+  x.workload.prompt_max_tokens = int(w.integer("prompt_max_tokens"));
+  if (x.workload.prompt_max_tokens < x.workload.prompt_min_tokens)
+    w.fail("prompt_max_tokens", "must be at least prompt_min_tokens (" + std::to_string(x.workload.prompt_min_tokens) +
+                                    "), got " + std::to_string(x.workload.prompt_max_tokens));
   // Prompt lengths: task prompts from the task datasets; language (chat) prompts from WildChat first
   // user turns, as the testbed's language workload.
-  std::string lengths = w.string("lengths_file", x.workload.kind == "language" ? "traces/wildchat_first_turn_cl100k.csv"
-                                                                               : "traces/task_lengths_cl100k.csv");
+  std::string lengths = w.text("lengths_file", x.workload.kind == "language" ? "traces/wildchat_first_turn_cl100k.csv"
+                                                                             : "traces/task_lengths_cl100k.csv");
   x.workload.lengths_file = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
   if (!fs::exists(x.workload.lengths_file))
     w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
   check_input_file(x.workload.lengths_file);
-  x.workload.routing = w.choice("routing", "uniform", {"uniform", "generated", "trace"});
+  // A config written from scratch gets the expert locality the simulator is about: the calibrated
+  // generator, or a trace's own routing.
+  x.workload.routing = w.choice("routing", x.workload.kind == "trace" ? "trace" : "generated");
   if (x.workload.routing == "trace" && x.workload.kind != "trace")
     w.fail("routing", "'trace' replays a trace's routing file and needs workload.kind 'trace'");
-  std::string profile = w.string("routing_profile", x.model.name);
+  std::string profile = w.text("routing_profile", x.model.name);
   if (x.workload.routing == "generated") {
     x.workload.routing_profile_file = resolve_named_file(root, "models/routing", profile);
+    if (!w.has("routing_profile") && !fs::exists(x.workload.routing_profile_file))
+      w.fail(w.has("routing") ? "routing" : "routing_profile",
+             "model '" + x.model.name + "' has no routing profile (" + x.workload.routing_profile_file +
+                 "): give workload.routing_profile, or set workload.routing to \"uniform\" (no locality)");
     require_file(x.workload.routing_profile_file, w, "routing_profile");
     x.routing_profile = load_routing_profile(x.workload.routing_profile_file, root);
     if (x.routing_profile.model != x.model.name)
@@ -409,18 +440,18 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
     // workload.union: expected where tokens have laws and the decode instances' unions are single-rank.
     const bool has_laws     = x.workload.routing != "trace";
     const bool ep           = x.topology.decode.expert_parallel > 1;
-    x.workload.expert_union = w.choice("union", has_laws && !ep ? "expected" : "sampled", {"expected", "sampled"});
+    x.workload.expert_union = w.choice("union", has_laws && !ep ? "expected" : "sampled");
     if (x.workload.expert_union == "expected" && !has_laws)
       w.fail("union",
              "'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
     if (x.workload.expert_union == "expected" && ep)
       w.fail("union", "'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
   }
-  x.workload.mix_schedule = read_mix_schedule(w, x.workload.kind, x.workload.labels);
+  x.workload.mix_schedule = read_mix_schedule(w, keys, x.workload.kind, x.workload.labels);
   if (!x.workload.mix_schedule.empty() && x.workload.distinct_prompts > 0)
     w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");
   if (w.has("new_subtopics_after_s")) {
-    x.workload.new_subtopics_after_s = w.number("new_subtopics_after_s", 0, 0, 1e9);
+    x.workload.new_subtopics_after_s = w.number("new_subtopics_after_s", 0.0);
     if (x.workload.routing != "generated")
       w.fail("new_subtopics_after_s", "needs workload.routing 'generated' (sub-topics are the routing generator's)");
   } else {
@@ -428,14 +459,14 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
   }
   w.finish();
 
-  auto s                         = r.object("serving");
-  x.serving.prefill_token_budget = s.integer("prefill_token_budget", 8192, 1, 1L << 30);
-  x.serving.max_decode_seqs      = int(s.integer("max_decode_seqs", 1024, 1, 1 << 20));
-  x.serving.kv_memory_fraction   = s.number("kv_memory_fraction", 0.9, 0.01, 1.0);
-  x.serving.prefill_hash_vnodes  = int(s.integer("prefill_hash_vnodes", 160, 1, 100000));
-  x.serving.prefill_load_factor  = s.number("prefill_load_factor", 1.25, 1.0, 1e6);
-  x.serving.prefix_cache         = s.boolean("prefix_cache", false);
-  x.serving.decode_prefix_cache  = s.boolean("decode_prefix_cache", true);
+  auto s                         = r.section("serving");
+  x.serving.prefill_token_budget = s.integer("prefill_token_budget");
+  x.serving.max_decode_seqs      = int(s.integer("max_decode_seqs"));
+  x.serving.kv_memory_fraction   = s.number("kv_memory_fraction");
+  x.serving.prefill_hash_vnodes  = int(s.integer("prefill_hash_vnodes"));
+  x.serving.prefill_load_factor  = s.number("prefill_load_factor");
+  x.serving.prefix_cache         = s.boolean("prefix_cache");
+  x.serving.decode_prefix_cache  = s.boolean("decode_prefix_cache");
   s.finish();
   const int template_tokens = x.workload.template_tokens();
   const int longest_prompt  = x.workload.prompt_max_tokens + x.workload.system_prompt_tokens + template_tokens;
@@ -446,16 +477,23 @@ Experiment load_experiment(const std::string& config_path, const std::vector<Ove
                          (template_tokens > 0 ? " + the model's chat template" : "") + " (" +
                          std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
 
-  x.router = r.choice("router", "round_robin", decode_router_names());
-  x.seed   = uint64_t(r.integer("seed", 1, 0, std::numeric_limits<long>::max()));
+  x.router = r.choice("router");
+  x.seed   = uint64_t(r.integer("seed"));
 
-  read_router_sections(r, root, x);  // each router's own section (eldr.*, ...), through its table entry
+  // Every router's section is read, so a typo in one is an error before any run; the resolved config
+  // keeps the run's router's only.
+  for (const RouterSection& rs : routers.sections) {
+    ConfigReader section = r.section(std::string(rs.name));
+    rs.read(section, root, x);
+    section.finish();
+    if (rs.name != x.router)
+      x.resolved.erase(std::string(rs.name));
+  }
 
-  auto out       = r.object("output");
-  x.write_steps  = out.boolean("steps_csv", false);
-  x.decision_log = out.boolean("decision_log", false);
+  auto out       = r.section("output");
+  x.write_steps  = out.boolean("steps_csv");
+  x.decision_log = out.boolean("decision_log");
   out.finish();
-  r.ignore("description");
   r.finish();
 
   // The largest request must fit in an instance's KV memory next to the weights (an instance of g GPUs

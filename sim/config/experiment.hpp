@@ -2,6 +2,7 @@
 // One simulation's full input: plain structs, validated in one place (experiment.cpp).
 #include "sim/common/json_reader.hpp"
 #include "sim/config/cluster_spec.hpp"
+#include "sim/config/config_key.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/config/routing_profile.hpp"
@@ -127,7 +128,9 @@ struct EldrSpec {
 
 struct Experiment {
   std::string config_file;
-  Json resolved;  // the config after --set overrides, echoed into summary.json
+  // Every value the run used, given or default, by dotted key (the run's router section only):
+  // summary.json's "config".
+  Json resolved;
   ClusterSpec cluster;
   Hardware hardware;
   ModelSpec model;
@@ -145,9 +148,37 @@ struct Experiment {
 
 using Override = std::pair<std::string, std::string>;  // dotted key path, value text
 
+class ConfigReader;
+
+// A router's own config section (eldr.*), named after its router: its key declarations (the section
+// itself and its members, paths from the top level) and the function that reads and checks it.
+struct RouterSection {
+  std::string_view name;
+  KeyTable keys;
+  void (*read)(ConfigReader& section, const std::string& root, Experiment& x);
+};
+
+// What the config reader knows of the routers (the router table, sim/routing/router_registry.hpp,
+// builds it): their names with a line each, and their sections.
+struct RouterCatalog {
+  std::vector<KeyChoice> routers;
+  std::vector<RouterSection> sections;
+};
+
 // Loads CONFIG, applies overrides (a value is parsed as JSON, else taken as a string), resolves
-// the model, hardware and cluster files against the project root, and validates everything.
+// the model, hardware and cluster files against the project root, and validates everything. Every
+// key is read through its declaration (config_keys); Experiment::resolved gets every value used.
+Experiment read_experiment(const std::string& config_path, const RouterCatalog& routers,
+                           const std::vector<Override>& overrides = {});
+// read_experiment with the router table's catalog. Defined with the table's users, above the routers
+// (sim/experiments/load_experiment.cpp), since the config layer cannot know the routers.
 Experiment load_experiment(const std::string& config_path, const std::vector<Override>& overrides = {});
+
+// Every declared key: the experiment's (experiment_keys.cpp), `router`'s choices from the catalog,
+// then each router section's keys.
+std::vector<ConfigKey> config_keys(const RouterCatalog& routers);
+// The same for the router table's catalog (sim/experiments/load_experiment.cpp).
+std::vector<ConfigKey> config_keys();
 
 // Applies one dotted-path override to a JSON document; errors name `file`.
 void apply_override(Json& doc, const Override& o, const std::string& file);
@@ -156,10 +187,8 @@ void apply_override(Json& doc, const Override& o, const std::string& file);
 // of `start` (then of the working directory, then of the executable) that has models/hardware.
 std::string project_root(const std::string& start);
 
-// The routers' names and their config sections come from the router table (sim/routing/router_registry.hpp).
-
 // A config key naming a file: an error (at `key` of `r`) when it is missing, a directory or not a regular file.
-void require_file(const std::string& path, JsonReader& r, const std::string& key);
+void require_file(const std::string& path, const ConfigReader& r, const std::string& key);
 
 // KV memory of an instance of `gpus` GPUs: gpus x HBM x memory_fraction - one copy of the weights.
 double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction);

@@ -1,6 +1,7 @@
 #include "sim/metrics/result_writer.hpp"
 #include "sim/cache/cached_profile.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/build_id.hpp"
 #include "sim/common/csv.hpp"
 #include "sim/common/result_dir.hpp"
 
@@ -204,6 +205,7 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
                                {"waiting_for_admission", rec.left_waiting},
                                {"decoding", rec.left_decoding}};
   j["config"] = x.resolved;
+  j["build"]  = {{"version", eldrsim_version()}, {"build_id", executable_build_id()}};
   return j;
 }
 

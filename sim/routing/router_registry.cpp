@@ -1,5 +1,4 @@
 #include "sim/routing/router_registry.hpp"
-#include "sim/common/json_reader.hpp"
 #include "sim/routing/domain_router.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/routing/jsq_router.hpp"
@@ -37,13 +36,12 @@ const RouterEntry kRouters[] = {
     {"jsq", "join the shortest queue: fewest in-flight requests, ties at random", seeded<JsqRouter>},
     {"p2c", "power of two choices: the less loaded of two random workers", seeded<P2cRouter>},
     {"domain", "oracle: the shortest queue of the request label's pool of workers", from_setup<DomainRouter>},
-    {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", make_eldr_router, "eldr",
-     read_eldr_section},
+    {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", make_eldr_router,
+     &kEldrSection},
     // Worked examples (examples/routers/, docs/adding-a-router.md).
-    {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, "jsq_of_d", read_jsq_of_d_section,
-     true},
+    {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, &kJsqOfDSection, true},
     {"prefix_affinity", "example: the prompt prefix's worker, unless far busier than the least loaded",
-     make_prefix_affinity, nullptr, nullptr, true},
+     make_prefix_affinity, nullptr, true},
 };
 
 }  // namespace
@@ -77,15 +75,18 @@ std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const 
   return e->make(setup);
 }
 
-void read_router_sections(JsonReader& config, const std::string& root, Experiment& x)
+const RouterCatalog& router_catalog()
 {
-  for (const RouterEntry& e : kRouters) {
-    if (!e.section)
-      continue;
-    JsonReader s = config.object(e.section);
-    e.read_section(s, root, x);
-    s.finish();
-  }
+  static const RouterCatalog catalog = [] {
+    RouterCatalog c;
+    for (const RouterEntry& e : kRouters) {
+      c.routers.push_back({e.name, e.description});
+      if (e.section)
+        c.sections.push_back(*e.section);
+    }
+    return c;
+  }();
+  return catalog;
 }
 
 }  // namespace eldr

@@ -2,6 +2,7 @@
 // The decode routers, in one table (router_registry.cpp): `eldrsim routers`, --router's help, the
 // config's list of valid names and the factory all read it, so a new router is one line there
 // (docs/adding-a-router.md).
+#include "sim/config/experiment.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/router_setup.hpp"
 
@@ -13,18 +14,15 @@
 
 namespace eldr {
 
-class JsonReader;
-
 struct RouterEntry {
   const char* name;
   const char* description;  // one line, for `eldrsim routers --describe`
   // Throws std::invalid_argument (or InputError) on a setup the router cannot work with.
   std::unique_ptr<DecodeRouter> (*make)(const RouterSetup& setup);
-  // The config section holding the router's own parameters (nullptr: none) and the function that reads
-  // and checks it. Every section is read whichever router the config names, so a typo in one is an
-  // error before any run; `root` resolves relative file names.
-  const char* section                                                               = nullptr;
-  void (*read_section)(JsonReader& section, const std::string& root, Experiment& x) = nullptr;
+  // The config section holding the router's own parameters, named after it (nullptr: none): its key
+  // declarations and reader. Every section is read whichever router the config names, so a typo in one
+  // is an error before any run.
+  const RouterSection* section = nullptr;
   // A worked example (examples/routers/): runs like any router, but `eldrsim routers` (what `make run`
   // and the studies loop over) lists it only with --all.
   bool example = false;
@@ -38,7 +36,7 @@ std::vector<std::string> decode_router_names();                // in table order
 // router cannot work with.
 std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const RouterSetup& setup);
 
-// Reads every router's config section from the config's top level into `x`.
-void read_router_sections(JsonReader& config, const std::string& root, Experiment& x);
+// The table as the config reader sees it: the names with their descriptions, and the sections.
+const RouterCatalog& router_catalog();
 
 }  // namespace eldr

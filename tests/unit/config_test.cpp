@@ -201,7 +201,7 @@ TEST_CASE("config: null is never a default")
   CHECK(contains(input_error_of([] {
                    load_experiment(kDefault, {{"workload.measured_requests", "0"}});
                  }),
-                 "workload.measured_requests: must be between 1 and 1e+07, got 0"));
+                 "workload.measured_requests: must be between 1 and 10000000, got 0"));
 }
 
 TEST_CASE("config: an input error quoting a huge value is cut to a readable length")
@@ -389,13 +389,13 @@ TEST_CASE("config: Qwen3-235B-A22B needs multi-GPU instances; on 4 GPUs its weig
 TEST_CASE("config: unknown keys or wrong types or out-of-range values name file and dotted key")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"workload.rate_rsp", "5"}}); });
-  CHECK(e == "configs/default.json: workload.rate_rsp: unknown key");
+  CHECK(e.starts_with("configs/default.json: workload.rate_rsp: unknown key (did you mean 'rate_rps'?)"));
 
   e = input_error_of([] { load_experiment(kDefault, {{"colour", "blue"}}); });
-  CHECK(e == "configs/default.json: colour: unknown key");
+  CHECK(e.starts_with("configs/default.json: colour: unknown key; keys here: description,"));
 
   e = input_error_of([] { load_experiment(kDefault, {{"topology.decode.extra", "1"}}); });
-  CHECK(e == "configs/default.json: topology.decode.extra: unknown key");
+  CHECK(e.starts_with("configs/default.json: topology.decode.extra: unknown key; keys here: instances,"));
 
   e = input_error_of([] { load_experiment(kDefault, {{"workload.rate_rps", "fast"}}); });
   CHECK(e == "configs/default.json: workload.rate_rps: must be a number, got string");
@@ -440,7 +440,7 @@ TEST_CASE("config: unknown keys or wrong types or out-of-range values name file 
   e = input_error_of([] {
     load_experiment(kDefault, {{"workload.prompt_min_tokens", "100"}, {"workload.prompt_max_tokens", "50"}});
   });
-  CHECK(contains(e, "workload.prompt_max_tokens: must be between 100"));
+  CHECK(contains(e, "workload.prompt_max_tokens: must be at least prompt_min_tokens (100), got 50"));
 }
 
 TEST_CASE("config: enum choices list the allowed values")
@@ -481,7 +481,7 @@ TEST_CASE("config: a config in another directory with a typo deep inside names t
   doc["serving"]["kv_memory_fration"] = 0.5;
   std::string cfg                     = d.write("exp.json", doc.dump(2));
   std::string e                       = input_error_of([&] { load_experiment(cfg); });
-  CHECK(e == cfg + ": serving.kv_memory_fration: unknown key");
+  CHECK(e.starts_with(cfg + ": serving.kv_memory_fration: unknown key (did you mean 'kv_memory_fraction'?)"));
   doc["serving"].erase("kv_memory_fration");
   CHECK_NOTHROW(load_experiment(d.write("ok.json", doc.dump(2))));
 

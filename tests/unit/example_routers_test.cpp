@@ -55,7 +55,7 @@ TEST_CASE("jsq_of_d: same seed, same decisions, and d from the config section")
     ++load[size_t(w)];
   }
   // d = 1 from the config: the load is ignored, so a loaded worker gets picked sometimes.
-  Experiment x            = load_experiment("configs/default.json", {{"jsq_of_d.d", "1"}});
+  Experiment x            = load_experiment("configs/default.json", {{"router", "jsq_of_d"}, {"jsq_of_d.d", "1"}});
   auto one                = make_decode_router("jsq_of_d", RouterSetup{4, 1, nullptr, nullptr, &x});
   std::vector<int> skewed = {0, 9, 9, 9};
   int loaded              = 0;
@@ -75,13 +75,20 @@ TEST_CASE("prefix_affinity: the prefix's home worker until it is more than kSlac
   CHECK(router.choose(r, DecodeLoadView{load}) == 0);  // the least loaded, lowest index
 }
 
-TEST_CASE("router table: unique names, a description each, a section reader wherever a section is named")
+TEST_CASE("router table: unique names, a description each, a section named after its router and declaring its keys")
 {
   std::vector<std::string> names = decode_router_names();
   for (const RouterEntry& e : decode_routers()) {
     CHECK(std::count(names.begin(), names.end(), e.name) == 1);
     CHECK(std::string(e.description).size() > 10);
-    CHECK(bool(e.section) == bool(e.read_section));
+    if (e.section) {
+      CHECK(e.section->name == e.name);
+      CHECK(bool(e.section->read));
+      REQUIRE(!e.section->keys.empty());
+      CHECK(e.section->keys[0].path == e.name);  // the section itself first, then its members
+      for (const ConfigKey& k : e.section->keys)
+        CHECK(k.path.starts_with(e.name));
+    }
     CHECK(find_decode_router(e.name) == &e);
   }
   CHECK(find_decode_router("JSQ") == nullptr);

@@ -20,16 +20,15 @@
 
 namespace eldr {
 
-class JsonReader;
-
 // The fit options an experiment's eldr section asks for, and the fit itself on its calibration split.
 EldrFitOptions eldr_fit_options(const Experiment& x);
 EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing);
 // The router for an experiment: its model file, or a fit on the calibration split; checked against
 // the cluster (one centroid per decode worker) and the routing's shape.
 std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
-// Reads the config's eldr section into x.eldr (ELDR's entry in the router table, router_registry.cpp).
-void read_eldr_section(JsonReader& section, const std::string& root, Experiment& x);
+// The config's eldr section: its keys and the reader that fills x.eldr (eldr_section.cpp; ELDR's entry
+// in the router table, router_registry.cpp).
+extern const RouterSection kEldrSection;
 
 enum class RefitPolicy { static_centroids, periodic, triggered };
 // eldr.refit's value ("online" is periodic's older name). Throws std::invalid_argument on anything else.

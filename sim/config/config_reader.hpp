@@ -1,0 +1,59 @@
+#pragma once
+// Reads a config section through its key declarations (config_key.hpp): defaults, ranges and allowed
+// values come from the declaration, never from the reading code, and every value read, given or
+// default, is written to the run's resolved config (summary.json "config"). Strictness is JsonReader's:
+// wrong types, out-of-range values and unknown keys are InputErrors naming file and dotted key; an
+// unknown key's error suggests the closest declared one and lists the section's keys.
+//
+// Reading a key nobody declared, with the wrong type, or with a computed default where the declaration
+// gives a fixed one is a programming error (std::logic_error), so the table cannot drift from the code.
+#include "sim/common/json_reader.hpp"
+#include "sim/config/config_key.hpp"
+
+#include <string>
+#include <vector>
+
+namespace eldr {
+
+class ConfigReader {
+ public:
+  // `table` outlives the reader; `resolved` (may be null) receives the values read, by key.
+  ConfigReader(const Json& object, std::string file, KeyTable table, Json* resolved, std::string path = "");
+
+  bool has(const std::string& key) const { return json_.has(key); }
+  // The declared default, or for keys whose default depends on others (declared with a default_note
+  // and no def) the one the caller computed. Keys declared "required" have neither.
+  double number(const std::string& key);
+  double number(const std::string& key, double computed_default);
+  long integer(const std::string& key);
+  long integer(const std::string& key, long computed_default);
+  bool boolean(const std::string& key);
+  std::string text(const std::string& key);
+  std::string text(const std::string& key, const std::string& computed_default);
+  std::string choice(const std::string& key);
+  std::string choice(const std::string& key, const std::string& computed_default);
+  std::vector<long> integer_list(const std::string& key, const std::vector<long>& computed_default);
+  // A declared section (absent: an empty one), read by its own reader.
+  ConfigReader section(const std::string& key);
+  // A key of type `value`, as given (an error if absent); the reader checks it itself.
+  const Json& value(const std::string& key);
+  // Marks a declared key known without reading it (a key that means nothing in this configuration).
+  void ignore(const std::string& key);
+  // Fails on the first key that was never asked for, suggesting the closest declared one.
+  void finish() const;
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const { json_.fail(key, problem); }
+  std::string key_path(const std::string& key) const { return json_.key_path(key); }
+  const std::string& file() const { return json_.file(); }
+  std::vector<std::string> keys() const { return json_.keys(); }
+
+ private:
+  const ConfigKey& declared(const std::string& key, KeyType type, bool computed_default) const;
+  void record(const std::string& key, Json value);
+
+  JsonReader json_;
+  KeyTable table_;
+  Json* resolved_;
+};
+
+}  // namespace eldr
