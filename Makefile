@@ -9,7 +9,7 @@ DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nloh
                 doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy slurm-wlm munge clang clang-format
 
-.PHONY: all deps build eldrsim run test bench esft mooncake clean paper report validate regression-baseline sanitize fuzz
+.PHONY: all deps build eldrsim run test bench esft mooncake clean paper report validate regression-baseline sanitize fuzz docs
 
 all: build
 
@@ -83,6 +83,11 @@ report: eldrsim
 # predictions and the published router claims, into results/validate/report.md.
 validate: eldrsim
 	$(BUILD)/eldrsim validate -j $(JOBS)
+
+# Regenerates the pages generated from code: docs/config-reference.md from the keys' declarations
+# (tests/cli/config_keys.sh fails when it is stale).
+docs: eldrsim
+	$(BUILD)/eldrsim config keys --markdown >docs/config-reference.md
 
 # Refreshes the committed TPOT baseline that `make test` gates on (tests/regression/): only when a
 # change is meant to move TPOT; commit tests/regression/baseline/ with it.
