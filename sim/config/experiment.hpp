@@ -20,13 +20,17 @@ namespace eldr {
 // (tensor_parallel = gpus_per_instance) and its routed experts either over the GPUs too (expert
 // parallel, expert_parallel = gpus_per_instance: each GPU holds experts/ep whole experts, placed by
 // `placement`) or tensor-split like the rest (expert_parallel = 1).
+//
+// The config's values (every field read from a key) have their defaults, units and ranges in the key
+// declarations (experiment_keys.cpp), not here: a default-constructed struct holds zeros. Get one
+// through load_experiment.
 struct InstanceGroup {
-  int instances          = 0;
-  int gpus_per_instance  = 1;
-  int tensor_parallel    = 1;
-  int expert_parallel    = 1;
-  std::string placement  = "contiguous";  // contiguous | random | cluster_balanced (decode, ep > 1)
-  double placement_batch = 32;            // B of the expected-activation weight 1 - (1 - p)^B
+  int instances         = 0;
+  int gpus_per_instance = 0;
+  int tensor_parallel   = 0;
+  int expert_parallel   = 0;
+  std::string placement;       // contiguous | random | cluster_balanced (decode, ep > 1)
+  double placement_batch = 0;  // B of the expected-activation weight 1 - (1 - p)^B
   std::vector<int> nodes;
   std::vector<std::vector<int>> gpus;  // resolved: global GPU ids of each instance
 };
@@ -44,25 +48,25 @@ struct MixPhase {
 };
 
 struct WorkloadSpec {
-  std::string kind = "task";            // task | language | trace
-  std::vector<TaskLabel> labels;        // task and language: the kind's labels (traces/workload_labels.json)
-  std::string trace_dir;                // kind trace: resolved trace directory
-  std::string arrivals = "poisson";     // poisson at rate_rps; "trace": a trace's own times; "file": the
-                                        // gaps of arrivals_file (Azure 2023 CSV) rescaled to rate_rps
-  std::string arrivals_file;            // resolved; arrivals "file" only
-  long calibration_requests    = 1000;  // kept apart from served requests (router fitting)
-  double rate_rps              = 60;
-  long measured_requests       = 0;      // 0: rate_rps x duration_s
+  std::string kind;                  // task | language | trace
+  std::vector<TaskLabel> labels;     // task and language: the kind's labels (traces/workload_labels.json)
+  std::string trace_dir;             // kind trace: resolved trace directory
+  std::string arrivals;              // poisson at rate_rps; "trace": a trace's own times; "file": the
+                                     // gaps of arrivals_file (Azure 2023 CSV) rescaled to rate_rps
+  std::string arrivals_file;         // resolved; arrivals "file" only
+  long calibration_requests    = 0;  // kept apart from served requests (router fitting)
+  double rate_rps              = 0;
+  long measured_requests       = 0;      // rate_rps x duration_s unless given
   bool measured_requests_given = false;  // set in the config (traces: otherwise all remaining requests)
-  double duration_s            = 120;
-  long warmup_requests         = 3840;
-  double warmup_rate_rps       = 64;
-  bool drain_after_warmup      = true;  // measured arrivals start once warm-up requests have finished
-  double horizon_s             = 0;     // > 0: stop this many simulated seconds after the measured phase
-                                        // starts, finished or not (overload studies); 0: run to the end
-  int output_tokens     = 512;
-  int prompt_min_tokens = 4;
-  int prompt_max_tokens = 1024;
+  double duration_s            = 0;
+  long warmup_requests         = 0;
+  double warmup_rate_rps       = 0;
+  bool drain_after_warmup      = false;  // measured arrivals start once warm-up requests have finished
+  double horizon_s             = 0;      // > 0: stop this many simulated seconds after the measured phase
+                                         // starts, finished or not (overload studies); 0: run to the end
+  int output_tokens     = 0;
+  int prompt_min_tokens = 0;
+  int prompt_max_tokens = 0;
   long distinct_prompts = 0;     // > 0: requests repeat prompts from a pool of this many (each once in a
                                  // shuffled order, then drawn with replacement); 0: every prompt is new
   int system_prompts       = 0;  // > 0: each request starts with one of this many shared system prompts
@@ -74,12 +78,12 @@ struct WorkloadSpec {
   int template_suffix_tokens = 0;
   int template_tokens() const { return template_prefix_tokens + template_suffix_tokens; }
   std::string lengths_file;          // resolved path
-  std::string routing = "uniform";   // uniform | generated | trace (replay the trace's routing file)
+  std::string routing;               // generated | uniform | trace (replay the trace's routing file)
   std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
   // How a step's distinct experts are counted (docs/model.md section 2b): "expected", the exact mean
   // over the tokens' laws (generated and uniform routing; the default there), or "sampled", the union
   // of per-token expert sets (the only choice for replayed traces and expert-parallel instances).
-  std::string expert_union = "sampled";
+  std::string expert_union;
   // Drift (docs/model.md section 4a). Measured requests draw their label from the schedule's piece at
   // their arrival time (empty: the base mix throughout); warm-up and calibration requests from the base mix.
   std::vector<MixPhase> mix_schedule;
@@ -89,41 +93,43 @@ struct WorkloadSpec {
 };
 
 struct ServingSpec {
-  long prefill_token_budget  = 8192;
-  int max_decode_seqs        = 1024;
-  double kv_memory_fraction  = 0.9;
-  int prefill_hash_vnodes    = 160;
-  double prefill_load_factor = 1.25;
+  long prefill_token_budget  = 0;
+  int max_decode_seqs        = 0;
+  double kv_memory_fraction  = 0;
+  int prefill_hash_vnodes    = 0;
+  double prefill_load_factor = 0;
   bool prefix_cache          = false;  // reuse cached KV blocks of shared prompt prefixes (block_cache.hpp)
-  bool decode_prefix_cache   = true;   // with prefix_cache: decode workers cache prompt blocks too
+  bool decode_prefix_cache   = false;  // with prefix_cache: decode workers cache prompt blocks too
 };
 
 // ELDR's parameters (docs/design.md section 1), the config's eldr section: read by ELDR's entry in the
 // router table (sim/routing/eldr/eldr_section.cpp). The fitted state lives in a router model file.
+// Values and defaults as the other specs: zeros here, the defaults in the section's declarations
+// (default_eldr_spec() in sim/routing/eldr/eldr_router.hpp gives them).
 struct EldrSpec {
-  std::string model_file;                  // resolved; empty: fit on the workload's calibration split
-  std::string variant     = "counts_idf";  // signature variant
-  std::string kmeans      = "balanced";    // balanced | vanilla
-  double tau              = 0.1;           // locality band
-  bool min_two            = true;          // with tau > 0, always keep at least two candidates
-  std::string refit       = "online";      // static | periodic (alias online) | triggered (docs/eldr.md)
-  double refit_window_s   = 5;
-  double refit_interval_s = 1;  // periodic
+  std::string model_file;  // resolved; empty: fit on the workload's calibration split
+  std::string variant;     // signature variant
+  std::string kmeans;      // balanced | vanilla
+  double tau   = 0;        // locality band
+  bool min_two = false;    // with tau > 0, always keep at least two candidates
+  std::string refit;       // static | periodic (alias online) | triggered (docs/eldr.md)
+  double refit_window_s   = 0;
+  double refit_interval_s = 0;  // periodic
   // triggered: the drift detector (drift_detector.hpp): window, and thresholds in units of the
   // statistics' stationary noise (chosen on stationary streams, docs/eldr.md "Refit policies").
-  double drift_window_s     = 5;
-  double drift_similarity_z = 6;
-  double drift_psi_ratio    = 4;
-  int refit_iterations      = 3;  // K-means iterations per online refit (warm-started)
-  int mask_pairs            = 30000;
-  double mask_min_gain      = 0.001;  // a layer joins the mask only if it adds more Spearman than this
-  int kmeans_iterations     = 50;
-  bool signature_cache      = true;  // with prefix caching: per-KV-block expert counts (else cached
-                                     // blocks add nothing to a signature)
+  double drift_window_s     = 0;
+  double drift_similarity_z = 0;
+  double drift_psi_ratio    = 0;
+  int refit_iterations      = 0;  // K-means iterations per online refit (warm-started)
+  int mask_pairs            = 0;
+  double mask_min_gain      = 0;  // a layer joins the mask only if it adds more Spearman than this
+  int kmeans_iterations     = 0;
+  bool signature_cache      = false;  // with prefix caching: per-KV-block expert counts (else cached
+                                      // blocks add nothing to a signature)
   // After a prefill batch, before its first tokens and KV transfers: reading the prompts' routed
   // experts, building their signatures and deciding (the paper measures ~0.86 ms per request, 1.2% of
   // TTFT; the batch's requests are handled together, docs/eldr.md).
-  double routing_overhead_s = 0.86e-3;
+  double routing_overhead_s = 0;
 };
 
 struct Experiment {
@@ -139,9 +145,9 @@ struct Experiment {
   Topology topology;
   WorkloadSpec workload;
   ServingSpec serving;
-  std::string router = "round_robin";
+  std::string router;
   EldrSpec eldr;
-  uint64_t seed     = 1;
+  uint64_t seed     = 0;
   bool write_steps  = false;
   bool decision_log = false;  // output.decision_log: decisions.csv, one row per routed request
 };

@@ -46,10 +46,10 @@ std::vector<float> unit(std::vector<float> v)
 
 EldrSpec spec(double tau, bool min_two = true)
 {
-  EldrSpec s;
-  s.tau     = tau;
-  s.min_two = min_two;
-  s.refit   = "static";
+  EldrSpec s = default_eldr_spec();
+  s.tau      = tau;
+  s.min_two  = min_two;
+  s.refit    = "static";
   return s;
 }
 
@@ -290,9 +290,9 @@ namespace {
 // on the pair (i % 2, 2 + i % 2) evenly: signatures no centroid matches well.
 EldrRouter route(const std::string& refit, int n, int shift_at = 1 << 30)
 {
-  EldrSpec s;
-  s.tau   = 0;
-  s.refit = refit;
+  EldrSpec s = default_eldr_spec();
+  s.tau      = 0;
+  s.refit    = refit;
   EldrRouter r(axes_model(), s);
   std::vector<int> load(4, 0);
   for (int i = 0; i < n; ++i) {

@@ -19,7 +19,8 @@ namespace {
 
 WorkloadSpec spec(long warmup, long measured, double rate)
 {
-  WorkloadSpec s;
+  // The default experiment's workload without the chat template: raw dataset lengths.
+  WorkloadSpec s      = load_experiment("configs/default.json", {{"workload.chat_template", "false"}}).workload;
   s.lengths_file      = "traces/task_lengths_cl100k.csv";
   s.labels            = load_workload_labels("traces/workload_labels.json", "task");
   s.warmup_requests   = warmup;

@@ -29,6 +29,8 @@ std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
 // The config's eldr section: its keys and the reader that fills x.eldr (eldr_section.cpp; ELDR's entry
 // in the router table, router_registry.cpp).
 extern const RouterSection kEldrSection;
+// The section's declared defaults (for code that builds a router without a config: tests, benches).
+EldrSpec default_eldr_spec();
 
 enum class RefitPolicy { static_centroids, periodic, triggered };
 // eldr.refit's value ("online" is periodic's older name). Throws std::invalid_argument on anything else.

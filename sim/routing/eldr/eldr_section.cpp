@@ -165,4 +165,13 @@ void read_eldr_section(ConfigReader& e, const std::string& root, Experiment& x)
 
 const RouterSection kEldrSection = {"eldr", kEldrKeys, read_eldr_section};
 
+EldrSpec default_eldr_spec()
+{
+  static const Json kEmpty = Json::object();
+  ConfigReader section(kEmpty, "(defaults)", kEldrKeys, nullptr, "eldr");
+  Experiment x;
+  read_eldr_section(section, "", x);
+  return x.eldr;
+}
+
 }  // namespace eldr
