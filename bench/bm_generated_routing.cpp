@@ -5,7 +5,7 @@
 // palette's gate values (on its first use by a gate variant).
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/gate_source.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/workload_factory.hpp"
 

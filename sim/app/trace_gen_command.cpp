@@ -1,7 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/routing/gate_source.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_file.hpp"
 #include "sim/workload/routing_source_factory.hpp"

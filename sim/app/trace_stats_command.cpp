@@ -3,7 +3,7 @@
 #include "sim/common/json_reader.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/gate_source.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"

@@ -9,7 +9,7 @@
 // A block's counts are a function of its tokens, and the routing source reproduces a token's choices
 // on demand, so the simulator keeps what filled each block (BlockOrigin) instead of the 6 KiB array.
 #include "sim/cache/block_cache.hpp"
-#include "sim/routing/eldr/signature.hpp"
+#include "sim/gating/prompt_profile.hpp"
 
 #include <span>
 

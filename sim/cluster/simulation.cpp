@@ -6,7 +6,7 @@
 #include "sim/cluster/routing_proxy.hpp"
 #include "sim/cluster/sim_log.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/routing/cluster_placement.hpp"
+#include "sim/cost/cluster_placement.hpp"
 #include "sim/routing/router_registry.hpp"
 
 #include <cmath>

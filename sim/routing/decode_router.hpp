@@ -1,8 +1,8 @@
 #pragma once
 // A decode routing policy: after prefill, which decode worker continues a request? Routers are plain
 // C++; they see the request and a read-only view of the decode workers' load, nothing else.
-#include "sim/routing/decision_detail.hpp"
-#include "sim/routing/prompt_profile.hpp"
+#include "sim/gating/prompt_profile.hpp"
+#include "sim/metrics/decision_detail.hpp"
 #include "sim/workload/request.hpp"
 
 #include <span>

@@ -4,7 +4,7 @@
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/gate_source.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/routing_stats.hpp"

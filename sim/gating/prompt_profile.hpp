@@ -1,8 +1,7 @@
 #pragma once
 // A request's prompt routing as per (layer, expert) activation counts and gate sums: what ELDR's
 // signatures are built from (signature.hpp). All [layer][expert] arrays are layer-major.
-#include "sim/routing/gate_source.hpp"
-#include "sim/routing/signature_variant.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
@@ -17,8 +16,6 @@ struct ProfileFields {
   bool gate_prob  = false;
   bool gate_score = false;
 };
-// What the signature variant `v` needs.
-ProfileFields fields_for(SignatureVariant v);
 
 // Activations of a request's prompt tokens, [layer][expert].
 struct PromptProfile {

@@ -1,5 +1,5 @@
-#include "sim/routing/cluster_placement.hpp"
-#include "sim/routing/eldr/signature.hpp"
+#include "sim/cost/cluster_placement.hpp"
+#include "sim/gating/prompt_profile.hpp"
 
 #include <stdexcept>
 

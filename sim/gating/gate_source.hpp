@@ -1,6 +1,5 @@
 #pragma once
 // Gate values of the experts tokens pick, for the gate_prob and gate_score signature variants.
-#include "sim/routing/signature_variant.hpp"
 #include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
@@ -36,9 +35,5 @@ class GateSource {
 //   ReplayRouting without gates, UniformRouting, anything else: nullptr.
 // The returned object refers to `routing`, which must outlive it.
 std::unique_ptr<GateSource> make_gate_source(const ExpertRoutingSource& routing);
-
-// Whether signatures of `v` can be built with `gates` (nullptr = no gate source): counts-based
-// variants always; gate_prob needs a gate source; gate_score one with scores.
-bool gates_support(const GateSource* gates, SignatureVariant v);
 
 }  // namespace eldr

@@ -1,4 +1,4 @@
-#include "sim/routing/gate_source.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/workload/generated_routing.hpp"
 #include "sim/workload/pick_gates.hpp"
@@ -113,15 +113,6 @@ std::unique_ptr<GateSource> make_gate_source(const ExpertRoutingSource& routing)
   if (const auto* r = dynamic_cast<const ReplayRouting*>(&routing); r && r->has_gates())
     return std::make_unique<ReplayGates>(*r);
   return nullptr;
-}
-
-bool gates_support(const GateSource* gates, SignatureVariant v)
-{
-  if (v == SignatureVariant::gate_prob)
-    return gates != nullptr;
-  if (v == SignatureVariant::gate_score)
-    return gates != nullptr && gates->has_scores();
-  return true;
 }
 
 }  // namespace eldr

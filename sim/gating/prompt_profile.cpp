@@ -1,4 +1,4 @@
-#include "sim/routing/prompt_profile.hpp"
+#include "sim/gating/prompt_profile.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -8,14 +8,6 @@
 #include <string>
 
 namespace eldr {
-
-ProfileFields fields_for(SignatureVariant v)
-{
-  ProfileFields f;
-  f.gate_prob  = v == SignatureVariant::gate_prob;
-  f.gate_score = v == SignatureVariant::gate_score;
-  return f;
-}
 
 PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields)
 {
