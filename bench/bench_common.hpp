@@ -3,7 +3,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/routing_source_factory.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <filesystem>

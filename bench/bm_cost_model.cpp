@@ -2,7 +2,7 @@
 #include "bench/bench_common.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/cost/cost_model.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -2,7 +2,7 @@
 // layer. This is the simulator's hot loop (DecodeWorker::plan -> accumulate_tokens), once per decode step.
 #include "bench/bench_common.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -1,4 +1,4 @@
-// The generated routing source (sim/workload/generated_routing.hpp) on S1's hot paths: the decode
+// The generated routing source (sim/gating/generated_gating.hpp) on S1's hot paths: the decode
 // batch union (DecodeWorker::plan: one union per step, the batch's tokens ORed from palette records
 // spread over ~6 MB, so L3-bound), the prefill union (PrefillWorker::run_batch: a prompt in chunks of
 // 32 into one union, records already ORed skipped), building the palettes (once per run) and drawing a
@@ -6,7 +6,7 @@
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/gating/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <benchmark/benchmark.h>
@@ -106,7 +106,7 @@ void BM_GeneratedRoutingBuild(benchmark::State& state)
 }
 BENCHMARK(BM_GeneratedRoutingBuild)->Unit(benchmark::kMillisecond);
 
-// The tokens' own gate values (sim/workload/pick_gates.hpp) of one palette, drawn on the first read of
+// The tokens' own gate values (sim/gating/pick_gates.hpp) of one palette, drawn on the first read of
 // one of its tokens: 256 records x 48 layers, renormalized over the top 8 (Qwen3). items = draws.
 void BM_GeneratedGatesTable(benchmark::State& state)
 {

@@ -7,9 +7,9 @@
 //     counts), IDF, the 30,000 pairs, the greedy layer mask per variant, and all of it end to end.
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <benchmark/benchmark.h>

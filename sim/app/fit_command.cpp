@@ -1,8 +1,8 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>

@@ -4,10 +4,10 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
 #include "sim/routing/router_registry.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>

@@ -2,12 +2,12 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/gating/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/routing_file.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_staging.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
+#include "sim/trace/routing_file.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_staging.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cmath>
@@ -28,7 +28,7 @@ struct GenOptions {
 };
 
 // The ids a token picked per layer (ascending) and, with a gate source, their gate probabilities
-// (the generator's: each token's own, sim/workload/pick_gates.hpp).
+// (the generator's: each token's own, sim/gating/pick_gates.hpp).
 void token_ids(const ExpertRoutingSource& src, const GateSource* gate_source, const Request& r, int t,
                std::vector<uint16_t>& ids, std::vector<float>& gates)
 {

@@ -4,8 +4,8 @@
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/gating/gate_source.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/routing_stats.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/gating_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>

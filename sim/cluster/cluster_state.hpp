@@ -4,10 +4,10 @@
 #include "sim/cache/block_cache.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/cost/cost_model.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/metrics/run_recorder.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/prefill_router.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <simgrid/s4u.hpp>

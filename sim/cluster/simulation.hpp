@@ -1,8 +1,8 @@
 #pragma once
 // Runs one experiment in SimGrid. One call per process: SimGrid allows one Engine per process.
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/metrics/run_recorder.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <string>

@@ -13,8 +13,8 @@
 // Plain C++ (no SimGrid).
 #include "sim/config/experiment.hpp"
 #include "sim/cost/expert_placement.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/routing/decode_router.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <vector>

@@ -1,9 +1,9 @@
 #include "sim/gating/gate_source.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/pick_gates.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/pick_gates.hpp"
+#include "sim/gating/replay_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 
 #include <algorithm>
 #include <bit>

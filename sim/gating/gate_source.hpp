@@ -1,6 +1,6 @@
 #pragma once
 // Gate values of the experts tokens pick, for the gate_prob and gate_score signature variants.
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <memory>
@@ -26,7 +26,7 @@ class GateSource {
 };
 
 // The gates of a routing source, or nullptr when it has none:
-//   GeneratedRouting: the token's own gate values (sim/workload/pick_gates.hpp): probability = the
+//   GeneratedRouting: the token's own gate values (sim/gating/pick_gates.hpp): probability = the
 //     softmax over the layer of its own logits (its palette's plus the Gumbel noise its picks imply),
 //     taken at the picked expert and, for a norm_topk_prob model, renormalized over the picks;
 //     score = that logit (docs/routing-model.md). Both available.

@@ -1,7 +1,7 @@
 #pragma once
 // What a decode router may know before the run starts: the cluster size, the run seed and the
 // workload's calibration split (requests never served, kept for fitting routers).
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <cstdint>

@@ -4,8 +4,8 @@
 // once per TEST_CASE (ctest runs every test case in its own process).
 #include "sim/cluster/simulation.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/run_recorder.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "tests/support/scratch_dir.hpp"
 

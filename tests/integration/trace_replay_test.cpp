@@ -1,9 +1,9 @@
 // Imported traces through the simulator: replayed ESFT routing drives the decode steps, and an Azure
 // slice keeps its arrival times. One engine per TEST_CASE.
+#include "sim/gating/replay_gating.hpp"
 #include "sim/metrics/result_writer.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_importers.hpp"
 #include "sim_fixture.hpp"
 
 #include <doctest/doctest.h>

@@ -2,7 +2,7 @@
 // sub-topics the calibration split never saw, and one-line errors for bad schedules.
 #include "input_error_util.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/generated_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "sim/workload/workload_generator.hpp"
 

@@ -3,8 +3,8 @@
 // refit policies (static never refits, periodic every interval, online = periodic, triggered on a shift).
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>

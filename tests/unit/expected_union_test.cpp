@@ -1,11 +1,11 @@
-// Expected unions (sim/workload/expected_union.hpp): hand-computed cases, the incremental products
+// Expected unions (sim/gating/expected_union.hpp): hand-computed cases, the incremental products
 // against a from-scratch computation, and the expectation against the mean of sampled unions drawn
 // from the same generated routing (the sampled mode, an independent computation of the same law).
 #include "sim/config/experiment.hpp"
-#include "sim/workload/expected_union.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/expected_union.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>

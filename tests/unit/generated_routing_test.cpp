@@ -1,13 +1,13 @@
-// GeneratedRouting (sim/workload/generated_routing.hpp) and the routing statistics
-// (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
+// GeneratedRouting (sim/gating/generated_gating.hpp) and the routing statistics
+// (sim/gating/gating_stats.hpp): the generator's structure, and the calibration targets of
 // docs/design.md section 5 as measured by the same code `eldrsim trace stats` uses.
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/gating/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/routing_stats.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/gating_stats.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "tests/support/scratch_dir.hpp"
 

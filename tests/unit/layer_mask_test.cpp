@@ -3,10 +3,10 @@
 // generated routing of the default scenario.
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/gating_stats.hpp"
 #include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>

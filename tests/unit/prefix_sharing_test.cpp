@@ -1,12 +1,12 @@
 // Prompt sharing for prefix caching: the generator's prompt pool and system prompts
-// (workload_generator.hpp), shared-prefix routing (shared_prefix_routing.hpp), ELDR's signature
+// (workload_generator.hpp), shared-prefix routing (shared_prefix_gating.hpp), ELDR's signature
 // cache (cached_profile.hpp) and the cost of a prefill with a cached prefix (cost_model.hpp).
 #include "sim/cache/cached_profile.hpp"
 #include "sim/cache/prefix_blocks.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/cost/cost_model.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>

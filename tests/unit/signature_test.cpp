@@ -2,11 +2,11 @@
 // with values by hand.
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/replay_gating.hpp"
+#include "sim/gating/uniform_gating.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/uniform_routing.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "trace_test_util.hpp"
 

@@ -1,9 +1,9 @@
-// ReplayRouting (sim/workload/replay_routing.hpp) and the trace workload (sim/workload/trace_workload.hpp).
+// ReplayRouting (sim/gating/replay_gating.hpp) and the trace workload (sim/workload/trace_workload.hpp).
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/replay_gating.hpp"
 #include "sim/workload/trace_workload.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "trace_test_util.hpp"

@@ -1,7 +1,7 @@
-// UniformRouting (sim/workload/uniform_routing.hpp): the no-locality reference routing source.
+// UniformRouting (sim/gating/uniform_gating.hpp): the no-locality reference routing source.
 #include "sim/common/rng.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 #include <doctest/doctest.h>
 
@@ -117,7 +117,7 @@ TEST_CASE("uniform routing: each expert is picked with frequency top_k / experts
     CHECK(picks == tokens * s.top_k);
   }
   // 8 / 128 = 1/16. Tokens draw from a pool of P = 2048 sampled records (sized to fit L2, see
-  // uniform_routing.hpp), so a (layer, expert) cell's frequency is the pool's: Binomial(P, 1/16)/P,
+  // uniform_gating.hpp), so a (layer, expert) cell's frequency is the pool's: Binomial(P, 1/16)/P,
   // relative sd sqrt(15/P) = 8.6%, plus sampling noise of 40000 draws (~2%). Per expert summed over
   // 48 independent layers: sd ~ 1.3% -> within 6%. Per cell: within 45% (5 sd).
   for (int e = 0; e < s.experts; ++e) {

@@ -2,10 +2,10 @@
 // ELDR's fitted state (docs/design.md section 1): the signature variant, the greedy layer mask, the IDF
 // table and one centroid per decode worker, fitted offline on the calibration split. Saved as a router
 // model file by `eldrsim fit`, read back by `eldrsim run` (eldr.model_file).
+#include "sim/gating/gating_source.hpp"
 #include "sim/routing/eldr/balanced_kmeans.hpp"
 #include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <span>

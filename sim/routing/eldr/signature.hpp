@@ -11,10 +11,10 @@
 // gate_source.hpp (gate values), prompt_profile.hpp (profiles and their counting kernels) and
 // centroid_table.hpp (similarity to K centroids).
 #include "sim/gating/gate_source.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/gating/prompt_profile.hpp"
 #include "sim/routing/eldr/centroid_table.hpp"
 #include "sim/routing/signature_variant.hpp"
-#include "sim/workload/expert_routing.hpp"
 
 #include <cstdint>
 #include <span>

@@ -1,4 +1,4 @@
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 
 #include <algorithm>
 #include <unordered_map>

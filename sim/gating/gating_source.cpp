@@ -1,4 +1,4 @@
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <stdexcept>
 

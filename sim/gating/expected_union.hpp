@@ -20,7 +20,7 @@
 // error of a product ~1e-7 per change since the last rebuild). IEEE arithmetic without fused
 // multiply-adds, partial sums in a fixed order: the same bits on every x86-64 path (baseline, the
 // AVX2 clone or the AVX-512 instances).
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <cstdint>
 #include <span>

@@ -1,6 +1,6 @@
 #pragma once
 #include "sim/config/experiment.hpp"
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <memory>

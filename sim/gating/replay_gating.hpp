@@ -8,8 +8,8 @@
 // for DeepSeek-V2-Lite's 26 layers x 64 experts, 768 bytes for Qwen3-30B-A3B's 48 x 128), so the hot
 // path is a pointer into one buffer. The file buffer is released after that; only the masks, and the
 // gate values when the file has them (4 x layers x top_k bytes a token), stay in memory.
-#include "sim/workload/expert_routing.hpp"
-#include "sim/workload/routing_file.hpp"
+#include "sim/gating/gating_source.hpp"
+#include "sim/trace/routing_file.hpp"
 
 #include <span>
 #include <string>

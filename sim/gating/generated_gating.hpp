@@ -16,7 +16,7 @@
 #include "sim/common/huge_page_buffer.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/config/routing_profile.hpp"
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <limits>
 #include <string>

@@ -9,7 +9,7 @@
 // The chat template's tokens (Workload::template_tokens) route as the template's own request
 // (Workload::template_request), whose experts are no label's.
 // Output tokens and unshared prompt tokens pass through unchanged.
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <memory>
 #include <vector>

@@ -1,6 +1,6 @@
-#include "sim/workload/routing_stats.hpp"
+#include "sim/gating/gating_stats.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -3,7 +3,7 @@
 // layer, independently of its request, label and position.
 #include "sim/common/huge_page_buffer.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 #include "sim/common/rng.hpp"
 
 #include <algorithm>

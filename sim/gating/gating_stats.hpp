@@ -3,7 +3,7 @@
 // statistics docs/design.md section 5 sets as targets for the generator, computed the same way for
 // generated and replayed (real) routing. Monte-Carlo over sampled requests, batches and pairs;
 // deterministic for a seed.
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <cstdint>

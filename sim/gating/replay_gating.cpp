@@ -1,7 +1,7 @@
-#include "sim/workload/replay_routing.hpp"
+#include "sim/gating/replay_gating.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 #include "sim/workload/trace_workload.hpp"
 
 #include <algorithm>

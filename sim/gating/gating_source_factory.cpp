@@ -1,9 +1,9 @@
-#include "sim/workload/routing_source_factory.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/common/input_error.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/replay_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 namespace eldr {
 

@@ -1,4 +1,4 @@
-#include "sim/workload/generated_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
