@@ -34,10 +34,10 @@ const Setup& setup()
   return s;
 }
 
-std::unique_ptr<GeneratedRouting> make_source(const Setup& s)
+std::unique_ptr<GeneratedGating> make_source(const Setup& s)
 {
-  return std::make_unique<GeneratedRouting>(s.x.model, s.x.routing_profile, "task", s.w.labels, s.x.seed,
-                                            s.x.workload.routing_profile_file);
+  return std::make_unique<GeneratedGating>(s.x.model, s.x.routing_profile, "task", s.w.labels, s.x.seed,
+                                           s.x.workload.routing_profile_file);
 }
 
 // One iteration = one decode step of `batch` sequences of the S1 workload; successive iterations

@@ -29,7 +29,7 @@ int fit(const FitOptions& o)
                            {atomic_temporary(o.out)});
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w, o.routing_cache);
+  auto routing = make_gating_source(x, w, o.routing_cache);
   EldrModel m  = fit_eldr_for(x, w, *routing);
   write_file_atomically(o.out, eldr_model_json(m));
   std::string mask;

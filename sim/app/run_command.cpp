@@ -69,7 +69,7 @@ int run(const RunOptions& o)
   // The output is checked (and its staging directory made) before simulating; results appear whole.
   StagedDirectory staged(out);
   Workload w    = make_workload(x);
-  auto routing  = make_routing_source(x, w, o.routing_cache);
+  auto routing  = make_gating_source(x, w, o.routing_cache);
   long measured = 0;
   for (const Request& r : w.requests)
     measured += r.measured;

@@ -29,7 +29,7 @@ struct GenOptions {
 
 // The ids a token picked per layer (ascending) and, with a gate source, their gate probabilities
 // (the generator's: each token's own, sim/gating/pick_gates.hpp).
-void token_ids(const ExpertRoutingSource& src, const GateSource* gate_source, const Request& r, int t,
+void token_ids(const GatingSource& src, const GateSource* gate_source, const Request& r, int t,
                std::vector<uint16_t>& ids, std::vector<float>& gates)
 {
   const RoutingShape& s = src.shape();
@@ -53,9 +53,9 @@ int gen(const GenOptions& o)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
   Workload w                = make_workload(x);
-  auto source               = make_routing_source(x, w);
-  auto* shared              = dynamic_cast<const SharedPrefixRouting*>(source.get());
-  auto* gen                 = dynamic_cast<const GeneratedRouting*>(shared ? &shared->inner() : source.get());
+  auto source               = make_gating_source(x, w);
+  auto* shared              = dynamic_cast<const SharedPrefixGating*>(source.get());
+  auto* gen                 = dynamic_cast<const GeneratedGating*>(shared ? &shared->inner() : source.get());
   const RoutingShape& shape = source->shape();
 
   // One timeline: calibration requests at 0, warm-up from 0, measured after the last warm-up arrival.

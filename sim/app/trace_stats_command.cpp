@@ -36,7 +36,7 @@ int stats(const StatsOptions& o)
     check_output_file(o.json);
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
-  auto source  = make_routing_source(x, w);
+  auto source  = make_gating_source(x, w);
   RoutingStatsOptions opt;
   opt.requests                      = o.requests;
   opt.seed                          = uint64_t(o.seed);

@@ -110,7 +110,7 @@ inline InstanceLayout instance_layout(const InstanceGroup& g, const ClusterSpec&
 }
 
 struct ClusterState {
-  ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const ExpertRoutingSource& src,
+  ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const GatingSource& src,
                DecodeRouter& router, RunRecorder& rec)
       : experiment(x), workload(w), cost(c), routing(src), decode_router(router),
         prefill_router(x.topology.prefill.instances, x.serving.prefill_hash_vnodes, x.serving.prefill_load_factor),
@@ -142,7 +142,7 @@ struct ClusterState {
   const Experiment& experiment;
   const Workload& workload;
   const CostModel& cost;
-  const ExpertRoutingSource& routing;
+  const GatingSource& routing;
   DecodeRouter& decode_router;
   PrefillRouter prefill_router;
   RunRecorder& recorder;

@@ -102,7 +102,7 @@ class Driver {
 
 }  // namespace
 
-RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingSource& routing,
                            const SimulationOptions& opt)
 {
   const auto engine_owner = make_engine(opt.log, opt.cfg);  // logs, SimGrid options

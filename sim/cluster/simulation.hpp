@@ -20,7 +20,7 @@ struct SimulationOptions {
   std::vector<std::string> cfg = {};
 };
 
-RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingSource& routing,
                            const SimulationOptions& opt = {});
 
 }  // namespace eldr

@@ -15,7 +15,7 @@ std::vector<double> activation_weights(std::span<const double> counts, double to
   return w;
 }
 
-ClusterPlacements decode_placements(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+ClusterPlacements decode_placements(const Experiment& x, const Workload& w, const GatingSource& routing,
                                     const DecodeRouter& router, const GateSource* gates)
 {
   const InstanceGroup& g = x.topology.decode;

@@ -70,9 +70,9 @@ struct PromptTokens {
 
 // Expected distinct experts per layer of a prefill batch into `per_layer`; returns their sum. A
 // prompt's n tokens miss an expert with (1 - p)^n = 2^(n log2(1 - p)). Tokens that two prompts route
-// alike (a shared prefix's owner and position, SharedPrefixRouting) count once, as they are one set
+// alike (a shared prefix's owner and position, SharedPrefixGating) count once, as they are one set
 // of experts.
-double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<const PromptTokens> prompts,
+double expected_prompt_distinct(const GatingSource& source, std::span<const PromptTokens> prompts,
                                 std::span<double> per_layer);
 
 namespace detail {

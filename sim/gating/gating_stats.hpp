@@ -83,7 +83,7 @@ double js_divergence(std::span<const double> a, std::span<const double> b);
 
 // `pool`: requests to sample from (served ones); `calibration`: the IDF set (the pool when empty).
 RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
-                             const ExpertRoutingSource& source, const RoutingStatsOptions& opt);
+                             const GatingSource& source, const RoutingStatsOptions& opt);
 
 // Rank correlation with average ranks for ties.
 double spearman(const std::vector<double>& x, const std::vector<double>& y);

@@ -19,11 +19,11 @@ namespace eldr {
 
 struct Experiment;
 
-class ReplayRouting : public ExpertRoutingSource {
+class ReplayGating : public GatingSource {
  public:
-  explicit ReplayRouting(const RoutingFile& file);
+  explicit ReplayGating(const RoutingFile& file);
   // Loads and validates the file.
-  explicit ReplayRouting(const std::string& routing_file);
+  explicit ReplayGating(const std::string& routing_file);
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
@@ -57,6 +57,6 @@ class ReplayRouting : public ExpertRoutingSource {
 // The routing of an experiment's trace (workload.routing "trace"): its manifest's routing file,
 // after checking that the trace's model matches the experiment's (InputError naming both files) and
 // that every request of `w` (served and calibration) has a record long enough for it.
-ReplayRouting load_replay_routing(const Experiment& x, const Workload& w);
+ReplayGating load_replay_gating(const Experiment& x, const Workload& w);
 
 }  // namespace eldr

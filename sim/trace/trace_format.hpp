@@ -66,7 +66,7 @@ std::vector<TraceRequest> read_trace_requests(const std::string& path, const Tra
 // Manifest and requests, and, with a routing file, its header and index checked against both: the
 // model dimensions, every routing_record in range, with the request's prompt length and its output
 // length or one less (the last output token is never fed through the model, so engines cannot
-// record its routing). The record data is not read (ReplayRouting does that, and
+// record its routing). The record data is not read (ReplayGating does that, and
 // check_routing_checksum checks it).
 Trace read_trace(const std::string& dir);
 // InputError naming `routing_path` when the manifest records a checksum of the routing file that

@@ -41,7 +41,7 @@ inline SmallRun run_small(const std::vector<Override>& extra = {}, const std::st
   SmallRun s;
   s.x      = load_experiment(config, small_overrides(extra));
   s.w      = make_workload(s.x);
-  auto src = make_routing_source(s.x, s.w);
+  auto src = make_gating_source(s.x, s.w);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   return s;
 }

@@ -34,8 +34,8 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
   s.w = make_workload(s.x);
   REQUIRE(s.w.calibration.size() == 4);
   REQUIRE(s.w.requests.size() == 36 * 3);
-  auto src     = make_routing_source(s.x, s.w);
-  auto* replay = dynamic_cast<const ReplayRouting*>(src.get());
+  auto src     = make_gating_source(s.x, s.w);
+  auto* replay = dynamic_cast<const ReplayGating*>(src.get());
   REQUIRE(replay != nullptr);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   check_invariants(s);
@@ -99,7 +99,7 @@ TEST_CASE("trace: an imported Azure slice keeps its arrival times exactly (no dr
                                                  {"workload.drain_after_warmup", "false"}});
   s.w = make_workload(s.x);
   REQUIRE(s.w.requests.size() == 300);
-  auto src = make_routing_source(s.x, s.w);
+  auto src = make_gating_source(s.x, s.w);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   check_invariants(s);
   long off = 0;

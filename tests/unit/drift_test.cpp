@@ -233,9 +233,9 @@ TEST_CASE("drift: sub-topics after new_subtopics_after_s are ones the calibratio
                                                               {"workload.measured_requests", "400"},
                                                               {"workload.calibration_requests", "100"}});
   const Workload w = make_workload(x);
-  GeneratedRouting plain(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file);
+  GeneratedGating plain(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file);
   const double after = w.requests.back().arrival_s / 2;
-  GeneratedRouting novel(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file, after);
+  GeneratedGating novel(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file, after);
   // The usual palettes are untouched; the novel ones are appended, before the chat template's.
   const int usual = plain.template_palette();
   CHECK(novel.template_palette() == 2 * usual);

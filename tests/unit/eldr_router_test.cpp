@@ -119,7 +119,7 @@ TEST_CASE("eldr: fitted on generated routing, same-label requests share workers 
                                                           {"workload.calibration_requests", "600"},
                                                           {"eldr.mask_pairs", "5000"}});
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w);
+  auto routing = make_gating_source(x, w);
   EldrModel m  = fit_eldr_for(x, w, *routing);
   CHECK(m.centroids.rows == 16);
   CHECK(!m.mask.empty());

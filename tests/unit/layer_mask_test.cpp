@@ -189,7 +189,7 @@ TEST_CASE("layer mask: on the generated default scenario, counts x IDF beats bin
                                                                 {"workload.warmup_requests", "0"},
                                                                 {"workload.calibration_requests", "300"}});
   const Workload w   = make_workload(x);
-  auto routing       = make_routing_source(x, w);
+  auto routing       = make_gating_source(x, w);
   auto profiles      = [&](const std::vector<Request>& rs, std::vector<PromptProfile>& p,
                       std::vector<std::vector<uint16_t>>& d) {
     for (const Request& r : rs) {

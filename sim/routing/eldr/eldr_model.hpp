@@ -45,7 +45,7 @@ struct EldrFitOptions {
 // Fits IDF, the layer mask and the K centroids on `calibration`, reading its routing from `routing`
 // (and gate values from `gates` for the gate variants). Throws std::invalid_argument when the split is
 // too small (fewer requests than clusters) or the variant needs gates the source lacks.
-EldrModel fit_eldr(std::span<const Request> calibration, const ExpertRoutingSource& routing, const GateSource* gates,
+EldrModel fit_eldr(std::span<const Request> calibration, const GatingSource& routing, const GateSource* gates,
                    const std::string& model_name, const EldrFitOptions& opt);
 
 std::string eldr_model_json(const EldrModel& m);
