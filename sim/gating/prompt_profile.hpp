@@ -1,6 +1,6 @@
 #pragma once
 // A request's prompt routing as per (layer, expert) activation counts and gate sums: what ELDR's
-// signatures are built from (signature.hpp). All [layer][expert] arrays are layer-major.
+// signatures are built from (sim/routing/eldr/signature.hpp). All [layer][expert] arrays are layer-major.
 #include "sim/gating/gate_source.hpp"
 #include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"

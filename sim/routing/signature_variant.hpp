@@ -1,5 +1,5 @@
 #pragma once
-// ELDR's signature variants: how a prompt profile's cell becomes a signature value (signature.hpp).
+// ELDR's signature variants: how a prompt profile's cell becomes a signature value (eldr/signature.hpp).
 #include "sim/gating/gate_source.hpp"
 #include "sim/gating/prompt_profile.hpp"
 
