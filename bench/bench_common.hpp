@@ -3,7 +3,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/routing_source_factory.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <filesystem>
@@ -34,7 +34,7 @@ inline const Hardware& mi300x()
 struct Scenario {
   Experiment x;
   Workload w;
-  std::unique_ptr<ExpertRoutingSource> routing;
+  std::unique_ptr<GatingSource> routing;
 };
 
 inline const Scenario& default_scenario()
@@ -46,7 +46,7 @@ inline const Scenario& default_scenario()
                                                           {"workload.warmup_requests", "0"},
                                                           {"workload.calibration_requests", "1000"}});
     sc.w       = make_workload(sc.x);
-    sc.routing = make_routing_source(sc.x, sc.w);
+    sc.routing = make_gating_source(sc.x, sc.w);
     return sc;
   }();
   return s;

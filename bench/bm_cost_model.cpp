@@ -2,7 +2,7 @@
 #include "bench/bench_common.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/cost/cost_model.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -21,7 +21,7 @@ void BM_DecodeStepCost(benchmark::State& state)
   const Hardware& hw     = mi300x();
   const CostModel cost(model, hw, model.calibration_for(hw.name, "models/qwen3-30b-a3b.json"));
 
-  UniformRouting routing(model, 1);
+  UniformGating routing(model, 1);
   const RoutingShape& shape = routing.shape();
   std::vector<uint64_t> union_masks(size_t(shape.words()), 0);
   std::vector<uint16_t> distinct(size_t(shape.layers), 0);

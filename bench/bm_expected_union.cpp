@@ -1,9 +1,9 @@
-// Expected unions (sim/workload/expected_union.hpp, workload.union = expected) on S1's paths: a
+// Expected unions (sim/gating/expected_union.hpp, workload.union = expected) on S1's paths: a
 // decode worker's batch changing by one sequence (a leave and a join: what DecodeWorker pays per
 // finish and admission, instead of per token-step), and a prefill batch's expected distinct experts
 // (PrefillWorker::run_batch), for prompts of the S1 workload.
 #include "bench/bench_common.hpp"
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <benchmark/benchmark.h>
 

@@ -2,7 +2,7 @@
 // layer. This is the simulator's hot loop (DecodeWorker::plan -> accumulate_tokens), once per decode step.
 #include "bench/bench_common.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -17,7 +17,7 @@ void BM_DecodeBatchUnion(benchmark::State& state)
 {
   const int batch        = int(state.range(0));
   const ModelSpec& model = qwen3_30b();
-  UniformRouting routing(model, 1);
+  UniformGating routing(model, 1);
   const RoutingShape& shape = routing.shape();
 
   std::vector<Request> requests(static_cast<size_t>(batch));

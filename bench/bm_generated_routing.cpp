@@ -1,12 +1,12 @@
-// The generated routing source (sim/workload/generated_routing.hpp) on S1's hot paths: the decode
+// The generated routing source (sim/gating/generated_gating.hpp) on S1's hot paths: the decode
 // batch union (DecodeWorker::plan: one union per step, the batch's tokens ORed from palette records
 // spread over ~6 MB, so L3-bound), the prefill union (PrefillWorker::run_batch: a prompt in chunks of
 // 32 into one union, records already ORed skipped), building the palettes (once per run) and drawing a
 // palette's gate values (on its first use by a gate variant).
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <benchmark/benchmark.h>
@@ -34,10 +34,10 @@ const Setup& setup()
   return s;
 }
 
-std::unique_ptr<GeneratedRouting> make_source(const Setup& s)
+std::unique_ptr<GeneratedGating> make_source(const Setup& s)
 {
-  return std::make_unique<GeneratedRouting>(s.x.model, s.x.routing_profile, "task", s.w.labels, s.x.seed,
-                                            s.x.workload.routing_profile_file);
+  return std::make_unique<GeneratedGating>(s.x.model, s.x.routing_profile, "task", s.w.labels, s.x.seed,
+                                           s.x.workload.routing_profile_file);
 }
 
 // One iteration = one decode step of `batch` sequences of the S1 workload; successive iterations
@@ -106,7 +106,7 @@ void BM_GeneratedRoutingBuild(benchmark::State& state)
 }
 BENCHMARK(BM_GeneratedRoutingBuild)->Unit(benchmark::kMillisecond);
 
-// The tokens' own gate values (sim/workload/pick_gates.hpp) of one palette, drawn on the first read of
+// The tokens' own gate values (sim/gating/pick_gates.hpp) of one palette, drawn on the first read of
 // one of its tokens: 256 records x 48 layers, renormalized over the top 8 (Qwen3). items = draws.
 void BM_GeneratedGatesTable(benchmark::State& state)
 {

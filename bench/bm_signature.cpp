@@ -7,9 +7,9 @@
 //     counts), IDF, the 30,000 pairs, the greedy layer mask per variant, and all of it end to end.
 #include "bench/bench_common.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <benchmark/benchmark.h>
@@ -22,7 +22,7 @@ namespace {
 struct Calibration {
   Experiment x;
   Workload w;
-  std::unique_ptr<ExpertRoutingSource> routing;
+  std::unique_ptr<GatingSource> routing;
   std::unique_ptr<GateSource> gates;
   std::vector<PromptProfile> prompts;  // counts and both gate sums
   std::vector<std::vector<uint16_t>> decode;
@@ -38,7 +38,7 @@ const Calibration& calibration()
                                                                       {"workload.measured_requests", "100"},
                                                                       {"workload.calibration_requests", "1000"}});
     c.w       = make_workload(c.x);
-    c.routing = make_routing_source(c.x, c.w);
+    c.routing = make_gating_source(c.x, c.w);
     c.gates   = make_gate_source(*c.routing);
     for (const Request& r : c.w.calibration) {
       c.prompts.push_back(count_prompt(*c.routing, r, {true, true}, c.gates.get()));

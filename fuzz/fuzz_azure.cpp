@@ -1,6 +1,6 @@
 // The Azure 2023 CSV importer (eldrsim trace import azure).
 #include "fuzz_common.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_importers.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {

@@ -1,6 +1,6 @@
 // A binary routing file (routing.bin): header, index and every record's ids and gates.
 #include "fuzz_common.hpp"
-#include "sim/workload/routing_file.hpp"
+#include "sim/trace/routing_file.hpp"
 
 #include <vector>
 

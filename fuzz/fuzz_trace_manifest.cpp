@@ -1,6 +1,6 @@
 // A trace manifest (trace.json of a trace directory, docs/trace-format.md).
 #include "fuzz_common.hpp"
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {

@@ -1,7 +1,7 @@
 // A trace's requests file (requests.jsonl), read against a fixed manifest: 4 labels, 16-token prefix
 // blocks, a routing file of 48 layers x 128 experts, top-8.
 #include "fuzz_common.hpp"
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {

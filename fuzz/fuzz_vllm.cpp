@@ -1,7 +1,7 @@
 // The vLLM responses importer (eldrsim trace import vllm): nested lists, base64 .npy, usage, arrivals,
 // checked against models/deepseek-v2-lite.json.
 #include "fuzz_common.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_importers.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {

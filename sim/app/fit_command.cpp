@@ -1,8 +1,8 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>
@@ -29,7 +29,7 @@ int fit(const FitOptions& o)
                            {atomic_temporary(o.out)});
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w, o.routing_cache);
+  auto routing = make_gating_source(x, w, o.routing_cache);
   EldrModel m  = fit_eldr_for(x, w, *routing);
   write_file_atomically(o.out, eldr_model_json(m));
   std::string mask;

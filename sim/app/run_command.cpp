@@ -4,10 +4,10 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
 #include "sim/routing/router_registry.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>
@@ -69,7 +69,7 @@ int run(const RunOptions& o)
   // The output is checked (and its staging directory made) before simulating; results appear whole.
   StagedDirectory staged(out);
   Workload w    = make_workload(x);
-  auto routing  = make_routing_source(x, w, o.routing_cache);
+  auto routing  = make_gating_source(x, w, o.routing_cache);
   long measured = 0;
   for (const Request& r : w.requests)
     measured += r.measured;

@@ -116,7 +116,7 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
 }
 
 // The generated routing sources the points build, shared through files for the length of one sweep
-// (GeneratedRouting: a source is loaded only for exactly the same inputs, so results do not change):
+// (GeneratedGating: a source is loaded only for exactly the same inputs, so results do not change):
 // most points of a grid have the same model, workload and seed, and building the palettes is a fixed
 // ~6% of a point. Removed when the sweep ends; a killed sweep's by the next (remove_stale_temporaries).
 struct RoutingCache {

@@ -1,13 +1,13 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/routing/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/routing_file.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_staging.hpp"
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
+#include "sim/trace/routing_file.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_staging.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cmath>
@@ -28,8 +28,8 @@ struct GenOptions {
 };
 
 // The ids a token picked per layer (ascending) and, with a gate source, their gate probabilities
-// (the generator's: each token's own, sim/workload/pick_gates.hpp).
-void token_ids(const ExpertRoutingSource& src, const GateSource* gate_source, const Request& r, int t,
+// (the generator's: each token's own, sim/gating/pick_gates.hpp).
+void token_ids(const GatingSource& src, const GateSource* gate_source, const Request& r, int t,
                std::vector<uint16_t>& ids, std::vector<float>& gates)
 {
   const RoutingShape& s = src.shape();
@@ -53,9 +53,9 @@ int gen(const GenOptions& o)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
   Workload w                = make_workload(x);
-  auto source               = make_routing_source(x, w);
-  auto* shared              = dynamic_cast<const SharedPrefixRouting*>(source.get());
-  auto* gen                 = dynamic_cast<const GeneratedRouting*>(shared ? &shared->inner() : source.get());
+  auto source               = make_gating_source(x, w);
+  auto* shared              = dynamic_cast<const SharedPrefixGating*>(source.get());
+  auto* gen                 = dynamic_cast<const GeneratedGating*>(shared ? &shared->inner() : source.get());
   const RoutingShape& shape = source->shape();
 
   // One timeline: calibration requests at 0, warm-up from 0, measured after the last warm-up arrival.

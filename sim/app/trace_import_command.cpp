@@ -2,7 +2,7 @@
 // into trace directories (docs/trace-format.md).
 #include "sim/app/commands.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_importers.hpp"
 
 #include <cstdio>
 #include <filesystem>

@@ -3,9 +3,9 @@
 #include "sim/common/json_reader.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/gate_source.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/routing_stats.hpp"
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/gating_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>
@@ -36,7 +36,7 @@ int stats(const StatsOptions& o)
     check_output_file(o.json);
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   Workload w   = make_workload(x);
-  auto source  = make_routing_source(x, w);
+  auto source  = make_gating_source(x, w);
   RoutingStatsOptions opt;
   opt.requests                      = o.requests;
   opt.seed                          = uint64_t(o.seed);

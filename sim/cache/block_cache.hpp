@@ -8,7 +8,8 @@
 //
 // Each cached block also remembers where its tokens came from (BlockOrigin): ELDR's signature cache
 // keeps per-block expert counts allocated and evicted with the block, and a block's counts are a
-// function of its tokens, so the origin is what the simulator needs to reproduce them (signature.hpp).
+// function of its tokens, so the origin is what the simulator needs to reproduce them
+// (sim/gating/prompt_profile.hpp).
 //
 // Plain C++ (no SimGrid).
 #include "sim/workload/request.hpp"

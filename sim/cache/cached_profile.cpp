@@ -2,9 +2,9 @@
 
 namespace eldr {
 
-PromptProfile cached_prompt_profile(const ExpertRoutingSource& routing, const Request& r,
-                                    std::span<const BlockOrigin> cached, int block_tokens, bool signature_cache,
-                                    ProfileFields fields, const GateSource* gates, std::span<const int> only_layers)
+PromptProfile cached_prompt_profile(const GatingSource& routing, const Request& r, std::span<const BlockOrigin> cached,
+                                    int block_tokens, bool signature_cache, ProfileFields fields,
+                                    const GateSource* gates, std::span<const int> only_layers)
 {
   PromptProfile profile = empty_profile(routing.shape(), fields);
   if (signature_cache)

@@ -9,7 +9,7 @@
 // A block's counts are a function of its tokens, and the routing source reproduces a token's choices
 // on demand, so the simulator keeps what filled each block (BlockOrigin) instead of the 6 KiB array.
 #include "sim/cache/block_cache.hpp"
-#include "sim/routing/eldr/signature.hpp"
+#include "sim/gating/prompt_profile.hpp"
 
 #include <span>
 
@@ -17,10 +17,9 @@ namespace eldr {
 
 // The prompt profile of r whose first cached.size() blocks of `block_tokens` came from the cache,
 // filled by `cached[i]`; the rest of the prompt is computed now.
-PromptProfile cached_prompt_profile(const ExpertRoutingSource& routing, const Request& r,
-                                    std::span<const BlockOrigin> cached, int block_tokens, bool signature_cache,
-                                    ProfileFields fields = {}, const GateSource* gates = nullptr,
-                                    std::span<const int> only_layers = {});
+PromptProfile cached_prompt_profile(const GatingSource& routing, const Request& r, std::span<const BlockOrigin> cached,
+                                    int block_tokens, bool signature_cache, ProfileFields fields = {},
+                                    const GateSource* gates = nullptr, std::span<const int> only_layers = {});
 
 // Bytes of one block's counts: an int8 per (layer, expert).
 inline double signature_block_bytes(int layers, int experts)

@@ -4,10 +4,10 @@
 #include "sim/cache/block_cache.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/cost/cost_model.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/metrics/run_recorder.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/prefill_router.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -110,7 +110,7 @@ inline InstanceLayout instance_layout(const InstanceGroup& g, const ClusterSpec&
 }
 
 struct ClusterState {
-  ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const ExpertRoutingSource& src,
+  ClusterState(const Experiment& x, const Workload& w, const CostModel& c, const GatingSource& src,
                DecodeRouter& router, RunRecorder& rec)
       : experiment(x), workload(w), cost(c), routing(src), decode_router(router),
         prefill_router(x.topology.prefill.instances, x.serving.prefill_hash_vnodes, x.serving.prefill_load_factor),
@@ -142,7 +142,7 @@ struct ClusterState {
   const Experiment& experiment;
   const Workload& workload;
   const CostModel& cost;
-  const ExpertRoutingSource& routing;
+  const GatingSource& routing;
   DecodeRouter& decode_router;
   PrefillRouter prefill_router;
   RunRecorder& recorder;

@@ -1,6 +1,6 @@
 #pragma once
 #include "sim/cluster/cluster_state.hpp"
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <optional>
 

@@ -1,7 +1,7 @@
 #include "sim/cluster/prefill_worker.hpp"
 #include "sim/cache/prefix_blocks.hpp"
 #include "sim/cluster/hand_off.hpp"
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <algorithm>
 

@@ -6,7 +6,7 @@
 #include "sim/cluster/routing_proxy.hpp"
 #include "sim/cluster/sim_log.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/routing/cluster_placement.hpp"
+#include "sim/cost/cluster_placement.hpp"
 #include "sim/routing/router_registry.hpp"
 
 #include <cmath>
@@ -102,7 +102,7 @@ class Driver {
 
 }  // namespace
 
-RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingSource& routing,
                            const SimulationOptions& opt)
 {
   const auto engine_owner = make_engine(opt.log, opt.cfg);  // logs, SimGrid options

@@ -1,8 +1,8 @@
 #pragma once
 // Runs one experiment in SimGrid. One call per process: SimGrid allows one Engine per process.
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/metrics/run_recorder.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <string>
@@ -20,7 +20,7 @@ struct SimulationOptions {
   std::vector<std::string> cfg = {};
 };
 
-RunRecorder run_simulation(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingSource& routing,
                            const SimulationOptions& opt = {});
 
 }  // namespace eldr

@@ -1,5 +1,6 @@
 #include "sim/cost/cost_model.hpp"
 
+#include "sim/config/experiment.hpp"
 #include "sim/cost/moe_kernel.hpp"
 
 #include <algorithm>
@@ -43,7 +44,7 @@ double CostModel::always_active_s(int tokens, double split) const
 
 double CostModel::kv_capacity_bytes(double memory_fraction, int gpus) const
 {
-  return double(gpus) * hw_.hbm_bytes * memory_fraction - model_.weight_bytes();
+  return instance_kv_capacity_bytes(hw_, model_, gpus, memory_fraction);
 }
 
 double CostModel::attention_read_bytes(const AttentionLoad& a) const

@@ -23,7 +23,7 @@ struct ExpertPlacement {
 
   int rank(int layer, int expert) const { return rank_of[size_t(layer) * size_t(experts) + size_t(expert)]; }
   // Bit masks of each rank's experts, [layer][rank][word] with `words_per_layer` words per mask (the
-  // layout of expert_routing.hpp), so a rank's distinct experts are popcount(union & mask).
+  // layout of gating_source.hpp), so a rank's distinct experts are popcount(union & mask).
   std::vector<uint64_t> rank_masks(int words_per_layer) const;
 };
 

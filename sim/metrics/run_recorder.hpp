@@ -1,7 +1,7 @@
 #pragma once
 // Everything a run observes: per-request timestamps, per-decode-step samples, per-worker counters.
 // Filled by the engine, read by the result writer and the tests. Plain data; no SimGrid.
-#include "sim/routing/decision_detail.hpp"
+#include "sim/metrics/decision_detail.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,8 +1,8 @@
 #pragma once
 // A decode routing policy: after prefill, which decode worker continues a request? Routers are plain
 // C++; they see the request and a read-only view of the decode workers' load, nothing else.
-#include "sim/routing/decision_detail.hpp"
-#include "sim/routing/prompt_profile.hpp"
+#include "sim/gating/prompt_profile.hpp"
+#include "sim/metrics/decision_detail.hpp"
 #include "sim/workload/request.hpp"
 
 #include <span>
@@ -40,7 +40,7 @@ class DecodeRouter {
   virtual double routing_overhead_s() const { return 0; }
   // Where this router would send a calibration request (whose prompt profile, counted as
   // prompt_fields()/prompt_layers() ask, is given): the decode workers whose expected expert load it
-  // belongs to, for per-cluster expert placement (cluster_placement.hpp). Empty: any worker.
+  // belongs to, for per-cluster expert placement (sim/cost/cluster_placement.hpp). Empty: any worker.
   virtual std::vector<int> home_workers(const Request& /*calibration_request*/, const PromptProfile& /*prompt*/) const
   {
     return {};

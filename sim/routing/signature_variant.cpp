@@ -29,4 +29,21 @@ std::optional<SignatureVariant> parse_signature_variant(std::string_view name)
   return std::nullopt;
 }
 
+ProfileFields fields_for(SignatureVariant v)
+{
+  ProfileFields f;
+  f.gate_prob  = v == SignatureVariant::gate_prob;
+  f.gate_score = v == SignatureVariant::gate_score;
+  return f;
+}
+
+bool gates_support(const GateSource* gates, SignatureVariant v)
+{
+  if (v == SignatureVariant::gate_prob)
+    return gates != nullptr;
+  if (v == SignatureVariant::gate_score)
+    return gates != nullptr && gates->has_scores();
+  return true;
+}
+
 }  // namespace eldr

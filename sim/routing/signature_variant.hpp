@@ -1,5 +1,8 @@
 #pragma once
-// ELDR's signature variants: how a prompt profile's cell becomes a signature value (signature.hpp).
+// ELDR's signature variants: how a prompt profile's cell becomes a signature value (eldr/signature.hpp).
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/prompt_profile.hpp"
+
 #include <optional>
 #include <string_view>
 
@@ -17,5 +20,12 @@ inline constexpr SignatureVariant kAllSignatureVariants[]  = {
 // "counts", "counts_idf", "sqrt_counts", "binary", "gate_prob", "gate_score".
 std::string_view to_string(SignatureVariant v);
 std::optional<SignatureVariant> parse_signature_variant(std::string_view name);
+
+// What the signature variant `v` needs of a prompt profile.
+ProfileFields fields_for(SignatureVariant v);
+
+// Whether signatures of `v` can be built with `gates` (nullptr = no gate source): counts-based
+// variants always; gate_prob needs a gate source; gate_score one with scores.
+bool gates_support(const GateSource* gates, SignatureVariant v);
 
 }  // namespace eldr

@@ -1,7 +1,6 @@
 #include "sim/workload/trace_workload.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/cost/cost_model.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -143,8 +142,8 @@ Workload load_trace_workload(const Experiment& x)
 
   // Every served request must be servable: a prompt within one prefill batch, prompt + output within
   // a decode worker's KV memory (admission reserves whole blocks for both).
-  const double kv_capacity = CostModel(x.model, x.hardware, x.calibration)
-                                 .kv_capacity_bytes(x.serving.kv_memory_fraction, x.topology.decode.gpus_per_instance);
+  const double kv_capacity = instance_kv_capacity_bytes(x.hardware, x.model, x.topology.decode.gpus_per_instance,
+                                                        x.serving.kv_memory_fraction);
   for (size_t k = 0; k < served.size(); ++k) {
     const Request& r       = w.requests[k];
     const std::string line = "line " + std::to_string(served[k] + 1);

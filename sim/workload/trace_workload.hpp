@@ -1,8 +1,8 @@
 #pragma once
 // Workload kind "trace": the requests of a trace directory (docs/trace-format.md) as a Workload.
 #include "sim/config/experiment.hpp"
+#include "sim/trace/trace_format.hpp"
 #include "sim/workload/request.hpp"
-#include "sim/workload/trace_format.hpp"
 
 #include <string>
 

@@ -2,7 +2,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_importers.hpp"
 
 #include <algorithm>
 #include <fstream>

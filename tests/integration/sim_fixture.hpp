@@ -4,8 +4,8 @@
 // once per TEST_CASE (ctest runs every test case in its own process).
 #include "sim/cluster/simulation.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/run_recorder.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "tests/support/scratch_dir.hpp"
 
@@ -41,7 +41,7 @@ inline SmallRun run_small(const std::vector<Override>& extra = {}, const std::st
   SmallRun s;
   s.x      = load_experiment(config, small_overrides(extra));
   s.w      = make_workload(s.x);
-  auto src = make_routing_source(s.x, s.w);
+  auto src = make_gating_source(s.x, s.w);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   return s;
 }

@@ -381,7 +381,7 @@ void check_blocks_match_single_steps(const std::string& config, const std::vecto
   REQUIRE(SimulationOptions{}.decode_block_steps > 1);
   Experiment x    = load_experiment(config, small_overrides(extra));
   Workload w      = make_workload(x);
-  auto src        = make_routing_source(x, w);
+  auto src        = make_gating_source(x, w);
   RunRecorder rec = run_simulation(x, w, *src, {.decode_block_steps = 1});
   ScratchDir dir("blocks");
   write_results((dir.dir / "one").string(), x, w, rec);

@@ -1,9 +1,9 @@
 // Imported traces through the simulator: replayed ESFT routing drives the decode steps, and an Azure
 // slice keeps its arrival times. One engine per TEST_CASE.
+#include "sim/gating/replay_gating.hpp"
 #include "sim/metrics/result_writer.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_importers.hpp"
 #include "sim_fixture.hpp"
 
 #include <doctest/doctest.h>
@@ -34,8 +34,8 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
   s.w = make_workload(s.x);
   REQUIRE(s.w.calibration.size() == 4);
   REQUIRE(s.w.requests.size() == 36 * 3);
-  auto src     = make_routing_source(s.x, s.w);
-  auto* replay = dynamic_cast<const ReplayRouting*>(src.get());
+  auto src     = make_gating_source(s.x, s.w);
+  auto* replay = dynamic_cast<const ReplayGating*>(src.get());
   REQUIRE(replay != nullptr);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   check_invariants(s);
@@ -99,7 +99,7 @@ TEST_CASE("trace: an imported Azure slice keeps its arrival times exactly (no dr
                                                  {"workload.drain_after_warmup", "false"}});
   s.w = make_workload(s.x);
   REQUIRE(s.w.requests.size() == 300);
-  auto src = make_routing_source(s.x, s.w);
+  auto src = make_gating_source(s.x, s.w);
   s.rec.emplace(run_simulation(s.x, s.w, *src));
   check_invariants(s);
   long off = 0;

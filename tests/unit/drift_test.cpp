@@ -2,7 +2,7 @@
 // sub-topics the calibration split never saw, and one-line errors for bad schedules.
 #include "input_error_util.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/generated_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "sim/workload/workload_generator.hpp"
 
@@ -233,9 +233,9 @@ TEST_CASE("drift: sub-topics after new_subtopics_after_s are ones the calibratio
                                                               {"workload.measured_requests", "400"},
                                                               {"workload.calibration_requests", "100"}});
   const Workload w = make_workload(x);
-  GeneratedRouting plain(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file);
+  GeneratedGating plain(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file);
   const double after = w.requests.back().arrival_s / 2;
-  GeneratedRouting novel(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file, after);
+  GeneratedGating novel(x.model, x.routing_profile, "task", w.labels, x.seed, x.workload.routing_profile_file, after);
   // The usual palettes are untouched; the novel ones are appended, before the chat template's.
   const int usual = plain.template_palette();
   CHECK(novel.template_palette() == 2 * usual);

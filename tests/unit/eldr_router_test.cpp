@@ -3,8 +3,8 @@
 // refit policies (static never refits, periodic every interval, online = periodic, triggered on a shift).
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
-#include "sim/workload/routing_source_factory.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -119,7 +119,7 @@ TEST_CASE("eldr: fitted on generated routing, same-label requests share workers 
                                                           {"workload.calibration_requests", "600"},
                                                           {"eldr.mask_pairs", "5000"}});
   Workload w   = make_workload(x);
-  auto routing = make_routing_source(x, w);
+  auto routing = make_gating_source(x, w);
   EldrModel m  = fit_eldr_for(x, w, *routing);
   CHECK(m.centroids.rows == 16);
   CHECK(!m.mask.empty());

@@ -1,11 +1,11 @@
-// Expected unions (sim/workload/expected_union.hpp): hand-computed cases, the incremental products
+// Expected unions (sim/gating/expected_union.hpp): hand-computed cases, the incremental products
 // against a from-scratch computation, and the expectation against the mean of sampled unions drawn
 // from the same generated routing (the sampled mode, an independent computation of the same law).
 #include "sim/config/experiment.hpp"
-#include "sim/workload/expected_union.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/expected_union.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -22,7 +22,7 @@ using namespace eldr;
 namespace {
 
 // A source of one layer whose laws are given tables: request i follows laws[i] in both phases.
-class TableSource : public ExpertRoutingSource {
+class TableSource : public GatingSource {
  public:
   TableSource(int experts, std::vector<std::vector<float>> tables) : tables_(std::move(tables))
   {
@@ -46,7 +46,7 @@ class TableSource : public ExpertRoutingSource {
 struct Scenario {
   Experiment x;
   Workload w;
-  std::unique_ptr<ExpertRoutingSource> src;
+  std::unique_ptr<GatingSource> src;
 };
 
 Scenario scenario(int requests, const std::string& routing = "generated")
@@ -57,7 +57,7 @@ Scenario scenario(int requests, const std::string& routing = "generated")
                                                    {"workload.measured_requests", std::to_string(requests)},
                                                    {"workload.calibration_requests", "100"}});
   s.w   = make_workload(s.x);
-  s.src = make_routing_source(s.x, s.w);
+  s.src = make_gating_source(s.x, s.w);
   return s;
 }
 
@@ -242,7 +242,7 @@ TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
     tables.push_back(t);
   }
   const TableSource odd(45, tables);
-  auto run = [&](const ExpertRoutingSource& src) {
+  auto run = [&](const GatingSource& src) {
     const RoutingShape& shape = src.shape();
     std::vector<double> out, d(size_t(shape.layers));
     ExpectedUnion u(shape.layers, shape.experts);
@@ -269,8 +269,8 @@ TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
     }
     return out;
   };
-  for (const ExpertRoutingSource* src :
-       {static_cast<const ExpertRoutingSource*>(s.src.get()), static_cast<const ExpertRoutingSource*>(&odd)}) {
+  for (const GatingSource* src :
+       {static_cast<const GatingSource*>(s.src.get()), static_cast<const GatingSource*>(&odd)}) {
     REQUIRE(detail::use_expected_union_kernel(0));
     const std::vector<double> base = run(*src);
     REQUIRE(detail::use_expected_union_kernel(1));

@@ -1,8 +1,8 @@
 // Expert placement on expert-parallel instances (sim/cost/expert_placement.hpp): the policies by
 // hand, and the balanced partition against brute force on small cases.
 #include "sim/common/rng.hpp"
+#include "sim/cost/cluster_placement.hpp"
 #include "sim/cost/expert_placement.hpp"
-#include "sim/routing/cluster_placement.hpp"
 
 #include <doctest/doctest.h>
 

@@ -5,9 +5,9 @@
 #include "sim/config/experiment.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/routing_file.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/routing_file.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_importers.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,13 +1,13 @@
-// GeneratedRouting (sim/workload/generated_routing.hpp) and the routing statistics
-// (sim/workload/routing_stats.hpp): the generator's structure, and the calibration targets of
+// GeneratedGating (sim/gating/generated_gating.hpp) and the routing statistics
+// (sim/gating/gating_stats.hpp): the generator's structure, and the calibration targets of
 // docs/design.md section 5 as measured by the same code `eldrsim trace stats` uses.
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/gate_source.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/routing_stats.hpp"
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/gating_stats.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "tests/support/scratch_dir.hpp"
 
@@ -44,7 +44,7 @@ Experiment generated(const std::string& model, const std::string& kind)
 RoutingStats stats_at_batch(const Experiment& x, int requests, int batches, int batch)
 {
   Workload w = make_workload(x);
-  auto src   = make_routing_source(x, w);
+  auto src   = make_gating_source(x, w);
   RoutingStatsOptions opt;
   opt.requests    = requests;
   opt.batches     = batches;
@@ -56,7 +56,7 @@ RoutingStats stats_of(const std::string& model, const std::string& kind, int req
 {
   Experiment x = generated(model, kind);
   Workload w   = make_workload(x);
-  auto src     = make_routing_source(x, w);
+  auto src     = make_gating_source(x, w);
   RoutingStatsOptions opt;
   opt.requests    = requests;
   opt.batches     = 120;
@@ -86,8 +86,8 @@ TEST_CASE("generated routing: every token picks top_k distinct experts per layer
 {
   Experiment x          = generated("qwen3-30b-a3b", "task");
   Workload w            = make_workload(x);
-  auto a                = make_routing_source(x, w);
-  auto b                = make_routing_source(x, w);
+  auto a                = make_gating_source(x, w);
+  auto b                = make_gating_source(x, w);
   const RoutingShape& s = a->shape();
   CHECK(s.layers == 48);
   CHECK(s.experts == 128);
@@ -110,7 +110,7 @@ TEST_CASE("generated routing: prompt and output tokens use their request's label
   Experiment x     = generated("qwen3-30b-a3b", "task");
   Workload w       = make_workload(x);
   RoutingProfile p = x.routing_profile;
-  GeneratedRouting g(x.model, p, "task", w.labels, x.seed);
+  GeneratedGating g(x.model, p, "task", w.labels, x.seed);
   const int S = p.subtopics_per_label;
   for (int i = 0; i < 200; ++i) {
     const Request& r = w.requests[size_t(i)];
@@ -133,11 +133,11 @@ TEST_CASE("generated routing: a request's cached key follows the request, not it
   // that only ever sees one of them.
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);
-  GeneratedRouting shared(x.model, x.routing_profile, "task", w.labels, x.seed);
+  GeneratedGating shared(x.model, x.routing_profile, "task", w.labels, x.seed);
   for (int i = 0; i < 40; ++i) {
     Request r = w.requests[size_t(i)];
     r.id      = 7;  // every one of them under the same id
-    GeneratedRouting fresh(x.model, x.routing_profile, "task", w.labels, x.seed);
+    GeneratedGating fresh(x.model, x.routing_profile, "task", w.labels, x.seed);
     for (int t : {0, r.prompt_tokens - 1, r.prompt_tokens, r.prompt_tokens + 100}) {
       CHECK(shared.palette_of(r, t) == fresh.palette_of(r, t));
       auto a = shared.token_experts(r, t);
@@ -160,7 +160,7 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
       v.push_back(e.path());
     return v;
   };
-  auto same = [&](const GeneratedRouting& a, const GeneratedRouting& b) {
+  auto same = [&](const GeneratedGating& a, const GeneratedGating& b) {
     bool equal = a.palettes() == b.palettes();
     for (int pal = 0; equal && pal < a.palettes(); ++pal) {
       auto la = a.palette_logits(pal), lb = b.palette_logits(pal);
@@ -182,24 +182,24 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
     }
     return equal;
   };
-  const GeneratedRouting built(x.model, x.routing_profile, "task", w.labels, x.seed);
-  const GeneratedRouting first(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  const GeneratedGating built(x.model, x.routing_profile, "task", w.labels, x.seed);
+  const GeneratedGating first(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   REQUIRE(files().size() == 1);  // built, then written
   const fs::path file = files()[0];
-  const GeneratedRouting second(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  const GeneratedGating second(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(same(built, first));
   CHECK(same(built, second));
 
   // Other inputs get their own file, not this one's arrays.
-  const GeneratedRouting other(x.model, x.routing_profile, "task", w.labels, x.seed + 1, "", INFINITY, dir.string());
+  const GeneratedGating other(x.model, x.routing_profile, "task", w.labels, x.seed + 1, "", INFINITY, dir.string());
   CHECK(files().size() == 2);
   CHECK(!same(built, other));
-  const GeneratedRouting novel(x.model, x.routing_profile, "task", w.labels, x.seed, "", 10.0, dir.string());
+  const GeneratedGating novel(x.model, x.routing_profile, "task", w.labels, x.seed, "", 10.0, dir.string());
   CHECK(novel.template_palette() == 2 * built.template_palette());
   CHECK(files().size() == 3);
   RoutingProfile drifted = x.routing_profile;  // a kind's own parameters are inputs too
   drifted.kinds["task"].phase_drift += 0.25;
-  const GeneratedRouting redrifted(x.model, drifted, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  const GeneratedGating redrifted(x.model, drifted, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(files().size() == 4);
   CHECK(!same(built, redrifted));
 
@@ -214,12 +214,12 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   std::string changed = bytes;
   changed[8 + 8 + key_size + 8 + 3] ^= 0x40;  // the first logit's sign/exponent byte
   std::ofstream(file, std::ios::binary | std::ios::trunc) << changed;
-  const GeneratedRouting altered(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  const GeneratedGating altered(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(altered.palette_logits(0)[0] == built.palette_logits(0)[0]);
   CHECK(altered.palette_logits(0)[1] == built.palette_logits(0)[1]);
   // ... a truncated file is rebuilt, not read ...
   std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() / 2);
-  const GeneratedRouting rebuilt(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  const GeneratedGating rebuilt(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(same(built, rebuilt));
   // ... and so is a file another build wrote (its key names that build's ID), however good its arrays.
   const std::string id = executable_build_id();
@@ -230,7 +230,7 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   std::string foreign = changed;
   foreign[at + prefix.size()] ^= 0x01;  // the ID's first hex digit
   std::ofstream(file, std::ios::binary | std::ios::trunc) << foreign;
-  const GeneratedRouting other_build(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
+  const GeneratedGating other_build(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(same(built, other_build));
   fs::remove_all(dir);
 }
@@ -243,7 +243,7 @@ TEST_CASE("generated routing: accumulate_tokens equals the OR of token_experts, 
   // decode-token calls.
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);
-  GeneratedRouting g(x.model, x.routing_profile, "task", w.labels, x.seed);
+  GeneratedGating g(x.model, x.routing_profile, "task", w.labels, x.seed);
   const size_t words = size_t(g.shape().words());
   auto plain         = [&](std::span<const TokenRef> tokens) {
     std::vector<uint64_t> u(words, 0);
@@ -289,7 +289,7 @@ TEST_CASE("generated routing: the share of secondary-palette tokens is the reque
   // output tokens the secondary share converges to traits().decode_mix (binomial, 4 sigma).
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);
-  GeneratedRouting g(x.model, x.routing_profile, "task", w.labels, x.seed);
+  GeneratedGating g(x.model, x.routing_profile, "task", w.labels, x.seed);
   const int S = x.routing_profile.subtopics_per_label;
   const int n = 20000;
   for (int i = 0; i < 5; ++i) {
@@ -384,7 +384,7 @@ TEST_CASE("routing stats: fused-MoE tiles bound by hand")
   // experts, exactly. In between they lie between the two; the RNG draws are the same either way.
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);
-  auto src     = make_routing_source(x, w);
+  auto src     = make_gating_source(x, w);
   auto at      = [&](int tile) {
     RoutingStatsOptions opt;
     opt.requests    = 100;
@@ -472,7 +472,7 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
 {
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);
-  auto src     = make_routing_source(x, w);
+  auto src     = make_gating_source(x, w);
   RoutingStatsOptions opt;
   opt.requests       = 120;
   opt.batches        = 10;
@@ -515,7 +515,7 @@ TEST_CASE("generated routing: shared sub-topics are topics every label has; own 
   auto worst_double_difference = [](const std::string& kind) {
     Experiment x = generated("qwen3-30b-a3b", kind);
     Workload w   = make_workload(x);
-    GeneratedRouting g(x.model, x.routing_profile, kind, w.labels, x.seed, x.workload.routing_profile_file);
+    GeneratedGating g(x.model, x.routing_profile, kind, w.labels, x.seed, x.workload.routing_profile_file);
     const int S  = x.routing_profile.subtopics_per_label;
     auto z       = [&](int label, int sub) { return g.palette_logits((label * S + sub) * 2); };  // prompt phase
     double worst = 0;
@@ -563,7 +563,7 @@ TEST_CASE(
     y.routing_profile.kinds["task"].phase_drift       = drift;
     y.routing_profile.palette_records                 = records;
     Workload w                                        = make_workload(y);
-    auto src                                          = make_routing_source(y, w);
+    auto src                                          = make_gating_source(y, w);
     REQUIRE(src->has_subtopics());
     RoutingStatsOptions opt;
     opt.requests    = 150;

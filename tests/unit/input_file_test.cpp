@@ -3,8 +3,8 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_staging.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_staging.hpp"
 
 #include <doctest/doctest.h>
 

@@ -3,10 +3,10 @@
 // generated routing of the default scenario.
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/gating_stats.hpp"
 #include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/routing_stats.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -189,7 +189,7 @@ TEST_CASE("layer mask: on the generated default scenario, counts x IDF beats bin
                                                                 {"workload.warmup_requests", "0"},
                                                                 {"workload.calibration_requests", "300"}});
   const Workload w   = make_workload(x);
-  auto routing       = make_routing_source(x, w);
+  auto routing       = make_gating_source(x, w);
   auto profiles      = [&](const std::vector<Request>& rs, std::vector<PromptProfile>& p,
                       std::vector<std::vector<uint16_t>>& d) {
     for (const Request& r : rs) {

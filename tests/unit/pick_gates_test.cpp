@@ -1,10 +1,10 @@
-// sample_pick_gates (sim/workload/pick_gates.hpp) against the direct construction it replaces: draw a
+// sample_pick_gates (sim/gating/pick_gates.hpp) against the direct construction it replaces: draw a
 // token's own logits z + Gumbel for every expert, keep the draws whose top k are the given picks, and
 // average their softmax (over every expert, or renormalized over the picks) and logits at the picks.
 // Both are Monte Carlo; the tolerances are a few
 // standard errors of the difference.
 #include "sim/common/rng.hpp"
-#include "sim/workload/pick_gates.hpp"
+#include "sim/gating/pick_gates.hpp"
 
 #include <doctest/doctest.h>
 

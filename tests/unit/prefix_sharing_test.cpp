@@ -1,12 +1,12 @@
 // Prompt sharing for prefix caching: the generator's prompt pool and system prompts
-// (workload_generator.hpp), shared-prefix routing (shared_prefix_routing.hpp), ELDR's signature
+// (workload_generator.hpp), shared-prefix routing (shared_prefix_gating.hpp), ELDR's signature
 // cache (cached_profile.hpp) and the cost of a prefill with a cached prefix (cost_model.hpp).
 #include "sim/cache/cached_profile.hpp"
 #include "sim/cache/prefix_blocks.hpp"
 #include "sim/config/experiment.hpp"
 #include "sim/cost/cost_model.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -24,7 +24,7 @@ namespace {
 struct Shared {
   Experiment x;
   Workload w;
-  std::unique_ptr<ExpertRoutingSource> routing;
+  std::unique_ptr<GatingSource> routing;
   // The system-prompt and pool cases run without the model's chat template (its own cases below).
   explicit Shared(std::vector<Override> o, bool chat_template = false)
   {
@@ -34,12 +34,11 @@ struct Shared {
     o.push_back({"workload.calibration_requests", "50"});
     x       = load_experiment("configs/default.json", o);
     w       = make_workload(x);
-    routing = make_routing_source(x, w);
+    routing = make_gating_source(x, w);
   }
 };
 
-bool same_masks(const ExpertRoutingSource& sa, const Request& a, int ta, const ExpertRoutingSource& sb,
-                const Request& b, int tb)
+bool same_masks(const GatingSource& sa, const Request& a, int ta, const GatingSource& sb, const Request& b, int tb)
 {
   auto ma = sa.token_experts(a, ta);
   std::vector<uint64_t> copy(ma.begin(), ma.end());
@@ -101,9 +100,9 @@ TEST_CASE("system prompts: a shared prefix of whole blocks, then the request's o
 TEST_CASE("shared-prefix routing: shared prompt blocks route as their first holder's; the rest is the request's")
 {
   Shared s(std::vector<Override>{{"workload.system_prompts", "2"}, {"workload.system_prompt_tokens", "48"}});
-  const auto* shared = dynamic_cast<const SharedPrefixRouting*>(s.routing.get());
+  const auto* shared = dynamic_cast<const SharedPrefixGating*>(s.routing.get());
   REQUIRE(shared != nullptr);
-  const ExpertRoutingSource& inner = shared->inner();
+  const GatingSource& inner = shared->inner();
   // Find two served requests with the same system prompt.
   const Request *a = nullptr, *b = nullptr;
   for (size_t i = 0; i < s.w.requests.size() && !b; ++i)
@@ -132,7 +131,7 @@ TEST_CASE("shared-prefix routing: shared prompt blocks route as their first hold
   CHECK(shared->shared_tokens() > 0);
   // A workload without shared prefixes is not wrapped.
   Shared plain(std::vector<Override>{});
-  CHECK(dynamic_cast<const SharedPrefixRouting*>(plain.routing.get()) == nullptr);
+  CHECK(dynamic_cast<const SharedPrefixGating*>(plain.routing.get()) == nullptr);
 }
 
 TEST_CASE("chat template: every prompt holds the model's template, whose tokens route alike and as no label's")
@@ -147,7 +146,7 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
     CHECK(t.w.requests[i].prompt_tokens == bare.w.requests[i].prompt_tokens + 8);
     CHECK(t.w.requests[i].prefix_hash == bare.w.requests[i].prefix_hash);  // prefill affinity unchanged
   }
-  const auto* shared = dynamic_cast<const SharedPrefixRouting*>(t.routing.get());
+  const auto* shared = dynamic_cast<const SharedPrefixGating*>(t.routing.get());
   REQUIRE(shared != nullptr);
   REQUIRE(t.w.template_owner() != nullptr);
   const Request& owner = *t.w.template_owner();
@@ -168,9 +167,9 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
   // mean prompt law (cosine over layer x expert cells), where a request's own law is closest to its
   // label's. (Routed as a calibration request's, as before, it was as close to that request's label
   // as the request itself.)
-  const ExpertRoutingSource& inner = shared->inner();
-  const size_t cells               = size_t(inner.shape().layers) * size_t(inner.shape().experts);
-  const size_t L                   = t.w.labels.size();
+  const GatingSource& inner = shared->inner();
+  const size_t cells        = size_t(inner.shape().layers) * size_t(inner.shape().experts);
+  const size_t L            = t.w.labels.size();
   std::vector<std::vector<double>> label_law(L, std::vector<double>(cells, 0));
   for (const Request& r : t.w.calibration) {
     const TokenLaw law = inner.token_law(r, 0);
@@ -220,8 +219,8 @@ TEST_CASE("signature cache: a warm prompt's profile equals its cold one; without
             {"workload.system_prompts", "2"},
             {"workload.system_prompt_tokens", "64"},
             {"workload.routing", "generated"}});
-  const ExpertRoutingSource& src = *s.routing;
-  auto gates                     = make_gate_source(src);
+  const GatingSource& src = *s.routing;
+  auto gates              = make_gate_source(src);
   REQUIRE(gates != nullptr);
   const int B = s.x.model.kv_block_tokens;
   const ProfileFields all{true, true};

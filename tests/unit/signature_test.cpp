@@ -2,11 +2,11 @@
 // with values by hand.
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/replay_gating.hpp"
+#include "sim/gating/uniform_gating.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
-#include "sim/workload/uniform_routing.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "trace_test_util.hpp"
 
@@ -51,12 +51,12 @@ void check_values(const Signature& s, const std::vector<double>& raw)
 // The default config's generated routing (Qwen3-30B-A3B task) without the chat template (the bare
 // generator), a small workload.
 struct Generated {
-  Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "40"},
-                                                          {"workload.chat_template", "false"},
-                                                          {"workload.warmup_requests", "0"},
-                                                          {"workload.calibration_requests", "10"}});
-  Workload w   = make_workload(x);
-  std::unique_ptr<ExpertRoutingSource> routing = make_routing_source(x, w);
+  Experiment x                          = load_experiment("configs/default.json", {{"workload.measured_requests", "40"},
+                                                                                   {"workload.chat_template", "false"},
+                                                                                   {"workload.warmup_requests", "0"},
+                                                                                   {"workload.calibration_requests", "10"}});
+  Workload w                            = make_workload(x);
+  std::unique_ptr<GatingSource> routing = make_gating_source(x, w);
 };
 
 }  // namespace
@@ -202,7 +202,7 @@ TEST_CASE("signature: profiles counted from masks equal counts from the replayed
     }
     w.close();
   }
-  ReplayRouting src(d.file("r.bin"));
+  ReplayGating src(d.file("r.bin"));
   auto g = make_gate_source(src);
   REQUIRE(g != nullptr);
   CHECK(!g->has_scores());
@@ -253,17 +253,17 @@ TEST_CASE("signature: profiles counted from masks equal counts from the replayed
 
   // Without gates in the file there is no gate source.
   test::write_synthetic_routing(d.file("n.bin"), L, E, K, {{4, 2}});
-  ReplayRouting plain(d.file("n.bin"));
+  ReplayGating plain(d.file("n.bin"));
   CHECK(make_gate_source(plain) == nullptr);
 }
 
 TEST_CASE("signature: generated routing gates are each token's own, and block profiles add up")
 {
   Generated g;
-  const ExpertRoutingSource& src = *g.routing;
-  const auto& gen                = dynamic_cast<const GeneratedRouting&>(src);
-  const RoutingShape& s          = src.shape();
-  auto gates                     = make_gate_source(src);
+  const GatingSource& src = *g.routing;
+  const auto& gen         = dynamic_cast<const GeneratedGating&>(src);
+  const RoutingShape& s   = src.shape();
+  auto gates              = make_gate_source(src);
   REQUIRE(gates != nullptr);
   CHECK(gates->has_scores());
 
@@ -397,7 +397,7 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   CHECK_THROWS_AS(count_prompt(src, r, {}, nullptr, std::vector<int>{48}), std::invalid_argument);
 
   // Uniform routing has no gates.
-  UniformRouting u(g.x.model, 1);
+  UniformGating u(g.x.model, 1);
   CHECK(make_gate_source(u) == nullptr);
 }
 
@@ -440,7 +440,7 @@ namespace {
 
 // Two masks, token t takes mask t % 5 == 0 ? 1 : 0: as distinct masks, (mask 0, 4/5 of the tokens)
 // and (mask 1, 1/5), or token by token when `pooled` is off.
-class TwoMaskSource : public ExpertRoutingSource {
+class TwoMaskSource : public GatingSource {
  public:
   explicit TwoMaskSource(bool pooled) : pooled_(pooled)
   {
@@ -490,8 +490,8 @@ TEST_CASE("signature: counting distinct masks with multiplicities equals countin
 TEST_CASE("generated routing: distinct masks are the tokens' records with their multiplicities")
 {
   Generated g;
-  const ExpertRoutingSource& src = *g.routing;
-  Request r                      = g.w.calibration[1];
+  const GatingSource& src = *g.routing;
+  Request r               = g.w.calibration[1];
   std::vector<MaskCount> got;
   REQUIRE(src.distinct_masks(r, 0, r.prompt_tokens + r.output_tokens, got));
   long total = 0;

@@ -1,7 +1,7 @@
-// Trace directories (sim/workload/trace_format.hpp): manifest and requests.jsonl round trip and
+// Trace directories (sim/trace/trace_format.hpp): manifest and requests.jsonl round trip and
 // validation, checked against the routing file's index.
 #include "sim/common/input_error.hpp"
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 #include "trace_test_util.hpp"
 
 #include <doctest/doctest.h>

@@ -1,10 +1,10 @@
-// Importers (sim/workload/trace_importers.hpp): ESFT routing against the raw data, Azure and Mooncake
+// Importers (sim/trace/trace_importers.hpp): ESFT routing against the raw data, Azure and Mooncake
 // on small hand-written inputs.
 #include "sim/common/input_error.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/routing_file.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/gating/replay_gating.hpp"
+#include "sim/trace/routing_file.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_importers.hpp"
 #include "trace_test_util.hpp"
 
 #include <doctest/doctest.h>

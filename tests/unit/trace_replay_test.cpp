@@ -1,9 +1,9 @@
-// ReplayRouting (sim/workload/replay_routing.hpp) and the trace workload (sim/workload/trace_workload.hpp).
+// ReplayGating (sim/gating/replay_gating.hpp) and the trace workload (sim/workload/trace_workload.hpp).
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/routing_source_factory.hpp"
+#include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/replay_gating.hpp"
 #include "sim/workload/trace_workload.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "trace_test_util.hpp"
@@ -73,7 +73,7 @@ std::string load_error(const Experiment& x)
 {
   try {
     Workload w = make_workload(x);
-    make_routing_source(x, w);
+    make_gating_source(x, w);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -86,7 +86,7 @@ TEST_CASE("replay routing: masks hold exactly the file's ids, prompt tokens then
 {
   ScratchDir d("masks");
   write_synthetic_routing(d.file("routing.bin"), 3, 130, 4, {{5, 3}, {2, 2}});  // 130 experts: 3 words a layer
-  ReplayRouting src(d.file("routing.bin"));
+  ReplayGating src(d.file("routing.bin"));
   const RoutingShape& s = src.shape();
   CHECK(s.layers == 3);
   CHECK(s.experts == 130);
@@ -164,7 +164,7 @@ TEST_CASE("replay routing: gate values follow the ids in ascending order")
     w.add_token(ids[t], g[t]);
   w.end_record();
   w.close();
-  ReplayRouting src(d.file("g.bin"));
+  ReplayGating src(d.file("g.bin"));
   REQUIRE(src.has_gates());
   const Request r = request_of(0, 1, 2);
   auto gates      = src.token_gates(r, 0);

@@ -1,6 +1,6 @@
-// Routing file (sim/workload/routing_file.hpp): byte layout, round trip, and every validation error.
+// Routing file (sim/trace/routing_file.hpp): byte layout, round trip, and every validation error.
 #include "sim/common/input_error.hpp"
-#include "sim/workload/routing_file.hpp"
+#include "sim/trace/routing_file.hpp"
 
 #include <doctest/doctest.h>
 

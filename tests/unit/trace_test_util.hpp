@@ -1,6 +1,6 @@
 #pragma once
 // Helpers of the trace tests: scratch directories (tests/support/scratch_dir.hpp) and hand-written trace files.
-#include "sim/workload/routing_file.hpp"
+#include "sim/trace/routing_file.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 #include <fstream>

@@ -1,7 +1,7 @@
-// UniformRouting (sim/workload/uniform_routing.hpp): the no-locality reference routing source.
+// UniformGating (sim/gating/uniform_gating.hpp): the no-locality reference routing source.
 #include "sim/common/rng.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 
 #include <doctest/doctest.h>
 
@@ -38,7 +38,7 @@ int popcount_layer(std::span<const uint64_t> masks, const RoutingShape& s, int l
 TEST_CASE("uniform routing: the shape follows the model")
 {
   ModelSpec m = qwen();
-  UniformRouting u(m, 1);
+  UniformGating u(m, 1);
   CHECK(u.shape().layers == 48);
   CHECK(u.shape().experts == 128);
   CHECK(u.shape().top_k == 8);
@@ -54,7 +54,7 @@ TEST_CASE("uniform routing: every token picks exactly top_k experts per layer an
     m.experts   = experts;
     m.top_k     = top_k;
     m.layers    = 5;
-    UniformRouting u(m, 3);
+    UniformGating u(m, 3);
     const RoutingShape& s = u.shape();
     CHECK(s.words_per_layer == (experts + 63) / 64);
     Rng rng(2, "test");
@@ -81,7 +81,7 @@ TEST_CASE("uniform routing: every token picks exactly top_k experts per layer an
 TEST_CASE("uniform routing: token choices are a pure function of request and token and seed")
 {
   ModelSpec m = qwen();
-  UniformRouting a(m, 5), b(m, 5), c(m, 6);
+  UniformGating a(m, 5), b(m, 5), c(m, 6);
   Request r = request_with_seed(12345);
   auto copy = [](std::span<const uint64_t> s) { return std::vector<uint64_t>(s.begin(), s.end()); };
   auto t3   = copy(a.token_experts(r, 3));
@@ -95,7 +95,7 @@ TEST_CASE("uniform routing: token choices are a pure function of request and tok
 TEST_CASE("uniform routing: each expert is picked with frequency top_k / experts")
 {
   ModelSpec m = qwen();
-  UniformRouting u(m, 9);
+  UniformGating u(m, 9);
   const RoutingShape& s = u.shape();
   std::vector<long> per_cell(size_t(s.layers * s.experts), 0), per_expert(size_t(s.experts), 0);
   Rng rng(4, "test");
@@ -117,7 +117,7 @@ TEST_CASE("uniform routing: each expert is picked with frequency top_k / experts
     CHECK(picks == tokens * s.top_k);
   }
   // 8 / 128 = 1/16. Tokens draw from a pool of P = 2048 sampled records (sized to fit L2, see
-  // uniform_routing.hpp), so a (layer, expert) cell's frequency is the pool's: Binomial(P, 1/16)/P,
+  // uniform_gating.hpp), so a (layer, expert) cell's frequency is the pool's: Binomial(P, 1/16)/P,
   // relative sd sqrt(15/P) = 8.6%, plus sampling noise of 40000 draws (~2%). Per expert summed over
   // 48 independent layers: sd ~ 1.3% -> within 6%. Per cell: within 45% (5 sd).
   for (int e = 0; e < s.experts; ++e) {
@@ -138,7 +138,7 @@ TEST_CASE("uniform routing: each expert is picked with frequency top_k / experts
 TEST_CASE("uniform routing: distinct experts of B tokens match E(D) = E (1 - (1 - k/E)^B)")
 {
   ModelSpec m = qwen();
-  UniformRouting u(m, 13);
+  UniformGating u(m, 13);
   const RoutingShape& s = u.shape();
   Rng rng(8, "test");
   for (int batch : {1, 8, 32, 128}) {
@@ -213,7 +213,7 @@ TEST_CASE("uniform routing: accumulate_tokens equals the OR of token_experts ove
 {
   // The override prefetches a few tokens ahead; its result must equal the plain definition.
   ModelSpec m = qwen();
-  UniformRouting u(m, 17);
+  UniformGating u(m, 17);
   const RoutingShape& s = u.shape();
   Rng rng(6, "test");
   std::vector<Request> requests(300);

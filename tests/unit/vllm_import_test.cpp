@@ -1,11 +1,11 @@
-// vLLM routed-expert arrays (sim/workload/expert_array.hpp) and `trace import vllm`
+// vLLM routed-expert arrays (sim/trace/expert_array.hpp) and `trace import vllm`
 // (import_vllm): base64, .npy of int16 and int32, nested lists, and the hand-made fixtures of
 // tests/data/vllm/ (both encodings of the same six responses) imported to the same trace.
 #include "input_error_util.hpp"
-#include "sim/workload/expert_array.hpp"
-#include "sim/workload/routing_file.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/expert_array.hpp"
+#include "sim/trace/routing_file.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_importers.hpp"
 #include "support/scratch_dir.hpp"
 
 #include <doctest/doctest.h>

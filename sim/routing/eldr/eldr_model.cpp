@@ -11,7 +11,7 @@ Signature EldrModel::signature(const PromptProfile& p) const
   return make_signature(p, variant, &idf, mask);
 }
 
-EldrModel fit_eldr(std::span<const Request> calibration, const ExpertRoutingSource& routing, const GateSource* gates,
+EldrModel fit_eldr(std::span<const Request> calibration, const GatingSource& routing, const GateSource* gates,
                    const std::string& model_name, const EldrFitOptions& opt)
 {
   if (int(calibration.size()) < opt.clusters)

@@ -2,10 +2,10 @@
 // ELDR's fitted state (docs/design.md section 1): the signature variant, the greedy layer mask, the IDF
 // table and one centroid per decode worker, fitted offline on the calibration split. Saved as a router
 // model file by `eldrsim fit`, read back by `eldrsim run` (eldr.model_file).
+#include "sim/gating/gating_source.hpp"
 #include "sim/routing/eldr/balanced_kmeans.hpp"
 #include "sim/routing/eldr/layer_mask.hpp"
 #include "sim/routing/eldr/signature.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <span>
@@ -45,7 +45,7 @@ struct EldrFitOptions {
 // Fits IDF, the layer mask and the K centroids on `calibration`, reading its routing from `routing`
 // (and gate values from `gates` for the gate variants). Throws std::invalid_argument when the split is
 // too small (fewer requests than clusters) or the variant needs gates the source lacks.
-EldrModel fit_eldr(std::span<const Request> calibration, const ExpertRoutingSource& routing, const GateSource* gates,
+EldrModel fit_eldr(std::span<const Request> calibration, const GatingSource& routing, const GateSource* gates,
                    const std::string& model_name, const EldrFitOptions& opt);
 
 std::string eldr_model_json(const EldrModel& m);

@@ -20,7 +20,7 @@ EldrFitOptions eldr_fit_options(const Experiment& x)
   return o;
 }
 
-EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing)
+EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const GatingSource& routing)
 {
   auto gates = make_gate_source(routing);
   try {

@@ -22,7 +22,7 @@ namespace eldr {
 
 // The fit options an experiment's eldr section asks for, and the fit itself on its calibration split.
 EldrFitOptions eldr_fit_options(const Experiment& x);
-EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing);
+EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const GatingSource& routing);
 // The router for an experiment: its model file, or a fit on the calibration split; checked against
 // the cluster (one centroid per decode worker) and the routing's shape.
 std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);

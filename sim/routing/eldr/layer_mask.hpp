@@ -74,7 +74,7 @@ double mask_spearman(std::span<const PromptProfile> prompts, const MaskPairs& pa
 
 // Spearman correlation of `x` with a fixed ranking (`y_rank`: average ranks 1..n of y, as
 // average_ranks gives them), ties in x averaged. x is ranked as floats, to 2^-24 of its spread (a
-// radix sort of 24-bit keys): equals spearman(x, y) of sim/workload/routing_stats.hpp except that x
+// radix sort of 24-bit keys): equals spearman(x, y) of sim/gating/gating_stats.hpp except that x
 // values closer than that count as ties (the unit test: within 1e-6). At most 2^21 values.
 double spearman_with_ranks(std::span<const double> x, std::span<const double> y_rank);
 

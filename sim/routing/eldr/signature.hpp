@@ -8,13 +8,13 @@
 // Plain C++ (no SimGrid). All [layer][expert] arrays are layer-major: index l * experts + e.
 //
 // The pieces live in their own headers, included here: signature_variant.hpp (the variants),
-// gate_source.hpp (gate values), prompt_profile.hpp (profiles and their counting kernels) and
-// centroid_table.hpp (similarity to K centroids).
+// sim/gating/gate_source.hpp (gate values), sim/gating/prompt_profile.hpp (profiles and their
+// counting kernels) and centroid_table.hpp (similarity to K centroids).
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/gating_source.hpp"
+#include "sim/gating/prompt_profile.hpp"
 #include "sim/routing/eldr/centroid_table.hpp"
-#include "sim/routing/gate_source.hpp"
-#include "sim/routing/prompt_profile.hpp"
 #include "sim/routing/signature_variant.hpp"
-#include "sim/workload/expert_routing.hpp"
 
 #include <cstdint>
 #include <span>

@@ -1,4 +1,4 @@
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -393,7 +393,7 @@ double ExpectedUnion::distinct(std::span<double> per_layer) const
   return total;
 }
 
-double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<const PromptTokens> prompts,
+double expected_prompt_distinct(const GatingSource& source, std::span<const PromptTokens> prompts,
                                 std::span<double> per_layer)
 {
   struct Owner {

@@ -8,8 +8,8 @@
 // for DeepSeek-V2-Lite's 26 layers x 64 experts, 768 bytes for Qwen3-30B-A3B's 48 x 128), so the hot
 // path is a pointer into one buffer. The file buffer is released after that; only the masks, and the
 // gate values when the file has them (4 x layers x top_k bytes a token), stay in memory.
-#include "sim/workload/expert_routing.hpp"
-#include "sim/workload/routing_file.hpp"
+#include "sim/gating/gating_source.hpp"
+#include "sim/trace/routing_file.hpp"
 
 #include <span>
 #include <string>
@@ -19,11 +19,11 @@ namespace eldr {
 
 struct Experiment;
 
-class ReplayRouting : public ExpertRoutingSource {
+class ReplayGating : public GatingSource {
  public:
-  explicit ReplayRouting(const RoutingFile& file);
+  explicit ReplayGating(const RoutingFile& file);
   // Loads and validates the file.
-  explicit ReplayRouting(const std::string& routing_file);
+  explicit ReplayGating(const std::string& routing_file);
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
@@ -57,6 +57,6 @@ class ReplayRouting : public ExpertRoutingSource {
 // The routing of an experiment's trace (workload.routing "trace"): its manifest's routing file,
 // after checking that the trace's model matches the experiment's (InputError naming both files) and
 // that every request of `w` (served and calibration) has a record long enough for it.
-ReplayRouting load_replay_routing(const Experiment& x, const Workload& w);
+ReplayGating load_replay_gating(const Experiment& x, const Workload& w);
 
 }  // namespace eldr

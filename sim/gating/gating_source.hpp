@@ -4,6 +4,10 @@
 // layer. A source returns them as a bit mask per layer: `words_per_layer` 64-bit words per layer,
 // layers back to back, bit e of layer l set iff the token picked expert e there. Masks make the hot
 // path (the union over a batch) a run of ORs and popcounts.
+//
+// "Gating" is the MoE gate's choice of experts per token ("routing" in the config keys and file
+// formats, which keep their names); sim/routing is where requests go. GateSource (gate_source.hpp)
+// adds the gate values of the experts a GatingSource picked.
 #include "sim/workload/request.hpp"
 
 #include <algorithm>
@@ -75,9 +79,9 @@ void accumulate_records(const uint64_t* pool, size_t words, size_t n, RecordOf r
   or_records(pool, offsets, words, union_masks);
 }
 
-class ExpertRoutingSource {
+class GatingSource {
  public:
-  virtual ~ExpertRoutingSource()            = default;
+  virtual ~GatingSource()                   = default;
   virtual const RoutingShape& shape() const = 0;
   // Masks of token `token` of `r`: shape().words() words, valid until the next call on this source.
   virtual std::span<const uint64_t> token_experts(const Request& r, int token) const = 0;

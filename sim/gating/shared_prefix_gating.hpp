@@ -9,18 +9,18 @@
 // The chat template's tokens (Workload::template_tokens) route as the template's own request
 // (Workload::template_request), whose experts are no label's.
 // Output tokens and unshared prompt tokens pass through unchanged.
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <memory>
 #include <vector>
 
 namespace eldr {
 
-class SharedPrefixRouting : public ExpertRoutingSource {
+class SharedPrefixGating : public GatingSource {
  public:
   // `w` (its requests and hashes) must outlive this source; calibration requests count as earlier
   // than served ones.
-  SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> inner, const Workload& w);
+  SharedPrefixGating(std::unique_ptr<GatingSource> inner, const Workload& w);
 
   const RoutingShape& shape() const override { return inner_->shape(); }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
@@ -34,7 +34,7 @@ class SharedPrefixRouting : public ExpertRoutingSource {
   // A shared segment's tokens follow its owner's prompt law.
   void prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const override;
 
-  const ExpertRoutingSource& inner() const { return *inner_; }
+  const GatingSource& inner() const { return *inner_; }
   // The request whose routing token `token` of `r` takes (r itself unless it is a shared prompt token).
   const Request& owner(const Request& r, int token) const;
   // Prompt tokens of served and calibration requests routed as another request's.
@@ -50,7 +50,7 @@ class SharedPrefixRouting : public ExpertRoutingSource {
   };
   const Span& span_of(const Request& r) const;
 
-  std::unique_ptr<ExpertRoutingSource> inner_;
+  std::unique_ptr<GatingSource> inner_;
   const Workload& w_;
   std::vector<Segment> segments_;
   std::vector<Span> served_, calibration_;

@@ -1,4 +1,4 @@
-#include "sim/workload/routing_file.hpp"
+#include "sim/trace/routing_file.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 

@@ -1,7 +1,6 @@
 #pragma once
 // Gate values of the experts tokens pick, for the gate_prob and gate_score signature variants.
-#include "sim/routing/signature_variant.hpp"
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <memory>
@@ -27,18 +26,14 @@ class GateSource {
 };
 
 // The gates of a routing source, or nullptr when it has none:
-//   GeneratedRouting: the token's own gate values (sim/workload/pick_gates.hpp): probability = the
+//   GeneratedGating: the token's own gate values (sim/gating/pick_gates.hpp): probability = the
 //     softmax over the layer of its own logits (its palette's plus the Gumbel noise its picks imply),
 //     taken at the picked expert and, for a norm_topk_prob model, renormalized over the picks;
 //     score = that logit (docs/routing-model.md). Both available.
-//   ReplayRouting with gate values in its file: probability = the recorded gate value (the weight the
+//   ReplayGating with gate values in its file: probability = the recorded gate value (the weight the
 //     engine applied, DESIGN/trace-format 7.1); no raw scores (the format does not carry logits).
-//   ReplayRouting without gates, UniformRouting, anything else: nullptr.
+//   ReplayGating without gates, UniformGating, anything else: nullptr.
 // The returned object refers to `routing`, which must outlive it.
-std::unique_ptr<GateSource> make_gate_source(const ExpertRoutingSource& routing);
-
-// Whether signatures of `v` can be built with `gates` (nullptr = no gate source): counts-based
-// variants always; gate_prob needs a gate source; gate_score one with scores.
-bool gates_support(const GateSource* gates, SignatureVariant v);
+std::unique_ptr<GateSource> make_gate_source(const GatingSource& routing);
 
 }  // namespace eldr

@@ -1,4 +1,4 @@
-#include "sim/workload/expert_array.hpp"
+#include "sim/trace/expert_array.hpp"
 #include "sim/common/input_error.hpp"
 
 #include <cctype>

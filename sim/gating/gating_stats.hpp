@@ -3,7 +3,7 @@
 // statistics docs/design.md section 5 sets as targets for the generator, computed the same way for
 // generated and replayed (real) routing. Monte-Carlo over sampled requests, batches and pairs;
 // deterministic for a seed.
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <cstdint>
@@ -83,7 +83,7 @@ double js_divergence(std::span<const double> a, std::span<const double> b);
 
 // `pool`: requests to sample from (served ones); `calibration`: the IDF set (the pool when empty).
 RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
-                             const ExpertRoutingSource& source, const RoutingStatsOptions& opt);
+                             const GatingSource& source, const RoutingStatsOptions& opt);
 
 // Rank correlation with average ranks for ties.
 double spearman(const std::vector<double>& x, const std::vector<double>& y);

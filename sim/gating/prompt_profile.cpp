@@ -1,4 +1,4 @@
-#include "sim/routing/prompt_profile.hpp"
+#include "sim/gating/prompt_profile.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -8,14 +8,6 @@
 #include <string>
 
 namespace eldr {
-
-ProfileFields fields_for(SignatureVariant v)
-{
-  ProfileFields f;
-  f.gate_prob  = v == SignatureVariant::gate_prob;
-  f.gate_score = v == SignatureVariant::gate_score;
-  return f;
-}
 
 PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields)
 {
@@ -197,7 +189,7 @@ class MaskCounter {
   }
   std::span<const int> layers() const { return layers_; }
   // add() of tokens [begin, end) of r, with the counters in registers when they fit.
-  void add_range(const ExpertRoutingSource& routing, const Request& r, int begin, int end)
+  void add_range(const GatingSource& routing, const Request& r, int begin, int end)
   {
     // Pooled sources: each distinct record once, with its multiplicity (a 256-token prompt reads ~160
     // records instead of 256). The counts are integers, so this equals counting token by token.
@@ -254,7 +246,7 @@ void check_room(std::span<const uint16_t> counts, long tokens, const Request* r)
 // Adds tokens [begin, end) of `r` to counts. The byte-lane kernels pay a flush of layers x experts
 // per call, so a few tokens go the scalar way. (No software prefetch: generated routing's palette
 // records stay in L2 and a replayed request's tokens are contiguous.)
-void count_range(const ExpertRoutingSource& routing, const Request& r, int begin, int end, std::span<uint16_t> counts,
+void count_range(const GatingSource& routing, const Request& r, int begin, int end, std::span<uint16_t> counts,
                  std::span<const int> only = {})
 {
   check_room(counts, long(end) - long(begin), &r);
@@ -280,7 +272,7 @@ bool detail::count_masks_with(int kernel, std::span<const std::span<const uint64
   return true;
 }
 
-void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
+void add_tokens(const GatingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
                 const GateSource* gates, std::span<const int> only_layers)
 {
   const RoutingShape& s = routing.shape();
@@ -323,8 +315,8 @@ void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin,
   }
 }
 
-PromptProfile count_prompt(const ExpertRoutingSource& routing, const Request& r, ProfileFields fields,
-                           const GateSource* gates, std::span<const int> only_layers)
+PromptProfile count_prompt(const GatingSource& routing, const Request& r, ProfileFields fields, const GateSource* gates,
+                           std::span<const int> only_layers)
 {
   PromptProfile p = empty_profile(routing.shape(), fields);
   add_tokens(routing, r, 0, r.prompt_tokens, p, gates, only_layers);
@@ -350,7 +342,7 @@ void add_profile(PromptProfile& into, const PromptProfile& part)
     into.gate_score[c] += part.gate_score[c];
 }
 
-std::vector<uint16_t> count_decode(const ExpertRoutingSource& routing, const Request& r)
+std::vector<uint16_t> count_decode(const GatingSource& routing, const Request& r)
 {
   const RoutingShape& s = routing.shape();
   std::vector<uint16_t> counts(size_t(s.layers) * size_t(s.experts), 0);

@@ -1,4 +1,4 @@
-#include "sim/workload/pick_gates.hpp"
+#include "sim/gating/pick_gates.hpp"
 
 #include <algorithm>
 #include <cmath>

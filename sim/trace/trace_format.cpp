@@ -1,8 +1,8 @@
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/json_reader.hpp"
-#include "sim/workload/routing_file.hpp"
+#include "sim/trace/routing_file.hpp"
 
 #include <cmath>
 #include <cstdio>

@@ -13,8 +13,8 @@
 // Plain C++ (no SimGrid).
 #include "sim/config/experiment.hpp"
 #include "sim/cost/expert_placement.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/routing/decode_router.hpp"
-#include "sim/workload/expert_routing.hpp"
 #include "sim/workload/request.hpp"
 
 #include <vector>
@@ -26,7 +26,7 @@ struct ClusterPlacements {
   std::vector<long> calibration_requests;   // cluster_balanced: calibration requests homed on each instance
 };
 
-ClusterPlacements decode_placements(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+ClusterPlacements decode_placements(const Experiment& x, const Workload& w, const GatingSource& routing,
                                     const DecodeRouter& router, const GateSource* gates);
 
 // Expected-activation weights [layer][expert] from decode counts summed over `tokens` decode tokens.

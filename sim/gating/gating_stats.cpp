@@ -1,6 +1,6 @@
-#include "sim/workload/routing_stats.hpp"
+#include "sim/gating/gating_stats.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/expected_union.hpp"
+#include "sim/gating/expected_union.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -111,7 +111,7 @@ double cosine(const std::vector<double>& a, const std::vector<double>& b)
 }  // namespace
 
 RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
-                             const ExpertRoutingSource& source, const RoutingStatsOptions& opt)
+                             const GatingSource& source, const RoutingStatsOptions& opt)
 {
   const RoutingShape& shape = source.shape();
   const size_t cells        = size_t(shape.layers) * shape.experts;

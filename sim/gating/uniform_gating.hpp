@@ -3,13 +3,13 @@
 // layer, independently of its request, label and position.
 #include "sim/common/huge_page_buffer.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <vector>
 
 namespace eldr {
 
-class UniformRouting : public ExpertRoutingSource {
+class UniformGating : public GatingSource {
  public:
   // Tokens draw whole-token records (all layers) from a pool of independently sampled records,
   // indexed by a hash of (request, token). The pool is sized to stay in a core's L2 cache (the batch
@@ -18,7 +18,7 @@ class UniformRouting : public ExpertRoutingSource {
   // contribution to the union: E[loss] ~ C(B,2)/P * k * (1-k/E)^(B-1), at most ~0.3 of an expert
   // (0.25%) at any batch size for that pool (docs/model.md); sampling 8 x 48 fresh experts per
   // token instead would dominate the run time.
-  explicit UniformRouting(const ModelSpec& model, uint64_t seed, size_t pool_bytes = size_t(3) << 19);
+  explicit UniformGating(const ModelSpec& model, uint64_t seed, size_t pool_bytes = size_t(3) << 19);
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;

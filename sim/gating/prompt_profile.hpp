@@ -1,9 +1,8 @@
 #pragma once
 // A request's prompt routing as per (layer, expert) activation counts and gate sums: what ELDR's
-// signatures are built from (signature.hpp). All [layer][expert] arrays are layer-major.
-#include "sim/routing/gate_source.hpp"
-#include "sim/routing/signature_variant.hpp"
-#include "sim/workload/expert_routing.hpp"
+// signatures are built from (sim/routing/eldr/signature.hpp). All [layer][expert] arrays are layer-major.
+#include "sim/gating/gate_source.hpp"
+#include "sim/gating/gating_source.hpp"
 #include "sim/workload/request.hpp"
 
 #include <cstdint>
@@ -17,8 +16,6 @@ struct ProfileFields {
   bool gate_prob  = false;
   bool gate_score = false;
 };
-// What the signature variant `v` needs.
-ProfileFields fields_for(SignatureVariant v);
 
 // Activations of a request's prompt tokens, [layer][expert].
 struct PromptProfile {
@@ -39,11 +36,11 @@ PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields = {}
 // (~95 ns a token for Qwen3-30B-A3B's 48 layers with AVX-512BW). Throws std::invalid_argument if gate
 // sums are allocated but `gates` cannot supply them or a layer is out of range, and
 // std::overflow_error if a count would exceed 65535.
-void add_tokens(const ExpertRoutingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
+void add_tokens(const GatingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
                 const GateSource* gates = nullptr, std::span<const int> only_layers = {});
 
 // The profile of r's prompt, tokens 0 .. prompt_tokens - 1 (on `only_layers`, as add_tokens).
-PromptProfile count_prompt(const ExpertRoutingSource& routing, const Request& r, ProfileFields fields = {},
+PromptProfile count_prompt(const GatingSource& routing, const Request& r, ProfileFields fields = {},
                            const GateSource* gates = nullptr, std::span<const int> only_layers = {});
 
 // Cellwise sum (e.g. cached KV-block profiles): same shape; gate sums present in `part` must be
@@ -52,7 +49,7 @@ void add_profile(PromptProfile& into, const PromptProfile& part);
 
 // Decode profile [layer][expert]: activation counts over the output tokens that run through the
 // model, positions P .. P+O-2 (the last output token is only sampled).
-std::vector<uint16_t> count_decode(const ExpertRoutingSource& routing, const Request& r);
+std::vector<uint16_t> count_decode(const GatingSource& routing, const Request& r);
 
 // Lower-level: adds one token's masks (RoutingShape layout) to [layer][expert] counts, bit by bit.
 void add_mask_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std::span<uint16_t> counts);

@@ -5,7 +5,7 @@
 //                   checksums of the other files
 //   requests.jsonl  one request per line: id, arrival_s, prompt_tokens, output_tokens, label,
 //                   optional calibration, prefix_hashes, routing_record
-//   routing.bin     optional per-token expert routing (sim/workload/routing_file.hpp)
+//   routing.bin     optional per-token expert routing (sim/trace/routing_file.hpp)
 // Readers validate everything and throw InputError naming the file, the record ("line 17:
 // prompt_tokens") and the problem. Writers validate the same rules before writing anything, and
 // write each file atomically (trace.json last, so an interrupted write never looks like a trace).
@@ -66,7 +66,7 @@ std::vector<TraceRequest> read_trace_requests(const std::string& path, const Tra
 // Manifest and requests, and, with a routing file, its header and index checked against both: the
 // model dimensions, every routing_record in range, with the request's prompt length and its output
 // length or one less (the last output token is never fed through the model, so engines cannot
-// record its routing). The record data is not read (ReplayRouting does that, and
+// record its routing). The record data is not read (ReplayGating does that, and
 // check_routing_checksum checks it).
 Trace read_trace(const std::string& dir);
 // InputError naming `routing_path` when the manifest records a checksum of the routing file that

@@ -12,11 +12,11 @@
 //
 // Speed: tokens are not sampled one by one. Each (label, sub-topic, phase) holds a palette of
 // pre-sampled whole-token records, and a token picks a record by a hash of (request, position), as
-// UniformRouting does; the batch union then costs a few ORs per token.
+// UniformGating does; the batch union then costs a few ORs per token.
 #include "sim/common/huge_page_buffer.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/config/routing_profile.hpp"
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <limits>
 #include <string>
@@ -24,15 +24,15 @@
 
 namespace eldr {
 
-class GeneratedRouting : public ExpertRoutingSource {
+class GeneratedGating : public GatingSource {
  public:
   // novel_after_s: measured requests arriving at or after it draw their sub-topics from a second set
   // per label that no calibration or warm-up request uses (workload.new_subtopics_after_s; drift).
   // cache_dir: where built sources are kept for other processes with the same inputs (a sweep's
   // points; see build_key); empty: always built here.
-  GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
-                   const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "",
-                   double novel_after_s = std::numeric_limits<double>::infinity(), const std::string& cache_dir = "");
+  GeneratedGating(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
+                  const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "",
+                  double novel_after_s = std::numeric_limits<double>::infinity(), const std::string& cache_dir = "");
 
   const RoutingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;

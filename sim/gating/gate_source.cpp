@@ -1,9 +1,9 @@
-#include "sim/routing/gate_source.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/common/rng.hpp"
-#include "sim/workload/generated_routing.hpp"
-#include "sim/workload/pick_gates.hpp"
-#include "sim/workload/replay_routing.hpp"
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
+#include "sim/gating/pick_gates.hpp"
+#include "sim/gating/replay_gating.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -22,7 +22,7 @@ namespace {
 // depend on the order of use.
 class GeneratedGates : public GateSource {
  public:
-  explicit GeneratedGates(const GeneratedRouting& g) : routing_(g), tables_(size_t(g.palettes())) {}
+  explicit GeneratedGates(const GeneratedGating& g) : routing_(g), tables_(size_t(g.palettes())) {}
   bool has_scores() const override { return true; }
   TokenGates token_gates(const Request& r, int token) const override
   {
@@ -67,25 +67,25 @@ class GeneratedGates : public GateSource {
     return t;
   }
 
-  const GeneratedRouting& routing_;
+  const GeneratedGating& routing_;
   mutable std::vector<Table> tables_;  // by palette
 };
 
 // Replayed routing with gate values: the recorded values, already in ascending expert order.
 class ReplayGates : public GateSource {
  public:
-  explicit ReplayGates(const ReplayRouting& r) : routing_(r) {}
+  explicit ReplayGates(const ReplayGating& r) : routing_(r) {}
   bool has_scores() const override { return false; }
   TokenGates token_gates(const Request& r, int token) const override { return {routing_.token_gates(r, token), {}}; }
 
  private:
-  const ReplayRouting& routing_;
+  const ReplayGating& routing_;
 };
 
 // Gates of a source whose shared prompt tokens route as another request's: the same remapping.
 class SharedPrefixGates : public GateSource {
  public:
-  SharedPrefixGates(const SharedPrefixRouting& routing, std::unique_ptr<GateSource> inner)
+  SharedPrefixGates(const SharedPrefixGating& routing, std::unique_ptr<GateSource> inner)
       : routing_(routing), inner_(std::move(inner))
   {
   }
@@ -96,32 +96,23 @@ class SharedPrefixGates : public GateSource {
   }
 
  private:
-  const SharedPrefixRouting& routing_;
+  const SharedPrefixGating& routing_;
   std::unique_ptr<GateSource> inner_;
 };
 
 }  // namespace
 
-std::unique_ptr<GateSource> make_gate_source(const ExpertRoutingSource& routing)
+std::unique_ptr<GateSource> make_gate_source(const GatingSource& routing)
 {
-  if (const auto* s = dynamic_cast<const SharedPrefixRouting*>(&routing)) {
+  if (const auto* s = dynamic_cast<const SharedPrefixGating*>(&routing)) {
     auto inner = make_gate_source(s->inner());
     return inner ? std::make_unique<SharedPrefixGates>(*s, std::move(inner)) : nullptr;
   }
-  if (const auto* g = dynamic_cast<const GeneratedRouting*>(&routing))
+  if (const auto* g = dynamic_cast<const GeneratedGating*>(&routing))
     return std::make_unique<GeneratedGates>(*g);
-  if (const auto* r = dynamic_cast<const ReplayRouting*>(&routing); r && r->has_gates())
+  if (const auto* r = dynamic_cast<const ReplayGating*>(&routing); r && r->has_gates())
     return std::make_unique<ReplayGates>(*r);
   return nullptr;
-}
-
-bool gates_support(const GateSource* gates, SignatureVariant v)
-{
-  if (v == SignatureVariant::gate_prob)
-    return gates != nullptr;
-  if (v == SignatureVariant::gate_score)
-    return gates != nullptr && gates->has_scores();
-  return true;
 }
 
 }  // namespace eldr

@@ -1,5 +1,5 @@
-#include "sim/routing/cluster_placement.hpp"
-#include "sim/routing/eldr/signature.hpp"
+#include "sim/cost/cluster_placement.hpp"
+#include "sim/gating/prompt_profile.hpp"
 
 #include <stdexcept>
 
@@ -15,7 +15,7 @@ std::vector<double> activation_weights(std::span<const double> counts, double to
   return w;
 }
 
-ClusterPlacements decode_placements(const Experiment& x, const Workload& w, const ExpertRoutingSource& routing,
+ClusterPlacements decode_placements(const Experiment& x, const Workload& w, const GatingSource& routing,
                                     const DecodeRouter& router, const GateSource* gates)
 {
   const InstanceGroup& g = x.topology.decode;

@@ -1,13 +1,13 @@
-#include "sim/workload/trace_importers.hpp"
+#include "sim/trace/trace_importers.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/common/rng.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/workload/expert_array.hpp"
-#include "sim/workload/routing_file.hpp"
-#include "sim/workload/trace_format.hpp"
-#include "sim/workload/trace_staging.hpp"
+#include "sim/trace/expert_array.hpp"
+#include "sim/trace/routing_file.hpp"
+#include "sim/trace/trace_format.hpp"
+#include "sim/trace/trace_staging.hpp"
 
 #include <algorithm>
 #include <cmath>

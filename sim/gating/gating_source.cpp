@@ -1,10 +1,10 @@
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <stdexcept>
 
 namespace eldr {
 
-TokenLaw ExpertRoutingSource::token_law(const Request&, int) const
+TokenLaw GatingSource::token_law(const Request&, int) const
 {
   throw std::logic_error("this routing source has no per-token law: expected unions need generated or uniform routing");
 }

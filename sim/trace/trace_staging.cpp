@@ -1,8 +1,8 @@
-#include "sim/workload/trace_staging.hpp"
+#include "sim/trace/trace_staging.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,7 +1,7 @@
-#include "sim/workload/replay_routing.hpp"
+#include "sim/gating/replay_gating.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/workload/trace_format.hpp"
+#include "sim/trace/trace_format.hpp"
 #include "sim/workload/trace_workload.hpp"
 
 #include <algorithm>
@@ -11,13 +11,13 @@
 
 namespace eldr {
 
-ReplayRouting::ReplayRouting(const std::string& routing_file) : ReplayRouting(RoutingFile::load(routing_file)) {}
+ReplayGating::ReplayGating(const std::string& routing_file) : ReplayGating(RoutingFile::load(routing_file)) {}
 
-ReplayRouting::ReplayRouting(const RoutingFile& file)
+ReplayGating::ReplayGating(const RoutingFile& file)
 {
   const RoutingHeader& h = file.header();
   if (!file.has_data())
-    throw std::logic_error("ReplayRouting needs a RoutingFile read with load(), not load_index()");
+    throw std::logic_error("ReplayGating needs a RoutingFile read with load(), not load_index()");
   shape_.layers          = h.layers;
   shape_.experts         = h.experts;
   shape_.top_k           = h.top_k;
@@ -61,7 +61,7 @@ ReplayRouting::ReplayRouting(const RoutingFile& file)
     }
 }
 
-size_t ReplayRouting::token_index(const Request& r, int token) const
+size_t ReplayGating::token_index(const Request& r, int token) const
 {
   const uint32_t rec = uint32_t(r.routing_record);
   const bool prompt  = token < r.prompt_tokens;
@@ -74,13 +74,13 @@ size_t ReplayRouting::token_index(const Request& r, int token) const
   return size_t(record_start_[rec] + t);
 }
 
-std::span<const uint64_t> ReplayRouting::token_experts(const Request& r, int token) const
+std::span<const uint64_t> ReplayGating::token_experts(const Request& r, int token) const
 {
   const size_t words = size_t(shape_.words());
   return {&masks_[token_index(r, token) * words], words};
 }
 
-void ReplayRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+void ReplayGating::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
   // Tokens of different requests lie far apart: prefetch a few ahead so the ORs do not wait on memory.
   constexpr size_t kAhead = 4;
@@ -98,7 +98,7 @@ void ReplayRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::spa
   }
 }
 
-void ReplayRouting::token_ids(const Request& r, int token, int layer, std::span<uint16_t> out) const
+void ReplayGating::token_ids(const Request& r, int token, int layer, std::span<uint16_t> out) const
 {
   const uint64_t* mask =
       &masks_[token_index(r, token) * size_t(shape_.words()) + size_t(layer) * size_t(shape_.words_per_layer)];
@@ -108,7 +108,7 @@ void ReplayRouting::token_ids(const Request& r, int token, int layer, std::span<
       out[j++] = uint16_t(w * 64 + std::countr_zero(bits));
 }
 
-std::span<const float> ReplayRouting::token_gates(const Request& r, int token) const
+std::span<const float> ReplayGating::token_gates(const Request& r, int token) const
 {
   if (gates_.empty())
     return {};
@@ -116,7 +116,7 @@ std::span<const float> ReplayRouting::token_gates(const Request& r, int token) c
   return {&gates_[token_index(r, token) * group], group};
 }
 
-void ReplayRouting::check_request(const Request& r, const std::string& file, const std::string& field) const
+void ReplayGating::check_request(const Request& r, const std::string& file, const std::string& field) const
 {
   if (r.routing_record < 0)
     throw InputError(file, field, "the request has no routing record");
@@ -134,7 +134,7 @@ void ReplayRouting::check_request(const Request& r, const std::string& file, con
                          std::to_string(record_output_[rec]) + " (+ 1: the last output token needs no routing)");
 }
 
-ReplayRouting load_replay_routing(const Experiment& x, const Workload& w)
+ReplayGating load_replay_gating(const Experiment& x, const Workload& w)
 {
   Trace t;
   t.dir      = x.workload.trace_dir;
@@ -144,10 +144,10 @@ ReplayRouting load_replay_routing(const Experiment& x, const Workload& w)
                      "'trace' replays the trace's routing file, but " + t.manifest_path() +
                          " has none (routing_file is null): use \"uniform\" or \"generated\"");
   check_trace_model(t.manifest, t.manifest_path(), x);
-  ReplayRouting routing = [&] {  // the file's buffer goes once the masks are built
+  ReplayGating routing = [&] {  // the file's buffer goes once the masks are built
     const RoutingFile file = RoutingFile::load(t.routing_path());
     check_routing_checksum(t.manifest, t.routing_path(), file.checksum());
-    return ReplayRouting(file);
+    return ReplayGating(file);
   }();
   const RoutingShape& s = routing.shape();
   if (s.layers != t.manifest.model->layers || s.experts != t.manifest.model->experts ||

@@ -1,11 +1,11 @@
-#include "sim/workload/shared_prefix_routing.hpp"
+#include "sim/gating/shared_prefix_gating.hpp"
 
 #include <algorithm>
 #include <unordered_map>
 
 namespace eldr {
 
-SharedPrefixRouting::SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> inner, const Workload& w)
+SharedPrefixGating::SharedPrefixGating(std::unique_ptr<GatingSource> inner, const Workload& w)
     : inner_(std::move(inner)), w_(w), served_(w.requests.size()), calibration_(w.calibration.size())
 {
   const int block     = w.prefix_block_tokens;
@@ -49,7 +49,7 @@ SharedPrefixRouting::SharedPrefixRouting(std::unique_ptr<ExpertRoutingSource> in
     scan(w.requests[i], served_[i]);
 }
 
-const SharedPrefixRouting::Span& SharedPrefixRouting::span_of(const Request& r) const
+const SharedPrefixGating::Span& SharedPrefixGating::span_of(const Request& r) const
 {
   static const Span own_all;
   auto in = [&r](const std::vector<Request>& v) { return !v.empty() && &r >= v.data() && &r < v.data() + v.size(); };
@@ -60,7 +60,7 @@ const SharedPrefixRouting::Span& SharedPrefixRouting::span_of(const Request& r) 
   return own_all;  // a request of no workload (a copy): nothing of it is shared
 }
 
-const Request& SharedPrefixRouting::owner(const Request& r, int token) const
+const Request& SharedPrefixGating::owner(const Request& r, int token) const
 {
   if (token >= r.prompt_tokens)
     return r;
@@ -71,7 +71,7 @@ const Request& SharedPrefixRouting::owner(const Request& r, int token) const
   return r;
 }
 
-void SharedPrefixRouting::prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const
+void SharedPrefixGating::prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const
 {
   const Span& s = span_of(r);
   for (uint32_t i = s.begin; i < s.begin + s.count && from < to; ++i) {
@@ -85,7 +85,7 @@ void SharedPrefixRouting::prompt_runs(const Request& r, int from, int to, std::v
     out.push_back({inner_->token_law(r, 0), &r, from, to});
 }
 
-bool SharedPrefixRouting::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+bool SharedPrefixGating::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
 {
   const size_t before = out.size();
   const Span& s       = span_of(r);
@@ -105,12 +105,12 @@ bool SharedPrefixRouting::distinct_masks(const Request& r, int begin, int end, s
   return true;
 }
 
-std::span<const uint64_t> SharedPrefixRouting::token_experts(const Request& r, int token) const
+std::span<const uint64_t> SharedPrefixGating::token_experts(const Request& r, int token) const
 {
   return inner_->token_experts(owner(r, token), token);
 }
 
-void SharedPrefixRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+void SharedPrefixGating::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
   // Decode steps run output tokens only: hand them over as they are.
   const bool any_prompt = std::any_of(tokens.begin(), tokens.end(),

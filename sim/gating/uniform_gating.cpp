@@ -1,4 +1,4 @@
-#include "sim/workload/uniform_routing.hpp"
+#include "sim/gating/uniform_gating.hpp"
 #include "sim/common/rng.hpp"
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 
 namespace eldr {
 
-UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t pool_bytes)
+UniformGating::UniformGating(const ModelSpec& model, uint64_t seed, size_t pool_bytes)
 {
   shape_.layers          = model.layers;
   shape_.experts         = model.experts;
@@ -42,17 +42,17 @@ UniformRouting::UniformRouting(const ModelSpec& model, uint64_t seed, size_t poo
     f /= float(pool_size);  // exact in float: a count over a power of two
 }
 
-size_t UniformRouting::record_of(const Request& r, int token) const
+size_t UniformGating::record_of(const Request& r, int token) const
 {
   return size_t(splitmix64(r.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL) & pool_mask_);
 }
 
-std::span<const uint64_t> UniformRouting::token_experts(const Request& r, int token) const
+std::span<const uint64_t> UniformGating::token_experts(const Request& r, int token) const
 {
   return {&pool_[record_of(r, token) * shape_.words()], size_t(shape_.words())};
 }
 
-void UniformRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+void UniformGating::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
   accumulate_records(
       pool_.data(), size_t(shape_.words()), tokens.size(),

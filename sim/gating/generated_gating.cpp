@@ -1,4 +1,4 @@
-#include "sim/workload/generated_routing.hpp"
+#include "sim/gating/generated_gating.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
@@ -134,9 +134,9 @@ double layer_weight(const RoutingProfile& p, int layer, int layers)
   return p.layer_floor + (1.0 - p.layer_floor) * std::exp(-z * z);
 }
 
-GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
-                                   const std::vector<std::string>& labels, uint64_t seed,
-                                   const std::string& profile_file, double novel_after_s, const std::string& cache_dir)
+GeneratedGating::GeneratedGating(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
+                                 const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file,
+                                 double novel_after_s, const std::string& cache_dir)
 {
   novel_after_s_         = novel_after_s;
   shape_.layers          = model.layers;
@@ -162,9 +162,9 @@ GeneratedRouting::GeneratedRouting(const ModelSpec& model, const RoutingProfile&
     save_built(file, key);
 }
 
-std::string GeneratedRouting::build_key(const RoutingProfile& p, const std::string& kind,
-                                        const std::vector<std::string>& labels, uint64_t seed,
-                                        const std::string& profile_file) const
+std::string GeneratedGating::build_key(const RoutingProfile& p, const std::string& kind,
+                                       const std::vector<std::string>& labels, uint64_t seed,
+                                       const std::string& profile_file) const
 {
   // The executable's build ID keeps a file made by another build (a cache dir reused across
   // rebuilds) from being read; bump the version for builds linked without one when build_logits or
@@ -246,7 +246,7 @@ void cache_note(const std::string& file, const std::string& why)
 
 }  // namespace
 
-bool GeneratedRouting::load_built(const std::string& file, const std::string& key)
+bool GeneratedGating::load_built(const std::string& file, const std::string& key)
 {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))
@@ -294,7 +294,7 @@ bool GeneratedRouting::load_built(const std::string& file, const std::string& ke
   return true;
 }
 
-void GeneratedRouting::save_built(const std::string& file, const std::string& key) const
+void GeneratedGating::save_built(const std::string& file, const std::string& key) const
 {
   std::string out(kBuiltMagic, sizeof kBuiltMagic);
   const uint64_t key_size = key.size();
@@ -308,9 +308,9 @@ void GeneratedRouting::save_built(const std::string& file, const std::string& ke
   write_file_atomically(file, out);
 }
 
-void GeneratedRouting::build_logits(const RoutingProfile& p, const std::string& kind,
-                                    const std::vector<std::string>& labels, uint64_t seed,
-                                    const std::string& profile_file)
+void GeneratedGating::build_logits(const RoutingProfile& p, const std::string& kind,
+                                   const std::vector<std::string>& labels, uint64_t seed,
+                                   const std::string& profile_file)
 {
   const int L = shape_.layers, E = shape_.experts, S = subtopics_, C = labels_;
   const size_t cells       = size_t(L) * E;
@@ -491,7 +491,7 @@ template <int W> void sample_layer_records(const AliasTable& table, Rng& rng, in
 
 }  // namespace
 
-void GeneratedRouting::sample_palettes(uint64_t seed)
+void GeneratedGating::sample_palettes(uint64_t seed)
 {
   const int L = shape_.layers, E = shape_.experts, W = shape_.words_per_layer;
   if (W > kMaxWordsPerLayer)
@@ -539,7 +539,7 @@ inline uint32_t scaled(uint64_t bits32, uint32_t n)
 
 }  // namespace
 
-GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
+GeneratedGating::Traits GeneratedGating::traits(const Request& r) const
 {
   Traits t;
   const uint64_t h = splitmix64(r.routing_seed ^ 0x5bd1e9955bd1e995ULL);
@@ -552,18 +552,18 @@ GeneratedRouting::Traits GeneratedRouting::traits(const Request& r) const
   return t;
 }
 
-int GeneratedRouting::first_palette(const Request& r) const
+int GeneratedGating::first_palette(const Request& r) const
 {
   // Only measured requests can be novel: the calibration split and the warm-up never see these sub-topics.
   return r.measured && r.arrival_s >= novel_after_s_ ? novel_offset_ : 0;
 }
 
-int GeneratedRouting::palette_of(const Request& r, int token) const
+int GeneratedGating::palette_of(const Request& r, int token) const
 {
   return int(record_of(r, token) / size_t(records_));
 }
 
-const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) const
+const GeneratedGating::RequestKey& GeneratedGating::key(const Request& r) const
 {
   constexpr uint32_t kMaxCached = 1u << 22;  // ids beyond (never a real workload's) share one slot
   if (r.id < kMaxCached && r.id >= keys_.size() && r.label != kTemplateLabel)
@@ -594,7 +594,7 @@ const GeneratedRouting::RequestKey& GeneratedRouting::key(const Request& r) cons
 }
 
 // The low 24 bits of the token's hash choose the sub-topic, the high 32 the record.
-size_t GeneratedRouting::record_of(const RequestKey& k, int token) const
+size_t GeneratedGating::record_of(const RequestKey& k, int token) const
 {
   const uint64_t h = splitmix64(k.routing_seed + uint64_t(token) * 0x9e3779b97f4a7c15ULL);
   const int phase  = token >= k.prompt_tokens ? 1 : 0;
@@ -602,22 +602,22 @@ size_t GeneratedRouting::record_of(const RequestKey& k, int token) const
   return size_t(k.palette[phase][second]) * size_t(records_) + size_t((h >> 32) & uint64_t(records_ - 1));
 }
 
-size_t GeneratedRouting::record_of(const Request& r, int token) const
+size_t GeneratedGating::record_of(const Request& r, int token) const
 {
   return record_of(key(r), token);
 }
 
-std::span<const uint64_t> GeneratedRouting::record_experts(size_t record) const
+std::span<const uint64_t> GeneratedGating::record_experts(size_t record) const
 {
   return {&pool_[record * size_t(shape_.words())], size_t(shape_.words())};
 }
 
-std::span<const uint64_t> GeneratedRouting::token_experts(const Request& r, int token) const
+std::span<const uint64_t> GeneratedGating::token_experts(const Request& r, int token) const
 {
   return record_experts(record_of(r, token));
 }
 
-void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
+void GeneratedGating::accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const
 {
   const size_t words = size_t(shape_.words());
   // Prefill ORs a batch's prompts into one union, a chunk per call, and a prompt repeats records (a
@@ -655,7 +655,7 @@ void GeneratedRouting::accumulate_tokens(std::span<const TokenRef> tokens, std::
     std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
 }
 
-bool GeneratedRouting::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+bool GeneratedGating::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
 {
   const size_t words = size_t(shape_.words());
   hits_.resize(pool_.size() / words);
@@ -674,7 +674,7 @@ bool GeneratedRouting::distinct_masks(const Request& r, int begin, int end, std:
   return true;
 }
 
-TokenLaw GeneratedRouting::token_law(const Request& r, int phase) const
+TokenLaw GeneratedGating::token_law(const Request& r, int phase) const
 {
   const RequestKey& k = key(r);
   const size_t cells  = size_t(shape_.layers) * shape_.experts;
@@ -683,7 +683,7 @@ TokenLaw GeneratedRouting::token_law(const Request& r, int phase) const
           float(double(k.threshold[phase]) / double(1 << 24))};  // exact: at most 2^24
 }
 
-std::span<const float> GeneratedRouting::palette_logits(int palette) const
+std::span<const float> GeneratedGating::palette_logits(int palette) const
 {
   const size_t cells = size_t(shape_.layers) * shape_.experts;
   return {&logits_[size_t(palette) * cells], cells};

@@ -20,7 +20,7 @@
 // error of a product ~1e-7 per change since the last rebuild). IEEE arithmetic without fused
 // multiply-adds, partial sums in a fixed order: the same bits on every x86-64 path (baseline, the
 // AVX2 clone or the AVX-512 instances).
-#include "sim/workload/expert_routing.hpp"
+#include "sim/gating/gating_source.hpp"
 
 #include <cstdint>
 #include <span>
@@ -70,9 +70,9 @@ struct PromptTokens {
 
 // Expected distinct experts per layer of a prefill batch into `per_layer`; returns their sum. A
 // prompt's n tokens miss an expert with (1 - p)^n = 2^(n log2(1 - p)). Tokens that two prompts route
-// alike (a shared prefix's owner and position, SharedPrefixRouting) count once, as they are one set
+// alike (a shared prefix's owner and position, SharedPrefixGating) count once, as they are one set
 // of experts.
-double expected_prompt_distinct(const ExpertRoutingSource& source, std::span<const PromptTokens> prompts,
+double expected_prompt_distinct(const GatingSource& source, std::span<const PromptTokens> prompts,
                                 std::span<double> per_layer);
 
 namespace detail {
