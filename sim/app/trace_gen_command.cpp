@@ -49,7 +49,7 @@ void token_ids(const GatingSource& src, const GateSource* gate_source, const Req
 int gen(const GenOptions& o)
 {
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
-  if (x.workload.kind == "trace")
+  if (x.workload.kind == WorkloadKind::trace)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
   Workload w                = make_workload(x);
@@ -62,8 +62,9 @@ int gen(const GenOptions& o)
   TraceManifest m;
   m.labels              = w.labels;
   m.prefix_block_tokens = w.prefix_block_tokens;
-  m.source = "eldrsim trace gen " + o.config + ": " + x.workload.kind + " workload, " + x.workload.routing +
-             " routing for " + x.model.name + ", seed " + std::to_string(x.seed);
+  m.source = "eldrsim trace gen " + o.config + ": " + std::string(to_string(x.workload.kind)) + " workload, " +
+             std::string(to_string(x.workload.routing)) + " routing for " + x.model.name + ", seed " +
+             std::to_string(x.seed);
   std::vector<TraceRequest> out;
   std::vector<const Request*> order;
   for (const Request& r : w.calibration)

@@ -48,11 +48,11 @@ int stats(const StatsOptions& o)
     opt.subtopic = [&source](const Request& r) { return source->primary_subtopic(r); };
   RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
-  const bool has_targets   = x.workload.routing == "generated";
+  const bool has_targets   = x.workload.routing == ExpertRouting::generated;
   const RoutingTargets& tg = x.routing_profile.targets;
-  const std::string kind   = x.workload.kind;
+  const std::string kind(to_string(x.workload.kind));
   std::printf("routing statistics: %s, %s workload, %s routing, %d sampled requests\n", x.model.name.c_str(),
-              kind.c_str(), x.workload.routing.c_str(), s.sampled_requests);
+              kind.c_str(), std::string(to_string(x.workload.routing)).c_str(), s.sampled_requests);
   std::printf("\nsame-label vs mixed batches, one random decode token per sequence, distinct experts per layer\n"
               "(tiles of %d: the reduction counted in the fused-MoE kernel's tiles of that many tokens per expert)\n",
               opt.tile_tokens);

@@ -59,7 +59,7 @@ DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
   const size_t layers = size_t(s_.routing.shape().layers);
   counts_.resize(layers);
   distinct_.resize(layers);
-  if (s_.experiment.workload.expert_union == "expected")
+  if (s_.experiment.workload.expert_union == UnionMode::expected)
     expected_.emplace(s_.routing.shape().layers, s_.routing.shape().experts);
   else
     unions_.resize(size_t(max_block_) * size_t(s_.routing.shape().words()));

@@ -118,7 +118,7 @@ double PrefillWorker::run_batch()
   for (const PrefilledPrompt& p : batch_)
     prompts.push_back({p.request->prompt_tokens, p.cached_tokens});
   std::vector<double> distinct;
-  if (s_.experiment.workload.expert_union == "expected")
+  if (s_.experiment.workload.expert_union == UnionMode::expected)
     expected_distinct(distinct);
   else
     sampled_distinct(distinct);

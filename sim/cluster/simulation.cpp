@@ -114,7 +114,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingS
   auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w, &routing, &x});
   RunRecorder recorder(w.requests.size(), x.topology.decode.instances);
   recorder.decode_expert_parallel = x.topology.decode.expert_parallel;
-  recorder.expert_union           = x.workload.expert_union;
+  recorder.expert_union           = std::string(to_string(x.workload.expert_union));
   recorder.log_decisions          = x.decision_log;
   if (x.decision_log)
     router->log_decisions_to(&recorder.decision_detail);

@@ -136,6 +136,17 @@ std::string ConfigReader::choice(const std::string& key, const std::string& comp
   return v;
 }
 
+int ConfigReader::choice_index(const std::string& key, const int* computed_default)
+{
+  const ConfigKey& k = declared(key, KeyType::choice, computed_default != nullptr);
+  const std::string v =
+      computed_default ? choice(key, std::string(k.choices[size_t(*computed_default)].value)) : choice(key);
+  for (size_t i = 0; i < k.choices.size(); ++i)
+    if (k.choices[i].value == v)
+      return int(i);
+  throw std::logic_error("config key " + key_path(key) + ": choice() accepted an undeclared value");
+}
+
 std::vector<long> ConfigReader::integer_list(const std::string& key, const std::vector<long>& computed_default)
 {
   const ConfigKey& k = declared(key, KeyType::integer_list, true);

@@ -32,6 +32,13 @@ class ConfigReader {
   std::string text(const std::string& key, const std::string& computed_default);
   std::string choice(const std::string& key);
   std::string choice(const std::string& key, const std::string& computed_default);
+  // A choice as its enum, whose values are in the declared choices' order.
+  template <class E> E choice_of(const std::string& key) { return E(choice_index(key, nullptr)); }
+  template <class E> E choice_of(const std::string& key, E computed_default)
+  {
+    const int d = int(computed_default);
+    return E(choice_index(key, &d));
+  }
   std::vector<long> integer_list(const std::string& key, const std::vector<long>& computed_default);
   // A declared section (absent: an empty one), read by its own reader.
   ConfigReader section(const std::string& key);
@@ -50,6 +57,7 @@ class ConfigReader {
  private:
   const ConfigKey& declared(const std::string& key, KeyType type, bool computed_default) const;
   void record(const std::string& key, Json value);
+  int choice_index(const std::string& key, const int* computed_default);
 
   JsonReader json_;
   KeyTable table_;

@@ -184,7 +184,7 @@ static std::vector<double> read_mix_share(ConfigReader& e, const std::vector<Tas
 // workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
 // {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
 // Resolved to weights by label index.
-static std::vector<MixPhase> read_mix_schedule(ConfigReader& w, KeyTable keys, const std::string& kind,
+static std::vector<MixPhase> read_mix_schedule(ConfigReader& w, KeyTable keys, WorkloadKind kind,
                                                const std::vector<TaskLabel>& labels)
 {
   std::vector<MixPhase> schedule;
@@ -195,7 +195,7 @@ static std::vector<MixPhase> read_mix_schedule(ConfigReader& w, KeyTable keys, c
   const Json& list = w.value("mix_schedule");
   if (!list.is_array() || list.empty())
     w.fail("mix_schedule", "must be a non-empty list of {\"at_s\": seconds, \"weights\": {label: weight} or \"base\"}");
-  if (kind == "trace")
+  if (kind == WorkloadKind::trace)
     w.fail("mix_schedule", "drifts the label mix of generated workloads; a trace brings its own labels");
   for (size_t i = 0; i < list.size(); ++i) {
     const std::string path = w.key_path("mix_schedule") + "[" + std::to_string(i) + "]";
@@ -212,7 +212,7 @@ static std::vector<MixPhase> read_mix_schedule(ConfigReader& w, KeyTable keys, c
       e.fail(e.has("share") ? "share" : "weights", "give exactly one of weights (relative, by label) and share "
                                                    "(fractions of traffic for some labels, the rest in the usual mix)");
     if (e.has("share")) {
-      phase.weights = read_mix_share(e, labels, kind);
+      phase.weights = read_mix_share(e, labels, std::string(to_string(kind)));
       e.finish();
       schedule.push_back(std::move(phase));
       continue;
@@ -226,7 +226,7 @@ static std::vector<MixPhase> read_mix_schedule(ConfigReader& w, KeyTable keys, c
       double total = 0;
       for (const auto& l : labels)
         total += phase.weights.emplace_back(ws.number(l.name, 0, 0, 1e9));
-      require_label_keys(ws, labels, kind);
+      require_label_keys(ws, labels, std::string(to_string(kind)));
       if (total <= 0)
         e.fail("weights", "needs at least one label with a weight above 0");
     } else {
@@ -257,11 +257,11 @@ static InstanceGroup read_group(ConfigReader r, const ClusterSpec& c, const Mode
   if (m.experts % g.expert_parallel != 0)
     r.fail("expert_parallel", std::to_string(m.experts) + " experts of model '" + m.name +
                                   "' do not split evenly over " + std::to_string(g.expert_parallel) + " GPUs");
-  g.placement       = r.choice("placement");
+  g.placement       = r.choice_of<Placement>("placement");
   g.placement_batch = r.number("placement_batch");
-  if (g.placement != "contiguous" && g.expert_parallel == 1)
+  if (g.placement != Placement::contiguous && g.expert_parallel == 1)
     r.fail("placement", "places experts on the GPUs of an expert-parallel instance; needs expert_parallel > 1");
-  if (g.placement != "contiguous" && !decode)
+  if (g.placement != Placement::contiguous && !decode)
     r.fail("placement", "prefill instances model no expert placement (their MoE layers are compute-bound); "
                         "set it on topology.decode");
   for (long node : r.integer_list("nodes", default_nodes))
@@ -334,37 +334,38 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   x.topology.decode  = read_group(topo.section("decode"), x.cluster, x.model, used, {1, 2}, true);
   topo.finish();
 
-  auto w          = r.section("workload");
-  x.workload.kind = w.choice("kind");
-  if (x.workload.kind != "trace")
-    x.workload.labels =
-        load_workload_labels((fs::path(root) / "traces/workload_labels.json").string(), x.workload.kind);
+  auto w           = r.section("workload");
+  x.workload.kind  = w.choice_of<WorkloadKind>("kind");
+  const bool trace = x.workload.kind == WorkloadKind::trace;
+  if (!trace)
+    x.workload.labels = load_workload_labels((fs::path(root) / "traces/workload_labels.json").string(),
+                                             std::string(to_string(x.workload.kind)));
   x.workload.distinct_prompts     = w.integer("distinct_prompts");
   x.workload.system_prompts       = int(w.integer("system_prompts"));
   x.workload.system_prompt_tokens = int(w.integer("system_prompt_tokens"));
   if ((x.workload.system_prompts > 0) != (x.workload.system_prompt_tokens > 0))
     w.fail(x.workload.system_prompts > 0 ? "system_prompt_tokens" : "system_prompts",
            "system prompts need both a count (system_prompts) and a length (system_prompt_tokens) above 0");
-  if (x.workload.kind == "trace" && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
+  if (trace && (x.workload.distinct_prompts > 0 || x.workload.system_prompts > 0))
     w.fail(x.workload.distinct_prompts > 0 ? "distinct_prompts" : "system_prompts",
            "prompt sharing is generated for kinds 'task' and 'language'; a trace brings its own prefix_hashes");
-  if (w.boolean("chat_template") && x.workload.kind != "trace") {
+  if (w.boolean("chat_template") && !trace) {
     x.workload.template_prefix_tokens = x.model.template_prefix_tokens;
     x.workload.template_suffix_tokens = x.model.template_suffix_tokens;
   }
   x.workload.calibration_requests = w.integer("calibration_requests");
-  x.workload.arrivals             = w.choice("arrivals");
+  x.workload.arrivals             = w.choice_of<ArrivalProcess>("arrivals");
   std::string arrivals_file       = w.text("arrivals_file");
-  if (x.workload.arrivals == "file") {
+  if (x.workload.arrivals == ArrivalProcess::file) {
     x.workload.arrivals_file =
         fs::path(arrivals_file).is_absolute() ? arrivals_file : (fs::path(root) / arrivals_file).string();
     if (!fs::exists(x.workload.arrivals_file))
       w.fail("arrivals_file", "file not found: " + x.workload.arrivals_file);
     check_input_file(x.workload.arrivals_file);
-    if (x.workload.kind == "trace")
+    if (trace)
       w.fail("arrivals", "'file' re-times generated workloads; a trace uses 'trace' or 'poisson'");
   }
-  if (x.workload.kind == "trace") {
+  if (trace) {
     std::string dir            = w.text("trace");
     x.workload.trace_dir       = fs::path(dir).is_absolute() || fs::exists(dir) ? dir : (fs::path(root) / dir).string();
     const std::string manifest = (fs::path(x.workload.trace_dir) / "trace.json").string();
@@ -375,7 +376,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
                           " (make one with `eldrsim trace import ...`; see docs/trace-format.md)");
   } else {
     w.ignore("trace");
-    if (x.workload.arrivals == "trace")
+    if (x.workload.arrivals == ArrivalProcess::trace)
       w.fail("arrivals", "'trace' needs workload.kind 'trace'");
   }
   x.workload.rate_rps   = w.number("rate_rps");
@@ -383,7 +384,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   // Absent: rate x duration (a trace: all its remaining requests). Given, it is a count: at least 1
   // (0 is an error, not "the default").
   x.workload.measured_requests_given = w.has("measured_requests");
-  if (x.workload.measured_requests_given || x.workload.kind != "trace") {
+  if (x.workload.measured_requests_given || !trace) {
     const double n = x.workload.rate_rps * x.workload.duration_s + 0.5;  // rounded by the cast below
     if (!x.workload.measured_requests_given && n > double(kMaxRunRequests))
       w.fail("rate_rps", "rate_rps x duration_s is " + std::to_string(long(n)) + " requests, more than the " +
@@ -410,19 +411,20 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
                                     "), got " + std::to_string(x.workload.prompt_max_tokens));
   // Prompt lengths: task prompts from the task datasets; language (chat) prompts from WildChat first
   // user turns, as the testbed's language workload.
-  std::string lengths = w.text("lengths_file", x.workload.kind == "language" ? "traces/wildchat_first_turn_cl100k.csv"
-                                                                             : "traces/task_lengths_cl100k.csv");
+  std::string lengths =
+      w.text("lengths_file", x.workload.kind == WorkloadKind::language ? "traces/wildchat_first_turn_cl100k.csv"
+                                                                       : "traces/task_lengths_cl100k.csv");
   x.workload.lengths_file = fs::path(lengths).is_absolute() ? lengths : (fs::path(root) / lengths).string();
   if (!fs::exists(x.workload.lengths_file))
     w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
   check_input_file(x.workload.lengths_file);
   // A config written from scratch gets the expert locality the simulator is about: the calibrated
   // generator, or a trace's own routing.
-  x.workload.routing = w.choice("routing", x.workload.kind == "trace" ? "trace" : "generated");
-  if (x.workload.routing == "trace" && x.workload.kind != "trace")
+  x.workload.routing = w.choice_of<ExpertRouting>("routing", trace ? ExpertRouting::trace : ExpertRouting::generated);
+  if (x.workload.routing == ExpertRouting::trace && !trace)
     w.fail("routing", "'trace' replays a trace's routing file and needs workload.kind 'trace'");
   std::string profile = w.text("routing_profile", x.model.name);
-  if (x.workload.routing == "generated") {
+  if (x.workload.routing == ExpertRouting::generated) {
     x.workload.routing_profile_file = resolve_named_file(root, "models/routing", profile);
     if (!w.has("routing_profile") && !fs::exists(x.workload.routing_profile_file))
       w.fail(w.has("routing") ? "routing" : "routing_profile",
@@ -434,17 +436,19 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
       throw InputError(x.workload.routing_profile_file, "model",
                        "profile is for '" + x.routing_profile.model + "' but the experiment runs '" + x.model.name +
                            "'");
-    x.routing_profile.locality(x.workload.kind == "trace" ? "task" : x.workload.kind, x.workload.routing_profile_file);
+    x.routing_profile.locality(trace ? "task" : std::string(to_string(x.workload.kind)),
+                               x.workload.routing_profile_file);
   }
   {
     // workload.union: expected where tokens have laws and the decode instances' unions are single-rank.
-    const bool has_laws     = x.workload.routing != "trace";
-    const bool ep           = x.topology.decode.expert_parallel > 1;
-    x.workload.expert_union = w.choice("union", has_laws && !ep ? "expected" : "sampled");
-    if (x.workload.expert_union == "expected" && !has_laws)
+    const bool has_laws = x.workload.routing != ExpertRouting::trace;
+    const bool ep       = x.topology.decode.expert_parallel > 1;
+    x.workload.expert_union =
+        w.choice_of<UnionMode>("union", has_laws && !ep ? UnionMode::expected : UnionMode::sampled);
+    if (x.workload.expert_union == UnionMode::expected && !has_laws)
       w.fail("union",
              "'expected' needs per-token laws: a replayed trace knows only its tokens' experts (use 'sampled')");
-    if (x.workload.expert_union == "expected" && ep)
+    if (x.workload.expert_union == UnionMode::expected && ep)
       w.fail("union", "'expected' is not built for expert-parallel decode instances yet (use 'sampled')");
   }
   x.workload.mix_schedule = read_mix_schedule(w, keys, x.workload.kind, x.workload.labels);
@@ -452,7 +456,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
     w.fail("mix_schedule", "cannot drift the mix of a prompt pool (distinct_prompts): its prompts' labels are fixed");
   if (w.has("new_subtopics_after_s")) {
     x.workload.new_subtopics_after_s = w.number("new_subtopics_after_s", 0.0);
-    if (x.workload.routing != "generated")
+    if (x.workload.routing != ExpertRouting::generated)
       w.fail("new_subtopics_after_s", "needs workload.routing 'generated' (sub-topics are the routing generator's)");
   } else {
     w.ignore("new_subtopics_after_s");

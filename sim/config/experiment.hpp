@@ -15,6 +15,19 @@
 
 namespace eldr {
 
+// The config's choices, in their declarations' order (experiment_keys.cpp, which also gives their names:
+// to_string). ConfigReader::choice_of reads them.
+enum class WorkloadKind { task, language, trace };
+enum class ArrivalProcess { poisson, trace, file };
+enum class ExpertRouting { generated, uniform, trace };  // workload.routing: where tokens' experts come from
+enum class UnionMode { expected, sampled };
+enum class Placement { contiguous, random, cluster_balanced };
+std::string_view to_string(WorkloadKind k);
+std::string_view to_string(ArrivalProcess a);
+std::string_view to_string(ExpertRouting r);
+std::string_view to_string(UnionMode u);
+std::string_view to_string(Placement p);
+
 // A group of identical instances and where they go: instances fill the listed nodes' GPUs in order.
 // A multi-GPU instance (docs/model.md section 3b) splits attention and dense weights over all its GPUs
 // (tensor_parallel = gpus_per_instance) and its routed experts either over the GPUs too (expert
@@ -25,12 +38,12 @@ namespace eldr {
 // declarations (experiment_keys.cpp), not here: a default-constructed struct holds zeros. Get one
 // through load_experiment.
 struct InstanceGroup {
-  int instances         = 0;
-  int gpus_per_instance = 0;
-  int tensor_parallel   = 0;
-  int expert_parallel   = 0;
-  std::string placement;       // contiguous | random | cluster_balanced (decode, ep > 1)
-  double placement_batch = 0;  // B of the expected-activation weight 1 - (1 - p)^B
+  int instances          = 0;
+  int gpus_per_instance  = 0;
+  int tensor_parallel    = 0;
+  int expert_parallel    = 0;
+  Placement placement    = Placement::contiguous;  // decode, ep > 1
+  double placement_batch = 0;                      // B of the expected-activation weight 1 - (1 - p)^B
   std::vector<int> nodes;
   std::vector<std::vector<int>> gpus;  // resolved: global GPU ids of each instance
 };
@@ -48,11 +61,12 @@ struct MixPhase {
 };
 
 struct WorkloadSpec {
-  std::string kind;                  // task | language | trace
-  std::vector<TaskLabel> labels;     // task and language: the kind's labels (traces/workload_labels.json)
-  std::string trace_dir;             // kind trace: resolved trace directory
-  std::string arrivals;              // poisson at rate_rps; "trace": a trace's own times; "file": the
-                                     // gaps of arrivals_file (Azure 2023 CSV) rescaled to rate_rps
+  WorkloadKind kind = WorkloadKind::task;
+  std::vector<TaskLabel> labels;  // task and language: the kind's labels (traces/workload_labels.json)
+  std::string trace_dir;          // kind trace: resolved trace directory
+  // poisson at rate_rps; trace: a trace's own times; file: the gaps of arrivals_file (Azure 2023 CSV)
+  // rescaled to rate_rps
+  ArrivalProcess arrivals = ArrivalProcess::poisson;
   std::string arrivals_file;         // resolved; arrivals "file" only
   long calibration_requests    = 0;  // kept apart from served requests (router fitting)
   double rate_rps              = 0;
@@ -77,13 +91,13 @@ struct WorkloadSpec {
   int template_prefix_tokens = 0;
   int template_suffix_tokens = 0;
   int template_tokens() const { return template_prefix_tokens + template_suffix_tokens; }
-  std::string lengths_file;          // resolved path
-  std::string routing;               // generated | uniform | trace (replay the trace's routing file)
-  std::string routing_profile_file;  // generated: resolved models/routing/<name>.json
+  std::string lengths_file;                          // resolved path
+  ExpertRouting routing = ExpertRouting::generated;  // trace: replay the trace's routing file
+  std::string routing_profile_file;                  // generated: resolved models/routing/<name>.json
   // How a step's distinct experts are counted (docs/model.md section 2b): "expected", the exact mean
   // over the tokens' laws (generated and uniform routing; the default there), or "sampled", the union
   // of per-token expert sets (the only choice for replayed traces and expert-parallel instances).
-  std::string expert_union;
+  UnionMode expert_union = UnionMode::expected;
   // Drift (docs/model.md section 4a). Measured requests draw their label from the schedule's piece at
   // their arrival time (empty: the base mix throughout); warm-up and calibration requests from the base mix.
   std::vector<MixPhase> mix_schedule;

@@ -3,6 +3,7 @@
 // docs/config-reference.md is generated from. A router's section is declared next to the router
 // (sim/routing/eldr/eldr_section.cpp, examples/routers/jsq_of_d.cpp).
 #include "sim/config/experiment_keys.hpp"
+#include "sim/config/experiment.hpp"
 
 namespace eldr {
 
@@ -322,6 +323,27 @@ const ConfigKey kExperimentKeys[] = {
 };
 
 }  // namespace
+
+std::string_view to_string(WorkloadKind k)
+{
+  return kKind[size_t(k)].value;
+}
+std::string_view to_string(ArrivalProcess a)
+{
+  return kArrivals[size_t(a)].value;
+}
+std::string_view to_string(ExpertRouting r)
+{
+  return kRouting[size_t(r)].value;
+}
+std::string_view to_string(UnionMode u)
+{
+  return kUnion[size_t(u)].value;
+}
+std::string_view to_string(Placement p)
+{
+  return kPlacement[size_t(p)].value;
+}
 
 KeyTable experiment_keys()
 {

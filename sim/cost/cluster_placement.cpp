@@ -24,17 +24,15 @@ ClusterPlacements decode_placements(const Experiment& x, const Workload& w, cons
     return out;
   const RoutingShape& shape = routing.shape();
   const int L = shape.layers, E = shape.experts, R = g.expert_parallel, K = g.instances;
-  if (g.placement == "contiguous") {
+  if (g.placement == Placement::contiguous) {
     out.placements.assign(size_t(K), contiguous_placement(L, E, R));
     return out;
   }
-  if (g.placement == "random") {
+  if (g.placement == Placement::random) {
     for (int i = 0; i < K; ++i)
       out.placements.push_back(random_placement(L, E, R, x.seed * 1000003 + uint64_t(i)));
     return out;
   }
-  if (g.placement != "cluster_balanced")
-    throw std::invalid_argument("decode_placements: unknown placement '" + g.placement + "'");
   if (w.calibration.empty())
     throw std::invalid_argument("cluster_balanced placement needs the workload's calibration split "
                                 "(workload.calibration_requests > 0)");

@@ -313,7 +313,7 @@ struct Loader {
       throw InputError(path, "point " + p.name, e.what());
     }
     p.model    = x.model.name;
-    p.workload = x.workload.kind;
+    p.workload = to_string(x.workload.kind);
     p.router   = x.router;
     p.rate_rps = x.workload.rate_rps;
     p.prefill  = x.topology.prefill.instances;

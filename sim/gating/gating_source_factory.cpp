@@ -5,23 +5,27 @@
 #include "sim/gating/shared_prefix_gating.hpp"
 #include "sim/gating/uniform_gating.hpp"
 
+#include <stdexcept>
+
 namespace eldr {
 
 namespace {
 
 std::unique_ptr<GatingSource> make_base_source(const Experiment& x, const Workload& w, const std::string& cache_dir)
 {
-  if (x.workload.routing == "uniform")
+  switch (x.workload.routing) {
+  case ExpertRouting::uniform:
     return std::make_unique<UniformGating>(x.model, x.seed);
-  if (x.workload.routing == "generated") {
-    const std::string kind = x.workload.kind == "trace" ? "task" : x.workload.kind;
+  case ExpertRouting::generated: {
+    const std::string kind = x.workload.kind == WorkloadKind::trace ? "task" : std::string(to_string(x.workload.kind));
     return std::make_unique<GeneratedGating>(x.model, x.routing_profile, kind, w.labels, x.seed,
                                              x.workload.routing_profile_file, x.workload.new_subtopics_after_s,
                                              cache_dir);
   }
-  if (x.workload.routing == "trace")
+  case ExpertRouting::trace:
     return std::make_unique<ReplayGating>(load_replay_gating(x, w));
-  throw InputError(x.config_file, "workload.routing", "unknown routing source '" + x.workload.routing + "'");
+  }
+  throw std::logic_error("unknown workload.routing");
 }
 
 }  // namespace

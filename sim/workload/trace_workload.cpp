@@ -53,7 +53,7 @@ Workload load_trace_workload(const Experiment& x)
   const WorkloadSpec& spec   = x.workload;
   Trace t                    = read_trace(spec.trace_dir);
   const std::string req_file = t.requests_path();
-  if (spec.routing == "trace") {
+  if (spec.routing == ExpertRouting::trace) {
     if (t.manifest.routing_file.empty())
       throw InputError(x.config_file, "workload.routing",
                        "'trace' replays the trace's routing file, but " + t.manifest_path() +
@@ -128,7 +128,7 @@ Workload load_trace_workload(const Experiment& x)
     Request r  = make(served[k]);
     r.id       = uint32_t(k);
     r.measured = long(k) >= warmup;
-    if (spec.arrivals == "trace") {
+    if (spec.arrivals == ArrivalProcess::trace) {
       r.arrival_s = r.arrival_s - (r.measured ? t_meas0 : t_warm0);
     } else {
       if (r.measured)

@@ -6,7 +6,7 @@ namespace eldr {
 
 Workload make_workload(const Experiment& x)
 {
-  if (x.workload.kind == "trace")
+  if (x.workload.kind == WorkloadKind::trace)
     return load_trace_workload(x);
   return generate_workload(x.workload, x.seed);
 }

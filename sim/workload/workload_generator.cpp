@@ -198,8 +198,8 @@ class RequestDrawer {
  public:
   RequestDrawer(const WorkloadSpec& spec)
       : spec_(spec), labels_(spec.labels),
-        lengths_(spec.kind == "language" ? load_chat_lengths(spec.lengths_file, labels_)
-                                         : load_prompt_lengths(spec.lengths_file, labels_))
+        lengths_(spec.kind == WorkloadKind::language ? load_chat_lengths(spec.lengths_file, labels_)
+                                                     : load_prompt_lengths(spec.lengths_file, labels_))
   {
     if (labels_.empty())
       throw std::invalid_argument("generate_workload: WorkloadSpec::labels is empty (load_workload_labels fills it)");
@@ -370,7 +370,7 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   Rng content(seed, "workload.requests");
   Rng system(seed, "workload.system_prompts");
   const std::vector<double> gaps =
-      spec.arrivals == "file" ? load_arrival_gaps(spec.arrivals_file) : std::vector<double>{};
+      spec.arrivals == ArrivalProcess::file ? load_arrival_gaps(spec.arrivals_file) : std::vector<double>{};
   ArrivalClock clock(spec, seed, gaps);
   const long n                    = spec.warmup_requests + spec.measured_requests;
   const std::vector<size_t> order = sharing.served_order(n, seed);

@@ -148,6 +148,35 @@ TEST_CASE("config keys: the resolved config holds every value used, defaults inc
   CHECK(y.eldr.tau == x.eldr.tau);
 }
 
+TEST_CASE("config keys: an enum's names are its declared choices, in order")
+{
+  for (const ConfigKey& k : config_keys()) {
+    INFO(k.path);
+    std::vector<std::string_view> names;
+    if (k.path == "workload.kind")
+      names = {to_string(WorkloadKind::task), to_string(WorkloadKind::language), to_string(WorkloadKind::trace)};
+    else if (k.path == "workload.arrivals")
+      names = {to_string(ArrivalProcess::poisson), to_string(ArrivalProcess::trace), to_string(ArrivalProcess::file)};
+    else if (k.path == "workload.routing")
+      names = {to_string(ExpertRouting::generated), to_string(ExpertRouting::uniform), to_string(ExpertRouting::trace)};
+    else if (k.path == "workload.union")
+      names = {to_string(UnionMode::expected), to_string(UnionMode::sampled)};
+    else if (k.path == "topology.*.placement")
+      names = {to_string(Placement::contiguous), to_string(Placement::random), to_string(Placement::cluster_balanced)};
+    else
+      continue;
+    REQUIRE(names.size() == k.choices.size());
+    for (size_t i = 0; i < names.size(); ++i)
+      CHECK(names[i] == k.choices[i].value);
+  }
+  // Read through choice_of: the enum of the value given.
+  CHECK(load_experiment(kDefault, {{"workload.union", "sampled"}}).workload.expert_union == UnionMode::sampled);
+  CHECK(load_experiment(kDefault, {{"topology.decode.gpus_per_instance", "2"},
+                                   {"topology.decode.instances", "8"},
+                                   {"topology.decode.placement", "random"}})
+            .topology.decode.placement == Placement::random);
+}
+
 TEST_CASE("config keys: workload.routing defaults to the calibrated generator, the same in code and declaration")
 {
   Json doc = Json::parse(R"({"topology": {"prefill": {"instances": 1}, "decode": {"instances": 2}}})");
@@ -155,7 +184,7 @@ TEST_CASE("config keys: workload.routing defaults to the calibrated generator, t
   const std::string path = (dir.dir / "scratch.json").string();
   std::ofstream(path) << doc.dump();
   const Experiment x = load_experiment(path);
-  CHECK(x.workload.routing == "generated");
+  CHECK(x.workload.routing == ExpertRouting::generated);
   CHECK(x.resolved["workload"]["routing"] == "generated");
   for (const ConfigKey& k : config_keys())
     if (k.path == "workload.routing")

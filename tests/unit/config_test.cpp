@@ -330,7 +330,7 @@ TEST_CASE("config: multi-GPU instances (TP/EP) and their one-line errors")
   Experiment x = load_experiment(kDefault, four({{"topology.decode.placement", "cluster_balanced"}}));
   CHECK(x.topology.decode.tensor_parallel == 4);
   CHECK(x.topology.decode.expert_parallel == 4);
-  CHECK(x.topology.decode.placement == "cluster_balanced");
+  CHECK(x.topology.decode.placement == Placement::cluster_balanced);
   CHECK(x.topology.decode.placement_batch == 32);
   CHECK(x.topology.decode.gpus[1] == std::vector<int>{12, 13, 14, 15});
   CHECK(x.topology.prefill.expert_parallel == 1);

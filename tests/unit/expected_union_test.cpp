@@ -217,8 +217,9 @@ TEST_CASE("expected union: uniform routing's law is its pool's record frequencie
 
 TEST_CASE("workload.union: expected by default for generated routing, sampled for traces, errors otherwise")
 {
-  CHECK(load_experiment("configs/default.json", {}).workload.expert_union == "expected");
-  CHECK(load_experiment("configs/default.json", {{"workload.union", "sampled"}}).workload.expert_union == "sampled");
+  CHECK(load_experiment("configs/default.json", {}).workload.expert_union == UnionMode::expected);
+  CHECK(load_experiment("configs/default.json", {{"workload.union", "sampled"}}).workload.expert_union ==
+        UnionMode::sampled);
   CHECK_THROWS_AS(load_experiment("configs/default.json", {{"workload.union", "exact"}}), InputError);
 }
 

@@ -189,7 +189,7 @@ TEST_CASE("workload: language prompts are WildChat first turns of 4-1024 tokens 
   CHECK(mean == doctest::Approx(255).epsilon(0.01));  // the data README: median 102, mean 255 when kept
 
   WorkloadSpec s = spec(0, 20000, 50);
-  s.kind         = "language";
+  s.kind         = WorkloadKind::language;
   s.labels       = load_workload_labels("traces/workload_labels.json", "language");
   s.lengths_file = "traces/wildchat_first_turn_cl100k.csv";
   Workload w     = generate_workload(s, 3);
@@ -394,7 +394,7 @@ TEST_CASE("workload: arrivals replayed from an Azure log keep its gaps in order,
   REQUIRE(gaps.size() == 3);
   CHECK(gaps[1] == doctest::Approx(3.0));
   WorkloadSpec s      = spec(0, 6, 10);
-  s.arrivals          = "file";
+  s.arrivals          = ArrivalProcess::file;
   s.arrivals_file     = path;
   Workload w          = generate_workload(s, 1);
   const double want[] = {0.05, 0.20, 0.30, 0.35, 0.50, 0.60};
