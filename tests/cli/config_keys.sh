@@ -24,6 +24,15 @@ else
   diff "$TMP/keys.md" docs/config-reference.md | head -n 10 | sed 's/^/     /'
 fi
 check "the README's key table is a link to the reference" 'grep -q "docs/config-reference.md" README.md'
+# The keys the user guide explains are declared keys (a renamed key cannot linger there).
+grep '^| `' docs/configuration.md | cut -d'|' -f2 | grep -oE '`[a-z_.*]+`' | tr -d '`' | sort -u >"$TMP/guide-keys"
+: >"$TMP/undeclared"
+while IFS= read -r k; do
+  pattern=$(echo "$k" | sed -E 's/^topology\.(prefill|decode)\./topology.*./')
+  grep -qF "$pattern  (" "$TMP/keys.txt" || echo "$k" >>"$TMP/undeclared"
+done <"$TMP/guide-keys"
+check "every key docs/configuration.md explains is declared ($(wc -l <"$TMP/guide-keys") keys)" \
+  '[ -s "$TMP/guide-keys" ] && [ ! -s "$TMP/undeclared" ]'
 
 expect_error "an unknown key names the closest one" "workload.duration: unknown key (did you mean 'duration_s'?); keys here: kind," -- \
   run configs/default.json --set workload.duration=3 -q --out "$TMP/x"
