@@ -119,6 +119,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingS
   if (x.decision_log)
     router->log_decisions_to(&recorder.decision_detail);
   recorder.router_follows_drift = router->follows_drift();
+  recorder.signature_cache      = router->profiles_cached_blocks();
   ClusterState s(x, w, cost, routing, *router, recorder);
 
   // Expert-parallel decode instances: each one's expert placement, as rank masks.

@@ -130,7 +130,7 @@ static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const Ru
   j["decode_token_hit_rate"]  = s.decode_token_hit_rate;
   j["prefill_workers"]        = cache_workers_json(rec.prefill_caches);
   j["decode_workers"]         = cache_workers_json(rec.decode_caches);
-  j["signature_cache"]        = {{"enabled", x.eldr.signature_cache},
+  j["signature_cache"]        = {{"enabled", rec.signature_cache},
                                  {"bytes_per_block", signature_bytes},
                                  {"share_of_kv_block", signature_bytes / block_bytes},
                                  {"peak_bytes_all_prefill_workers", double(peak_blocks) * signature_bytes},
