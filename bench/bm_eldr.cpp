@@ -31,7 +31,7 @@ BENCHMARK(BM_EldrOfflineFit)->Unit(benchmark::kMillisecond)->Iterations(3);
 void BM_EldrDecision(benchmark::State& state)
 {
   const Scenario& s = scenario();
-  EldrSpec spec     = s.x.eldr;
+  EldrSpec spec     = eldr_spec(s.x);
   spec.refit        = "static";
   EldrRouter router(fit_eldr_for(s.x, s.w, *s.routing), spec);
   auto gates = make_gate_source(*s.routing);

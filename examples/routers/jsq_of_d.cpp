@@ -20,8 +20,8 @@ const ConfigKey kKeys[] = {
      .help = "workers sampled per decision"},
 };
 
-// The config reader calls it to check the section, the factory to get d from the experiment's resolved
-// config (which holds the run's router section), so the router needs no field of its own.
+// The config reader calls it to check the section, the factory to get d from the section as the
+// experiment keeps it (Experiment::router_sections), so the router needs no field of its own.
 int read_d(ConfigReader& section)
 {
   return int(section.integer("d"));
@@ -52,14 +52,13 @@ int JsqOfDRouter::choose(const Request&, const DecodeLoadView& load)
 std::unique_ptr<DecodeRouter> make_jsq_of_d(const RouterSetup& setup)
 {
   static const Json kNoConfig = Json::object();  // a router built without an experiment (tests): defaults
-  const Json& config          = setup.experiment ? setup.experiment->resolved : kNoConfig;
-  ConfigReader top(config.is_object() ? config : kNoConfig, setup.experiment ? setup.experiment->config_file : "",
-                   kKeys, nullptr);
+  const Json& sections        = setup.experiment ? setup.experiment->router_sections : kNoConfig;
+  ConfigReader top(sections, setup.experiment ? setup.experiment->config_file : "", kKeys, nullptr);
   ConfigReader section = top.section("jsq_of_d");
   return std::make_unique<JsqOfDRouter>(setup.seed, read_d(section));
 }
 
-static void read_section(ConfigReader& section, const std::string&, Experiment&)
+static void read_section(ConfigReader& section, const std::string&)
 {
   read_d(section);
 }

@@ -487,11 +487,13 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   // Every router's section is read, so a typo in one is an error before any run; the resolved config
   // keeps the run's router's only.
   for (const RouterSection& rs : routers.sections) {
-    ConfigReader section = r.section(std::string(rs.name));
-    rs.read(section, root, x);
+    const std::string name(rs.name);
+    ConfigReader section = r.section(name);
+    rs.read(section, root);
     section.finish();
-    if (rs.name != x.router)
-      x.resolved.erase(std::string(rs.name));
+    x.router_sections[name] = x.resolved[name];
+    if (name != x.router)
+      x.resolved.erase(name);
   }
 
   auto out       = r.section("output");

@@ -116,36 +116,6 @@ struct ServingSpec {
   bool decode_prefix_cache   = false;  // with prefix_cache: decode workers cache prompt blocks too
 };
 
-// ELDR's parameters (docs/design.md section 1), the config's eldr section: read by ELDR's entry in the
-// router table (sim/routing/eldr/eldr_section.cpp). The fitted state lives in a router model file.
-// Values and defaults as the other specs: zeros here, the defaults in the section's declarations
-// (default_eldr_spec() in sim/routing/eldr/eldr_router.hpp gives them).
-struct EldrSpec {
-  std::string model_file;  // resolved; empty: fit on the workload's calibration split
-  std::string variant;     // signature variant
-  std::string kmeans;      // balanced | vanilla
-  double tau   = 0;        // locality band
-  bool min_two = false;    // with tau > 0, always keep at least two candidates
-  std::string refit;       // static | periodic (alias online) | triggered (docs/eldr.md)
-  double refit_window_s   = 0;
-  double refit_interval_s = 0;  // periodic
-  // triggered: the drift detector (drift_detector.hpp): window, and thresholds in units of the
-  // statistics' stationary noise (chosen on stationary streams, docs/eldr.md "Refit policies").
-  double drift_window_s     = 0;
-  double drift_similarity_z = 0;
-  double drift_psi_ratio    = 0;
-  int refit_iterations      = 0;  // K-means iterations per online refit (warm-started)
-  int mask_pairs            = 0;
-  double mask_min_gain      = 0;  // a layer joins the mask only if it adds more Spearman than this
-  int kmeans_iterations     = 0;
-  bool signature_cache      = false;  // with prefix caching: per-KV-block expert counts (else cached
-                                      // blocks add nothing to a signature)
-  // After a prefill batch, before its first tokens and KV transfers: reading the prompts' routed
-  // experts, building their signatures and deciding (the paper measures ~0.86 ms per request, 1.2% of
-  // TTFT; the batch's requests are handled together, docs/eldr.md).
-  double routing_overhead_s = 0;
-};
-
 struct Experiment {
   std::string config_file;
   // Every value the run used, given or default, by dotted key (the run's router section only):
@@ -160,10 +130,12 @@ struct Experiment {
   WorkloadSpec workload;
   ServingSpec serving;
   std::string router;
-  EldrSpec eldr;
-  uint64_t seed     = 0;
-  bool write_steps  = false;
-  bool decision_log = false;  // output.decision_log: decisions.csv, one row per routed request
+  // Every router's config section as read, defaults included, by router name: where a router's
+  // factory reads its parameters (ELDR: eldr_spec() in sim/routing/eldr/eldr_spec.hpp).
+  Json router_sections = Json::object();
+  uint64_t seed        = 0;
+  bool write_steps     = false;
+  bool decision_log    = false;  // output.decision_log: decisions.csv, one row per routed request
 };
 
 using Override = std::pair<std::string, std::string>;  // dotted key path, value text
@@ -175,7 +147,7 @@ class ConfigReader;
 struct RouterSection {
   std::string_view name;
   KeyTable keys;
-  void (*read)(ConfigReader& section, const std::string& root, Experiment& x);
+  void (*read)(ConfigReader& section, const std::string& root);  // checks it; `root` resolves file names
 };
 
 // What the config reader knows of the routers (the router table, sim/routing/router_registry.hpp,

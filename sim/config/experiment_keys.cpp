@@ -1,7 +1,7 @@
 // Every key of an experiment config outside the routers' own sections, declared once: what
 // load_experiment reads (through ConfigReader), what `eldrsim config keys` prints and what
 // docs/config-reference.md is generated from. A router's section is declared next to the router
-// (sim/routing/eldr/eldr_section.cpp, examples/routers/jsq_of_d.cpp).
+// (sim/routing/eldr/eldr_spec.cpp, examples/routers/jsq_of_d.cpp).
 #include "sim/config/experiment_keys.hpp"
 #include "sim/config/experiment.hpp"
 

@@ -1,6 +1,7 @@
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/routing/eldr/eldr_spec.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -312,17 +313,18 @@ struct Loader {
       }
       throw InputError(path, "point " + p.name, e.what());
     }
-    p.model    = x.model.name;
-    p.workload = to_string(x.workload.kind);
-    p.router   = x.router;
-    p.rate_rps = x.workload.rate_rps;
-    p.prefill  = x.topology.prefill.instances;
-    p.decode   = x.topology.decode.instances;
-    p.tau      = x.eldr.tau;
-    p.kmeans   = x.eldr.kmeans;
-    p.variant  = x.eldr.variant;
-    p.seed     = x.seed;
-    p.fit_eldr = x.router == "eldr" && x.eldr.model_file.empty();
+    p.model             = x.model.name;
+    p.workload          = to_string(x.workload.kind);
+    p.router            = x.router;
+    p.rate_rps          = x.workload.rate_rps;
+    p.prefill           = x.topology.prefill.instances;
+    p.decode            = x.topology.decode.instances;
+    const EldrSpec eldr = eldr_spec(x);
+    p.tau               = eldr.tau;
+    p.kmeans            = eldr.kmeans;
+    p.variant           = eldr.variant;
+    p.seed              = x.seed;
+    p.fit_eldr          = x.router == "eldr" && eldr.model_file.empty();
     if (p.fit_eldr) {
       std::map<std::string, std::string> keys;  // last value wins, as when applied
       for (const auto& [k, v] : p.overrides)

@@ -3,6 +3,7 @@
 // band and the least loaded of its candidates (lowest index on ties). Also the TPOT windows and the
 // recovery after a shift (result_writer.hpp).
 #include "sim/metrics/result_writer.hpp"
+#include "sim/routing/eldr/eldr_spec.hpp"
 #include "sim_fixture.hpp"
 
 #include <algorithm>
@@ -56,7 +57,7 @@ TEST_CASE("decision log: ELDR rows explain the choice")
     CAPTURE(row.id);
     REQUIRE(int(row.sims.size()) == s.x.topology.decode.instances);
     CHECK(*std::max_element(row.sims.begin(), row.sims.end()) == row.best);
-    CHECK(row.floor == doctest::Approx(row.best - s.x.eldr.tau));
+    CHECK(row.floor == doctest::Approx(row.best - eldr_spec(s.x).tau));
     REQUIRE(!row.candidates.empty());
     CHECK(std::find(row.candidates.begin(), row.candidates.end(), row.chosen) != row.candidates.end());
     for (int c : row.candidates) {

@@ -312,7 +312,7 @@ TEST_CASE("generated routing: middle layers are the most label-discriminative")
 }
 
 // The calibration targets, with the tolerance a Monte-Carlo estimate over a few hundred requests needs.
-TEST_CASE("calibration: qwen3-30b-a3b task routing meets the DESIGN section 5 targets")
+TEST_CASE("calibration: qwen3-30b-a3b task routing meets its profile's targets (docs/design.md section 5)")
 {
   RoutingStats s = stats_of("qwen3-30b-a3b", "task");
   for (const auto& b : s.locality) {

@@ -9,13 +9,14 @@ namespace eldr {
 
 EldrFitOptions eldr_fit_options(const Experiment& x)
 {
+  const EldrSpec spec = eldr_spec(x);
   EldrFitOptions o;
-  o.variant           = *parse_signature_variant(x.eldr.variant);
-  o.kmeans            = x.eldr.kmeans == "vanilla" ? KMeansVariant::vanilla : KMeansVariant::balanced;
+  o.variant           = *parse_signature_variant(spec.variant);
+  o.kmeans            = spec.kmeans == "vanilla" ? KMeansVariant::vanilla : KMeansVariant::balanced;
   o.clusters          = x.topology.decode.instances;
-  o.mask_pairs        = x.eldr.mask_pairs;
-  o.mask_min_gain     = x.eldr.mask_min_gain;
-  o.kmeans_iterations = x.eldr.kmeans_iterations;
+  o.mask_pairs        = spec.mask_pairs;
+  o.mask_min_gain     = spec.mask_min_gain;
+  o.kmeans_iterations = spec.kmeans_iterations;
   o.seed              = x.seed;
   return o;
 }
@@ -35,7 +36,8 @@ std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup)
   if (!setup.experiment || !setup.workload || !setup.routing)
     throw std::invalid_argument("eldr router needs the experiment, its workload and its routing source");
   const Experiment& x     = *setup.experiment;
-  const std::string& file = x.eldr.model_file;
+  const EldrSpec spec     = eldr_spec(x);
+  const std::string& file = spec.model_file;
   EldrModel m             = file.empty() ? fit_eldr_for(x, *setup.workload, *setup.routing) : read_eldr_model(file);
   const std::string where = file.empty() ? x.config_file : file;
   if (m.centroids.rows != setup.decode_workers)
@@ -51,7 +53,7 @@ std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup)
   if (!gates_support(make_gate_source(*setup.routing).get(), m.variant))
     throw InputError(where, "variant",
                      "'" + std::string(to_string(m.variant)) + "' needs gate values the routing source lacks");
-  return std::make_unique<EldrRouter>(std::move(m), x.eldr);
+  return std::make_unique<EldrRouter>(std::move(m), spec);
 }
 
 RefitPolicy parse_refit_policy(const std::string& name)

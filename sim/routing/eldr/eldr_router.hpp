@@ -12,6 +12,7 @@
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/eldr/drift_detector.hpp"
 #include "sim/routing/eldr/eldr_model.hpp"
+#include "sim/routing/eldr/eldr_spec.hpp"
 #include "sim/routing/router_setup.hpp"
 
 #include <memory>
@@ -26,11 +27,6 @@ EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const GatingSourc
 // The router for an experiment: its model file, or a fit on the calibration split; checked against
 // the cluster (one centroid per decode worker) and the routing's shape.
 std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
-// The config's eldr section: its keys and the reader that fills x.eldr (eldr_section.cpp; ELDR's entry
-// in the router table, router_registry.cpp).
-extern const RouterSection kEldrSection;
-// The section's declared defaults (for code that builds a router without a config: tests, benches).
-EldrSpec default_eldr_spec();
 
 enum class RefitPolicy { static_centroids, periodic, triggered };
 // eldr.refit's value ("online" is periodic's older name). Throws std::invalid_argument on anything else.

@@ -1,9 +1,8 @@
 // ELDR's config section (eldr.*): its key declarations and reader, listed in the router table
-// (router_registry.cpp). The values stay in Experiment::eldr, where the fit, the sweeps and the benches
-// read them.
+// (router_registry.cpp). The section's values, defaults included, stay in the experiment's
+// router_sections, from which eldr_spec() reads them for the router, the fit, the sweeps and the benches.
+#include "sim/routing/eldr/eldr_spec.hpp"
 #include "sim/config/config_reader.hpp"
-#include "sim/config/experiment.hpp"
-#include "sim/routing/eldr/eldr_router.hpp"
 
 #include <filesystem>
 
@@ -134,44 +133,60 @@ const ConfigKey kEldrKeys[] = {
      .help = "per request, after its prefill batch: reading its experts, its signature and the decision"},
 };
 
-void read_eldr_section(ConfigReader& e, const std::string& root, Experiment& x)
+EldrSpec read_eldr_spec(ConfigReader& e, const std::string& root)
 {
-  namespace fs          = std::filesystem;
-  std::string eldr_file = e.text("model_file");
-  if (!eldr_file.empty()) {
-    x.eldr.model_file =
-        fs::path(eldr_file).is_absolute() || fs::exists(eldr_file) ? eldr_file : (fs::path(root) / eldr_file).string();
-    require_file(x.eldr.model_file, e, "model_file");
+  namespace fs = std::filesystem;
+  EldrSpec spec;
+  if (std::string file = e.text("model_file"); !file.empty()) {
+    spec.model_file = fs::path(file).is_absolute() || fs::exists(file) ? file : (fs::path(root) / file).string();
+    require_file(spec.model_file, e, "model_file");
   }
-  x.eldr.variant            = e.choice("variant");
-  x.eldr.kmeans             = e.choice("kmeans");
-  x.eldr.tau                = e.number("tau");
-  x.eldr.min_two            = e.boolean("min_two_candidates");
-  x.eldr.refit              = e.choice("refit");
-  x.eldr.refit_window_s     = e.number("refit_window_s");
-  x.eldr.refit_interval_s   = e.number("refit_interval_s");
-  x.eldr.refit_iterations   = int(e.integer("refit_iterations"));
-  x.eldr.drift_window_s     = e.number("drift_window_s");
-  x.eldr.drift_similarity_z = e.number("drift_similarity_z");
-  x.eldr.drift_psi_ratio    = e.number("drift_psi_ratio");
-  x.eldr.mask_pairs         = int(e.integer("mask_pairs"));
-  x.eldr.mask_min_gain      = e.number("mask_min_gain");
-  x.eldr.kmeans_iterations  = int(e.integer("kmeans_iterations"));
-  x.eldr.signature_cache    = e.boolean("signature_cache");
-  x.eldr.routing_overhead_s = e.number("routing_overhead_ms") * 1e-3;
+  spec.variant            = e.choice("variant");
+  spec.kmeans             = e.choice("kmeans");
+  spec.tau                = e.number("tau");
+  spec.min_two            = e.boolean("min_two_candidates");
+  spec.refit              = e.choice("refit");
+  spec.refit_window_s     = e.number("refit_window_s");
+  spec.refit_interval_s   = e.number("refit_interval_s");
+  spec.refit_iterations   = int(e.integer("refit_iterations"));
+  spec.drift_window_s     = e.number("drift_window_s");
+  spec.drift_similarity_z = e.number("drift_similarity_z");
+  spec.drift_psi_ratio    = e.number("drift_psi_ratio");
+  spec.mask_pairs         = int(e.integer("mask_pairs"));
+  spec.mask_min_gain      = e.number("mask_min_gain");
+  spec.kmeans_iterations  = int(e.integer("kmeans_iterations"));
+  spec.signature_cache    = e.boolean("signature_cache");
+  spec.routing_overhead_s = e.number("routing_overhead_ms") * 1e-3;
+  return spec;
+}
+
+void check_eldr_section(ConfigReader& e, const std::string& root)
+{
+  read_eldr_spec(e, root);
+}
+
+// `section` (an object) outlives the call.
+EldrSpec spec_from(const Json& section, const std::string& file, const std::string& root)
+{
+  ConfigReader r(section, file, kEldrKeys, nullptr, "eldr");
+  return read_eldr_spec(r, root);
 }
 
 }  // namespace
 
-const RouterSection kEldrSection = {"eldr", kEldrKeys, read_eldr_section};
+const RouterSection kEldrSection = {"eldr", kEldrKeys, check_eldr_section};
+
+EldrSpec eldr_spec(const Experiment& x)
+{
+  static const Json kNone = Json::object();
+  const Json& section     = x.router_sections.contains("eldr") ? x.router_sections["eldr"] : kNone;
+  return spec_from(section, x.config_file, project_root(x.config_file));
+}
 
 EldrSpec default_eldr_spec()
 {
-  static const Json kEmpty = Json::object();
-  ConfigReader section(kEmpty, "(defaults)", kEldrKeys, nullptr, "eldr");
-  Experiment x;
-  read_eldr_section(section, "", x);
-  return x.eldr;
+  static const Json kNone = Json::object();
+  return spec_from(kNone, "(defaults)", "");
 }
 
 }  // namespace eldr
