@@ -83,36 +83,39 @@ sigset_t interrupt_signals()
   return s;
 }
 
-// A staging directory's name is "[.NAME].eldr-tmp@HOST@PID". Its pid when the name is one and HOST
-// is this host, else 0.
-long staging_pid(const std::string& name)
+// A staging directory's name is "[.NAME]TAG@HOST@PID". Its pid when the name is one and HOST is this
+// host, -1 for another host's (a staging directory, but not ours to judge), else 0.
+long staging_pid(const std::string& name, const std::string& tag)
 {
-  const auto at = name.rfind(".eldr-tmp@");
+  const auto at = name.rfind(tag + "@");
   if (!name.starts_with(".") || at == std::string::npos)
     return 0;
   const std::string mine = owner_suffix(), host = mine.substr(0, mine.rfind('@') + 1);  // "@HOST@"
-  if (name.compare(at + 9, host.size(), host) != 0)
-    return -1;  // another host's: a staging directory, but not ours to judge
-  return std::atol(name.c_str() + at + 9 + host.size());
+  const size_t from = at + tag.size();
+  if (name.compare(from, host.size(), host) != 0)
+    return -1;
+  return std::atol(name.c_str() + from + host.size());
 }
 
-// Removes the staging directories in `dir` left by runs that were killed (SIGKILL: no cleanup).
-void remove_stale_staging(const fs::path& dir)
+// Removes the staging directories in `dir` left by processes that were killed (SIGKILL: no cleanup).
+void remove_stale_staging(const fs::path& dir, const std::string& tag)
 {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const long pid = staging_pid(e.path().filename().string());
+    const long pid = staging_pid(e.path().filename().string(), tag);
     if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH)
       fs::remove_all(e.path(), ec);
   }
 }
 
-bool only_results(const fs::path& dir)
+// `dir` holds only `kind`'s files (and staging directories).
+bool holds_only(const fs::path& dir, const StagedKind& kind)
 {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (staging_pid(name) == 0 && std::find(kResultFiles.begin(), kResultFiles.end(), name) == kResultFiles.end())
+    if (staging_pid(name, kind.tag) == 0 &&
+        std::find(kind.files->begin(), kind.files->end(), name) == kind.files->end())
       return false;
   }
   return !ec;
@@ -219,41 +222,55 @@ void install_interrupt_handler()
     ::sigaction(sig, &sa, nullptr);
 }
 
-StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
+StagingPlace make_staging(const std::string& target, const StagedKind& kind)
 {
   std::error_code ec;
-  const fs::path t = fs::absolute(fs::path(target), ec).lexically_normal();
-  fs::path dir     = t.has_filename() ? t : t.parent_path();  // "out/" -> "out"
-  const auto st    = fs::status(dir, ec);
+  const fs::path t   = fs::absolute(fs::path(target), ec).lexically_normal();
+  const fs::path dir = t.has_filename() ? t : t.parent_path();  // "out/" -> "out"
+  const auto st      = fs::status(dir, ec);
   if (fs::exists(st) && !fs::is_directory(st))
-    throw InputError(target, "", "exists and is not a directory");
-  const std::string tag = ".eldr-tmp" + owner_suffix();
+    throw InputError(target, "", kind.not_a_directory);
+  const std::string tag = kind.tag + owner_suffix();
+  StagingPlace p;
   if (fs::is_directory(st)) {
     // A symbolic link to a directory is written through (swapping would replace the link).
-    mode_ =
-        only_results(dir) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? StagingMode::swap : StagingMode::in_place;
-    staging_ = mode_ == StagingMode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
-                                          : (dir / tag).string();
+    p.mode    = holds_only(dir, kind) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? StagingMode::swap
+                                                                                      : StagingMode::in_place;
+    p.staging = p.mode == StagingMode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
+                                            : (dir / tag).string();
   } else {
-    mode_ = StagingMode::absent;
+    p.mode = StagingMode::absent;
     fs::create_directories(dir.parent_path(), ec);
     if (ec)
       throw InputError(target, "", "cannot create the directory above it: " + ec.message());
-    staging_ = (dir.parent_path() / ("." + dir.filename().string() + tag)).string();
+    p.staging = (dir.parent_path() / ("." + dir.filename().string() + tag)).string();
   }
-  remove_stale_staging(fs::path(staging_).parent_path());
-  fs::remove_all(staging_, ec);
-  if (::mkdir(staging_.c_str(), 0755) != 0)
-    throw InputError(target, "", std::string("cannot write results here: ") + std::strerror(errno));
-  target_ = dir.string();
-  std::vector<std::string> files;
-  for (const auto& f : kResultFiles) {
-    files.push_back(staging_ + "/" + f);
-    files.push_back(atomic_temporary(staging_ + "/" + f));
+  remove_stale_staging(fs::path(p.staging).parent_path(), kind.tag);
+  fs::remove_all(p.staging, ec);
+  if (::mkdir(p.staging.c_str(), 0755) != 0)
+    throw InputError(target, "", "cannot write " + std::string(kind.noun) + " here: " + std::strerror(errno));
+  p.target     = dir.string();
+  p.had_output = p.mode != StagingMode::absent && fs::exists(dir / kind.marker, ec);
+  for (const auto& f : *kind.files) {
+    p.temporaries.push_back(p.staging + "/" + f);
+    p.temporaries.push_back(atomic_temporary(p.staging + "/" + f));
   }
-  const bool earlier = fs::exists(dir / "summary.json", ec);
-  note_ = std::make_unique<InterruptNote>(target + ": no results written" + (earlier ? ", earlier ones intact" : ""),
-                                          std::move(files), std::vector<std::string>{staging_});
+  return p;
+}
+
+namespace {
+const StagedKind kResults = {".eldr-tmp", &kResultFiles, "summary.json", "results", "exists and is not a directory"};
+}  // namespace
+
+StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
+{
+  StagingPlace p = make_staging(target, kResults);
+  staging_       = p.staging;
+  mode_          = p.mode;
+  note_ =
+      std::make_unique<InterruptNote>(target + ": no results written" + (p.had_output ? ", earlier ones intact" : ""),
+                                      std::move(p.temporaries), std::vector<std::string>{staging_});
+  target_ = p.target;
 }
 
 StagedDirectory::~StagedDirectory()

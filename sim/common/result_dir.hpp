@@ -58,6 +58,29 @@ enum class StagingMode {
   in_place  // a target holding other files too: `marker` removed first, the files moved in, `marker` last
 };
 
+// One kind of staged output (results, a trace): what its directory may hold and how it is named.
+struct StagedKind {
+  const char* tag;                        // the staging directory's name: "[.NAME]TAG@HOST@PID"
+  const std::vector<std::string>* files;  // the files such an output may hold
+  const char* marker;                     // the file whose presence marks a whole output
+  const char* noun;                       // "results", "trace": in errors
+  const char* not_a_directory;            // the error for a target that is a file
+};
+
+// Where an output is staged: the target (normalised), the staging directory (made, empty), the mode
+// its commit will use, and whether the target held a whole output already.
+struct StagingPlace {
+  std::string target, staging;
+  StagingMode mode = StagingMode::absent;
+  bool had_output  = false;
+  std::vector<std::string> temporaries;  // the staged files and their atomic-write temporaries
+};
+
+// Chooses the mode for `target` (absent; swap when it holds only `kind`'s files and is no symbolic
+// link; else in place), removes staging directories of `kind` that killed processes left beside the
+// new one, and makes the staging directory: an InputError naming `target` otherwise.
+StagingPlace make_staging(const std::string& target, const StagedKind& kind);
+
 // Moves `staging` into place as `target` with the interrupt signals blocked. `files` are the files
 // such an output may hold: in place, one that was not staged is removed from the target (an older
 // output's). `marker` is the file whose presence marks a whole output (summary.json, trace.json);
