@@ -15,16 +15,17 @@ Command add_routers_command(CLI::App& app)
   };
   auto o    = std::make_shared<Options>();
   auto* sub = app.add_subcommand("routers", "List the decode routers, one per line (the studied ones; --all adds the "
-                                            "worked examples of examples/routers/)");
+                                            "config's own composition and the worked examples)");
   sub->add_flag("--describe", o->describe, "Add a one-line description after each name");
-  sub->add_flag("--all", o->all, "Also list the worked examples (jsq_of_d, ...), which --router accepts as well");
+  sub->add_flag("--all", o->all,
+                "Also list composed and the worked examples (jsq_of_d, ...), which --router accepts as well");
   return {sub, [o] {
             // Names alone by default: scripts loop over them (`for r in $(eldrsim routers)`).
             int width = 0;
             for (const RouterEntry& e : decode_routers())
               width = std::max(width, int(std::strlen(e.name)));
             for (const RouterEntry& e : decode_routers()) {
-              if (e.example && !o->all)
+              if (e.extra && !o->all)
                 continue;
               if (o->describe)
                 std::printf("%-*s  %s\n", width, e.name, e.description);

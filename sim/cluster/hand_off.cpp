@@ -34,7 +34,9 @@ void hand_off(ClusterState& s, const PrefilledPrompt& p)
   rec.tokens_generated      = 1;
   rec.prefill_cached_tokens = p.cached_tokens;
 
-  DecodeLoadView view{s.decode_in_flight, now};
+  DecodeLoadView view{s.decode_in_flight, now, s.decode_caches};
+  if (s.caches_prefixes())
+    view.prompt_block_keys = s.block_keys[r.id];
   if (s.decode_router.uses_prompt_profile())
     s.decode_router.observe_prompt(r, prompt_profile(s, p));
   int d = s.decode_router.choose(r, view);

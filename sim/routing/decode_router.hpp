@@ -1,6 +1,7 @@
 #pragma once
 // A decode routing policy: after prefill, which decode worker continues a request? Routers are plain
 // C++; they see the request and a read-only view of the decode workers' load, nothing else.
+#include "sim/cache/block_cache.hpp"
 #include "sim/gating/prompt_profile.hpp"
 #include "sim/metrics/decision_detail.hpp"
 #include "sim/workload/request.hpp"
@@ -13,10 +14,15 @@
 
 namespace eldr {
 
-// In-flight requests per decode worker, counted from the routing decision to the end of the decode.
+// What a router sees of the decode workers at a decision.
 struct DecodeLoadView {
+  // In-flight requests per decode worker, counted from the routing decision to the end of the decode.
   std::span<const int> in_flight;
   double now_s = 0;  // simulated time of the decision
+  // Each worker's KV memory in blocks (empty in unit tests that do not need it), and the request's
+  // full prompt blocks' keys (with prefix caching; else empty).
+  std::span<const BlockCache> kv_caches       = {};
+  std::span<const uint64_t> prompt_block_keys = {};
   int workers() const { return int(in_flight.size()); }
 };
 

@@ -1,10 +1,7 @@
 #include "sim/routing/router_registry.hpp"
-#include "sim/routing/domain_router.hpp"
-#include "sim/routing/eldr/eldr_router.hpp"
-#include "sim/routing/jsq_router.hpp"
-#include "sim/routing/p2c_router.hpp"
-#include "sim/routing/random_router.hpp"
-#include "sim/routing/round_robin_router.hpp"
+#include "sim/common/input_error.hpp"
+#include "sim/routing/compose/composed_router.hpp"
+#include "sim/routing/eldr/eldr_spec.hpp"
 
 #include "examples/routers/jsq_of_d.hpp"
 #include "examples/routers/prefix_affinity.hpp"
@@ -15,29 +12,36 @@ namespace eldr {
 
 namespace {
 
-// Factories for routers whose constructor takes nothing, the run seed, or the whole setup.
-template <class R> std::unique_ptr<DecodeRouter> plain(const RouterSetup&)
+// The experiment's own composition (router "composed").
+std::unique_ptr<DecodeRouter> from_composed_section(const RouterSetup& setup)
 {
-  return std::make_unique<R>();
-}
-template <class R> std::unique_ptr<DecodeRouter> seeded(const RouterSetup& setup)
-{
-  return std::make_unique<R>(setup.seed);
-}
-template <class R> std::unique_ptr<DecodeRouter> from_setup(const RouterSetup& setup)
-{
-  return std::make_unique<R>(setup);
+  // Without an experiment (unit tests), or without the section: the declared defaults.
+  static const Json kNone = Json::object();
+  const Experiment* x     = setup.experiment;
+  const Json& section     = x && x->router_sections.contains("composed") ? x->router_sections["composed"] : kNone;
+  return make_composed_router(read_composition(section, x ? x->config_file : "(defaults)"), setup);
 }
 
-// One entry per decode router, in the order `eldrsim routers` lists them.
+// One entry per decode router, in the order `eldrsim routers` lists them. The built-in policies are
+// compositions (sim/routing/compose/composition.hpp), written as the config's composed section would
+// write them; each draws from the random stream of its name.
 const RouterEntry kRouters[] = {
-    {"random", "a uniformly random worker, ignoring load", seeded<RandomRouter>},
-    {"round_robin", "workers in turn", plain<RoundRobinRouter>},
-    {"jsq", "join the shortest queue: fewest in-flight requests, ties at random", seeded<JsqRouter>},
-    {"p2c", "power of two choices: the less loaded of two random workers", seeded<P2cRouter>},
-    {"domain", "oracle: the shortest queue of the request label's pool of workers", from_setup<DomainRouter>},
-    {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", make_eldr_router,
-     &kEldrSection},
+    {"random", "a uniformly random worker, ignoring load", nullptr, nullptr, false,
+     R"({"picker": {"random-picker": {}}})"},
+    {"round_robin", "workers in turn", nullptr, nullptr, false, R"({"picker": {"round-robin-picker": {}}})"},
+    {"jsq", "join the shortest queue: fewest in-flight requests, ties at random", nullptr, nullptr, false,
+     R"({"scorers": {"queue-scorer": {}}, "picker": {"max-score-picker": {"tie_break": "random"}}})"},
+    {"p2c", "power of two choices: the less loaded of two random workers", nullptr, nullptr, false,
+     R"({"scorers": {"queue-scorer": {}}, "picker": {"p2c-picker": {}}})"},
+    {"domain", "oracle: the shortest queue of the request label's pool of workers", nullptr, nullptr, false,
+     R"({"filters": {"label-pool-filter": {}}, "scorers": {"queue-scorer": {}},
+         "picker": {"max-score-picker": {"tie_break": "random"}}})"},
+    {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", nullptr, &kEldrSection,
+     false,
+     R"({"filters": {"locality-band-filter": {}}, "scorers": {"queue-scorer": {}},
+         "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})"},
+    {"composed", "the config's own composition of filters, scorers and a picker (the composed section)",
+     from_composed_section, &kComposedSection, true},
     // Worked examples (examples/routers/, docs/adding-a-router.md).
     {"jsq_of_d", "example: the least loaded of d sampled workers", make_jsq_of_d, &kJsqOfDSection, true},
     {"prefix_affinity", "example: the prompt prefix's worker, unless far busier than the least loaded",
@@ -72,7 +76,18 @@ std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const 
   const RouterEntry* e = find_decode_router(name);
   if (!e)
     throw std::invalid_argument("unknown decode router '" + name + "'");
+  if (e->composition)
+    return make_composed_router(builtin_composition(*e), setup);
   return e->make(setup);
+}
+
+Composition builtin_composition(const RouterEntry& e)
+{
+  if (!e.composition)
+    throw std::logic_error(std::string("router ") + e.name + " is not a composition");
+  Json section    = Json::parse(e.composition);
+  section["name"] = e.name;
+  return read_composition(section, std::string("the router table's ") + e.name);
 }
 
 const RouterCatalog& router_catalog()

@@ -3,6 +3,7 @@
 // config's list of valid names and the factory all read it, so a new router is one line there
 // (docs/adding-a-router.md).
 #include "sim/config/experiment.hpp"
+#include "sim/routing/compose/composition.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/router_setup.hpp"
 
@@ -18,14 +19,17 @@ struct RouterEntry {
   const char* name;
   const char* description;  // one line, for `eldrsim routers --describe`
   // Throws std::invalid_argument (or InputError) on a setup the router cannot work with.
+  // nullptr for a built-in composition.
   std::unique_ptr<DecodeRouter> (*make)(const RouterSetup& setup);
   // The config section holding the router's own parameters, named after it (nullptr: none): its key
   // declarations and reader. Every section is read whichever router the config names, so a typo in one
   // is an error before any run.
   const RouterSection* section = nullptr;
-  // A worked example (examples/routers/): runs like any router, but `eldrsim routers` (what `make run`
-  // and the studies loop over) lists it only with --all.
-  bool example = false;
+  // Runs like any router, but `eldrsim routers` (what `make run` and the studies loop over) lists it
+  // only with --all: the config's own composition, and the worked examples (examples/routers/).
+  bool extra = false;
+  // A built-in policy as a composition: the composed section's JSON form (its name is the router's).
+  const char* composition = nullptr;
 };
 
 std::span<const RouterEntry> decode_routers();
@@ -35,6 +39,9 @@ std::vector<std::string> decode_router_names();                // in table order
 // Builds a decode router by name; throws std::invalid_argument on an unknown name or a setup the
 // router cannot work with.
 std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const RouterSetup& setup);
+
+// A built-in router's composition (std::logic_error for a router that is not one).
+Composition builtin_composition(const RouterEntry& e);
 
 // The table as the config reader sees it: the names with their descriptions, and the sections.
 const RouterCatalog& router_catalog();

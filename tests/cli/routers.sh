@@ -15,8 +15,8 @@ PY=/usr/bin/python3
 check "routers lists the studied routers, in table order (what make run loops over)" \
   '[ "$(echo $("$ELDRSIM" routers))" = "random round_robin jsq p2c domain eldr" ]'
 names=$("$ELDRSIM" routers --all)
-check "routers --all adds the worked examples" \
-  '[ "$(echo $names)" = "random round_robin jsq p2c domain eldr jsq_of_d prefix_affinity" ]'
+check "routers --all adds composed and the worked examples" \
+  '[ "$(echo $names)" = "random round_robin jsq p2c domain eldr composed jsq_of_d prefix_affinity" ]'
 "$ELDRSIM" routers --all --describe >"$TMP/describe"
 check "routers --describe: one line per router, its name then a description" \
   '[ "$(awk "{print \$1}" "$TMP/describe" | tr "\n" " ")" = "$(echo $names) " ] && ! grep -qvE "^[a-z0-9_]+ +[a-z].{10,}$" "$TMP/describe"'

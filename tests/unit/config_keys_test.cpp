@@ -119,8 +119,9 @@ TEST_CASE("config keys: an unknown key suggests the closest declared one and lis
   CHECK(error_of({{"topology.decode.gpus", "2"}}).find("keys here: instances, gpus_per_instance,") !=
         std::string::npos);
   // Nothing close: no suggestion, the list only.
-  CHECK(error_of({{"colour", "1"}}) == "configs/default.json: colour: unknown key; keys here: description, cluster, "
-                                       "model, router, seed, topology, workload, serving, output, eldr, jsq_of_d");
+  CHECK(error_of({{"colour", "1"}}) ==
+        "configs/default.json: colour: unknown key; keys here: description, cluster, "
+        "model, router, seed, topology, workload, serving, output, eldr, composed, jsq_of_d");
 }
 
 TEST_CASE("config keys: the resolved config holds every value used, defaults included, and reads back to itself")

@@ -447,7 +447,7 @@ TEST_CASE("config: enum choices list the allowed values")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"router", "foo"}}); });
   CHECK(e == "configs/default.json: router: unknown value 'foo' (expected one of: random, round_robin, jsq, p2c, "
-             "domain, eldr, jsq_of_d, prefix_affinity)");
+             "domain, eldr, composed, jsq_of_d, prefix_affinity)");
   e = input_error_of([] { load_experiment(kDefault, {{"workload.kind", "chat"}}); });
   CHECK(contains(e, "configs/default.json: workload.kind: unknown value 'chat'"));
   e = input_error_of([] { load_experiment(kDefault, {{"workload.routing", "magic"}}); });

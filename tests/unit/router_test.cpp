@@ -1,9 +1,5 @@
-// Decode routers (sim/routing): random, round_robin, jsq, p2c and the factory.
+// Decode routers (sim/routing): random, round_robin, jsq, p2c (built-in compositions) and the factory.
 #include "sim/config/experiment.hpp"
-#include "sim/routing/jsq_router.hpp"
-#include "sim/routing/p2c_router.hpp"
-#include "sim/routing/random_router.hpp"
-#include "sim/routing/round_robin_router.hpp"
 #include "sim/routing/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
 
@@ -17,6 +13,12 @@
 using namespace eldr;
 
 namespace {
+
+// A built-in router by name, with the run seed `seed`.
+std::unique_ptr<DecodeRouter> built_in(const std::string& name, uint64_t seed = 0)
+{
+  return make_decode_router(name, RouterSetup{16, seed, &test::two_label_workload()});
+}
 
 DecodeLoadView view(const std::vector<int>& loads)
 {
@@ -48,7 +50,8 @@ double chi_square_uniform(const std::vector<long>& counts)
 
 TEST_CASE("routers: round robin cycles 0..K-1 regardless of load")
 {
-  RoundRobinRouter r;
+  auto r_                = built_in("round_robin");
+  DecodeRouter& r        = *r_;
   std::vector<int> loads = {9, 0, 5, 3, 7};
   auto got               = draws(r, loads, 23);
   for (int i = 0; i < 23; ++i)
@@ -58,7 +61,8 @@ TEST_CASE("routers: round robin cycles 0..K-1 regardless of load")
 
 TEST_CASE("routers: jsq picks a least-loaded worker")
 {
-  JsqRouter r(1);
+  auto r_         = built_in("jsq", 1);
+  DecodeRouter& r = *r_;
   Request req;
   CHECK(r.choose(req, view({3, 1, 4, 1, 5, 9, 2, 6})) != 0);
   for (int i = 0; i < 200; ++i) {
@@ -72,7 +76,8 @@ TEST_CASE("routers: jsq picks a least-loaded worker")
 
 TEST_CASE("routers: jsq spreads ties uniformly")
 {
-  JsqRouter r(42);
+  auto r_         = built_in("jsq", 42);
+  DecodeRouter& r = *r_;
   // Workers 1, 4, 6 and 7 tie at the minimum; 40k draws.
   std::vector<int> loads = {2, 0, 3, 1, 0, 5, 0, 0};
   std::vector<long> counts(8, 0);
@@ -98,7 +103,8 @@ TEST_CASE("routers: jsq spreads ties uniformly")
 
 TEST_CASE("routers: p2c never picks the more loaded of its pair and never the strict maximum")
 {
-  P2cRouter r(7);
+  auto r_         = built_in("p2c", 7);
+  DecodeRouter& r = *r_;
   // Distinct loads: the choice is the less loaded of two distinct workers, so the most loaded worker
   // (index 3) can never win: whichever worker it is paired with is less loaded.
   std::vector<int> loads = {4, 1, 6, 1000, 2, 0, 3, 5};
@@ -128,7 +134,8 @@ TEST_CASE("routers: p2c never picks the more loaded of its pair and never the st
 TEST_CASE("routers: p2c keeps the first draw on a tie and both draws are distinct workers")
 {
   // With all loads equal p2c returns its first draw: uniform over all workers.
-  P2cRouter r(3);
+  auto r_         = built_in("p2c", 3);
+  DecodeRouter& r = *r_;
   std::vector<long> counts(8, 0);
   for (int w : draws(r, std::vector<int>(8, 1), 40000))
     ++counts[size_t(w)];
@@ -136,18 +143,21 @@ TEST_CASE("routers: p2c keeps the first draw on a tie and both draws are distinc
 
   // Two workers with distinct loads: the two draws must be the two workers, so the less loaded always wins
   // (a repeated draw of the loaded worker would return it).
-  P2cRouter two(9);
+  auto two_         = built_in("p2c", 9);
+  DecodeRouter& two = *two_;
   for (int w : draws(two, {5, 1}, 2000))
     CHECK(w == 1);
   for (int w : draws(two, {0, 1}, 2000))
     CHECK(w == 0);
-  P2cRouter one(9);
+  auto one_         = built_in("p2c", 9);
+  DecodeRouter& one = *one_;
   CHECK(draws(one, {4}, 10) == std::vector<int>(10, 0));
 }
 
 TEST_CASE("routers: random is roughly uniform and ignores load")
 {
-  RandomRouter r(11);
+  auto r_         = built_in("random", 11);
+  DecodeRouter& r = *r_;
   std::vector<int> loads(16, 0);
   loads[0] = 1000;
   std::vector<long> counts(16, 0);

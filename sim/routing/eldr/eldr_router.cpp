@@ -3,6 +3,7 @@
 #include "sim/common/input_error.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <stdexcept>
 
 namespace eldr {
@@ -31,7 +32,7 @@ EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const GatingSourc
   }
 }
 
-std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup)
+std::unique_ptr<EldrRouter> make_eldr_router(const RouterSetup& setup)
 {
   if (!setup.experiment || !setup.workload || !setup.routing)
     throw std::invalid_argument("eldr router needs the experiment, its workload and its routing source");
@@ -121,39 +122,51 @@ double EldrRouter::handoff_bytes(const Request&) const
   return double(transport_bytes_);
 }
 
-int EldrRouter::choose_signature(std::span<const float> signature, std::span<const int> in_flight)
+void EldrRouter::begin(const Request& r)
 {
-  const int k = model_.centroids.rows;
-  if (int(in_flight.size()) != k)
-    throw std::invalid_argument("ELDR has " + std::to_string(k) + " centroids but the cluster has " +
-                                std::to_string(in_flight.size()) + " decode workers");
+  if (!pending_valid_ || pending_id_ != r.id)
+    throw std::logic_error("ELDR: a decision without the request's prompt profile (observe_prompt) first");
+  pending_valid_ = false;
+  prepare(pending_);
+}
+
+void EldrRouter::prepare(std::span<const float> signature)
+{
   // The decision compares similarities s_w = dot(centroid w, signature) with the best one, the band
   // floor and the runner-up. Bounded float16 estimates (s_w within approx_ +- bound_) settle most
   // comparisons; s_w itself is computed (exactly as dot()) only where an interval cannot, so the
   // decision and the best similarity are those of the exact s_w. Without the estimates, all are exact.
+  current_             = signature;
+  banded_              = false;
   const bool estimated = approx_centroid_dots(table_, signature, approx_, bound_);
   if (!estimated)
     centroid_dots(table_, signature, sims_);
   std::fill(known_.begin(), known_.end(), char(!estimated));
-  auto exact = [&](int w) {
-    if (!known_[size_t(w)]) {
-      sims_[size_t(w)]  = dot(model_.centroids.row(w), signature);
-      known_[size_t(w)] = 1;
-    }
-    return sims_[size_t(w)];
-  };
+}
+
+float EldrRouter::exact(int w)
+{
+  if (!known_[size_t(w)]) {
+    sims_[size_t(w)]  = dot(model_.centroids.row(w), current_);
+    known_[size_t(w)] = 1;
+  }
+  return sims_[size_t(w)];
+}
+
+void EldrRouter::band(std::span<const int> candidates, std::vector<int>& out)
+{
   auto lo       = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] - bound_[size_t(w)]; };
   auto hi       = [&](int w) { return known_[size_t(w)] ? sims_[size_t(w)] : approx_[size_t(w)] + bound_[size_t(w)]; };
   auto at_least = [&](int w, float v) { return lo(w) >= v || (hi(w) >= v && exact(w) >= v); };
   auto equals   = [&](int w, float v) { return lo(w) <= v && v <= hi(w) && exact(w) == v; };
 
-  // The best: the maximum over the workers whose interval reaches the highest lower end.
+  // The best: the maximum over the candidates whose interval reaches the highest lower end.
   float top_lo = -2;
-  for (int w = 0; w < k; ++w)
+  for (int w : candidates)
     top_lo = std::max(top_lo, lo(w));
   float best  = -2;
   int nearest = -1;
-  for (int w = 0; w < k; ++w)
+  for (int w : candidates)
     if (hi(w) >= top_lo) {
       const float e = exact(w);
       if (e > best) {
@@ -163,82 +176,120 @@ int EldrRouter::choose_signature(std::span<const float> signature, std::span<con
     }
   // Band: within tau of the best. With tau > 0 and min_two, the runner-up joins a band of one.
   const float floor = best - float(spec_.tau);
-  int candidates    = 0;
-  for (int w = 0; w < k; ++w)
-    candidates += in_band_[size_t(w)] = at_least(w, floor);
+  int in_band       = 0;
+  for (int w : candidates)
+    in_band += in_band_[size_t(w)] = at_least(w, floor);
   float second = -2;
-  if (spec_.tau > 0 && spec_.min_two && candidates < 2 && k > 1) {
-    // The maximum below the best: among the workers below it, those reaching the highest lower end.
+  if (spec_.tau > 0 && spec_.min_two && in_band < 2 && candidates.size() > 1) {
+    // The maximum below the best: among the candidates below it, those reaching the highest lower end.
     float below_lo = -2;
-    for (int w = 0; w < k; ++w)
+    for (int w : candidates)
       if (!at_least(w, best))
         below_lo = std::max(below_lo, lo(w));
-    for (int w = 0; w < k; ++w)
+    for (int w : candidates)
       if (!at_least(w, best) && hi(w) >= below_lo)
         second = std::max(second, exact(w));
   }
-  int choice = -1;
-  for (int w = 0; w < k; ++w) {
-    if (!in_band_[size_t(w)] && !equals(w, second))
-      continue;
-    if (choice < 0 || in_flight[size_t(w)] < in_flight[size_t(choice)])
-      choice = w;
-  }
+  const size_t first = out.size();
+  for (int w : candidates)
+    if (in_band_[size_t(w)] || equals(w, second))
+      out.push_back(w);
   ++decisions_;
   similarity_sum_ += best;
   last_best_    = best;
   last_nearest_ = nearest;
+  banded_       = true;
   if (trace_) {
-    // The decision log only (off: one pointer test): everything exact, the same band as above.
+    // The decision log only (off: one pointer test): every similarity exact, the band as above.
+    const int k   = model_.centroids.rows;
     trace_->valid = true;
     trace_->best  = best;
     trace_->floor = floor;
     trace_->sims.resize(size_t(k));
-    trace_->candidates.clear();
-    for (int w = 0; w < k; ++w) {
+    for (int w = 0; w < k; ++w)
       trace_->sims[size_t(w)] = exact(w);
-      if (in_band_[size_t(w)] || equals(w, second))
-        trace_->candidates.push_back(w);
-    }
+    trace_->candidates.assign(out.begin() + std::ptrdiff_t(first), out.end());
   }
+}
+
+std::span<const float> EldrRouter::similarities()
+{
+  for (int w = 0; w < model_.centroids.rows; ++w)
+    exact(w);
+  return sims_;
+}
+
+int EldrRouter::choose_signature(std::span<const float> signature, std::span<const int> in_flight)
+{
+  const int k = model_.centroids.rows;
+  if (int(in_flight.size()) != k)
+    throw std::invalid_argument("ELDR has " + std::to_string(k) + " centroids but the cluster has " +
+                                std::to_string(in_flight.size()) + " decode workers");
+  prepare(signature);
+  return least_loaded_in_band(in_flight);
+}
+
+int EldrRouter::least_loaded_in_band(std::span<const int> in_flight)
+{
+  all_.resize(size_t(model_.centroids.rows));
+  std::iota(all_.begin(), all_.end(), 0);
+  band_.clear();
+  band(all_, band_);
+  int choice = -1;
+  for (int w : band_)
+    if (choice < 0 || in_flight[size_t(w)] < in_flight[size_t(choice)])
+      choice = w;
   return choice;
 }
 
 int EldrRouter::choose(const Request& r, const DecodeLoadView& load)
 {
-  if (!pending_valid_ || pending_id_ != r.id)
-    throw std::logic_error("ELDR: choose() without the request's prompt profile (observe_prompt) first");
-  pending_valid_ = false;
-  int w          = choose_signature(pending_, load.in_flight);
+  begin(r);
+  const int w = least_loaded_in_band(load.in_flight);
+  end(load.now_s);
+  return w;
+}
+
+void EldrRouter::end(double now)
+{
+  if (!banded_) {
+    // No band this decision (a composition that only scores similarity): the best over every worker.
+    const auto sims = similarities();
+    const auto top  = std::max_element(sims.begin(), sims.end());
+    ++decisions_;
+    similarity_sum_ += *top;
+    last_best_    = *top;
+    last_nearest_ = int(top - sims.begin());
+  }
+  banded_ = false;
   if (policy_ == RefitPolicy::periodic) {
-    remember(load.now_s, pending_);
-    if (load.now_s >= next_refit_s_) {
-      refit(load.now_s);
-      next_refit_s_ = load.now_s + spec_.refit_interval_s;
+    remember(now, current_);
+    if (now >= next_refit_s_) {
+      refit(now);
+      next_refit_s_ = now + spec_.refit_interval_s;
     }
   } else if (policy_ == RefitPolicy::triggered) {
     // The detector reads what the decision computed anyway (nearest centroid, its similarity). When it
     // fires, the refit window still holds traffic from before the shift (it fires a few seconds in), so
     // the refit is repeated every refit_interval_s until the window has renewed (refit_window_s), as
     // periodic would; then a new reference is taken from the refitted centroids.
-    remember(load.now_s, pending_);
+    remember(now, current_);
     if (following_) {
-      if (load.now_s >= next_refit_s_) {
-        refit(load.now_s);
-        next_refit_s_ = load.now_s + spec_.refit_interval_s;
+      if (now >= next_refit_s_) {
+        refit(now);
+        next_refit_s_ = now + spec_.refit_interval_s;
       }
-      if (load.now_s >= follow_until_s_) {
+      if (now >= follow_until_s_) {
         following_ = false;
-        detector_.reset(load.now_s);
+        detector_.reset(now);
       }
-    } else if (detector_.observe(load.now_s, last_nearest_, last_best_)) {
-      refit(load.now_s);
+    } else if (detector_.observe(now, last_nearest_, last_best_)) {
+      refit(now);
       following_      = true;
-      next_refit_s_   = load.now_s + spec_.refit_interval_s;
-      follow_until_s_ = load.now_s + spec_.refit_window_s;
+      next_refit_s_   = now + spec_.refit_interval_s;
+      follow_until_s_ = now + spec_.refit_window_s;
     }
   }
-  return w;
 }
 
 void EldrRouter::remember(double now, std::span<const float> signature)

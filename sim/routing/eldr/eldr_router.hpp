@@ -26,7 +26,8 @@ EldrFitOptions eldr_fit_options(const Experiment& x);
 EldrModel fit_eldr_for(const Experiment& x, const Workload& w, const GatingSource& routing);
 // The router for an experiment: its model file, or a fit on the calibration split; checked against
 // the cluster (one centroid per decode worker) and the routing's shape.
-std::unique_ptr<DecodeRouter> make_eldr_router(const RouterSetup& setup);
+class EldrRouter;
+std::unique_ptr<EldrRouter> make_eldr_router(const RouterSetup& setup);
 
 enum class RefitPolicy { static_centroids, periodic, triggered };
 // eldr.refit's value ("online" is periodic's older name). Throws std::invalid_argument on anything else.
@@ -57,12 +58,26 @@ class EldrRouter : public DecodeRouter {
   bool follows_drift() const override { return spec_.refit == "periodic" || spec_.refit == "triggered"; }
   bool profiles_cached_blocks() const override { return spec_.signature_cache; }
 
-  // Decision on a ready signature (what choose() does once observe_prompt has run): for tests/benches.
+  // One decision in steps, as the composed router's locality plugins take it (composed_router.cpp):
+  // begin() takes the request's signature (observe_prompt first); band() appends to `out` the
+  // candidates within tau of the best similarity among `candidates` (with min_two, the runner-up joins
+  // a band of one), in their order; similarities() is every worker's exact similarity; end() counts
+  // the decision and refits as the policy says.
+  void begin(const Request& r);
+  void band(std::span<const int> candidates, std::vector<int>& out);
+  std::span<const float> similarities();
+  void end(double now);
+
+  // Decision on a ready signature (the band over every worker, then the least loaded, lowest index on
+  // ties; no refit): for tests/benches.
   int choose_signature(std::span<const float> signature, std::span<const int> in_flight);
   const EldrModel& model() const { return model_; }
   const DriftDetector* detector() const { return policy_ == RefitPolicy::triggered ? &detector_ : nullptr; }
 
  private:
+  void prepare(std::span<const float> signature);
+  float exact(int w);
+  int least_loaded_in_band(std::span<const int> in_flight);
   void remember(double now, std::span<const float> signature);
   void refit(double now);
 
@@ -80,7 +95,10 @@ class EldrRouter : public DecodeRouter {
   uint32_t pending_id_    = 0;
   bool pending_valid_     = false;
   Signature pending_;
-  CentroidTable table_;  // model_.centroids transposed for centroid_dots, rebuilt by each refit
+  std::span<const float> current_;  // the signature of the decision under way
+  bool banded_ = false;             // the decision under way has computed its band
+  std::vector<int> all_, band_;     // scratch: every worker, a band
+  CentroidTable table_;             // model_.centroids transposed for centroid_dots, rebuilt by each refit
   // Per worker, scratch of one decision: exact similarity (when known_), estimate and its bound, band.
   std::vector<float> sims_, approx_, bound_;
   std::vector<char> known_, in_band_;

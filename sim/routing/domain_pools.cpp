@@ -1,5 +1,4 @@
-#include "sim/routing/domain_router.hpp"
-#include "sim/routing/jsq_router.hpp"
+#include "sim/routing/domain_pools.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -61,36 +60,16 @@ DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::
   return p;
 }
 
-static DomainPools pools_from(const RouterSetup& setup)
+DomainPools domain_pools_for(const RouterSetup& setup)
 {
   if (!setup.workload)
-    throw std::invalid_argument("domain router needs the workload's calibration split");
+    throw std::invalid_argument("domain pools need the workload's calibration split");
   const Workload& w = *setup.workload;
   std::vector<long> counts(w.labels.size(), 0);
   for (const Request& r : w.calibration)
     if (r.label < counts.size())
       ++counts[r.label];
   return make_domain_pools(counts, w.labels, setup.decode_workers);
-}
-
-DomainRouter::DomainRouter(const RouterSetup& setup) : pools_(pools_from(setup)), rng_(setup.seed, "router.domain") {}
-
-int DomainRouter::choose(const Request& r, const DecodeLoadView& load)
-{
-  int pool = r.label < pools_.pool_of_label.size() ? pools_.pool_of_label[r.label] : -1;
-  if (pool < 0)
-    return least_loaded(load.in_flight, 0, load.workers(), rng_);
-  return least_loaded(load.in_flight, pools_.first[size_t(pool)], pools_.size[size_t(pool)], rng_);
-}
-
-std::vector<int> DomainRouter::home_workers(const Request& r, const PromptProfile&) const
-{
-  const int pool = r.label < pools_.pool_of_label.size() ? pools_.pool_of_label[r.label] : -1;
-  std::vector<int> w;
-  if (pool >= 0)
-    for (int k = 0; k < pools_.size[size_t(pool)]; ++k)
-      w.push_back(pools_.first[size_t(pool)] + k);
-  return w;
 }
 
 }  // namespace eldr

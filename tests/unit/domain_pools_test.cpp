@@ -1,5 +1,7 @@
-// DomainRouter (sim/routing/domain_router.hpp): pools sized by calibration label shares, JSQ inside.
-#include "sim/routing/domain_router.hpp"
+// The domain oracle (sim/routing/domain_pools.hpp; router "domain", a composition): pools sized by
+// calibration label shares, JSQ inside.
+#include "sim/routing/domain_pools.hpp"
+#include "sim/routing/router_registry.hpp"
 
 #include <doctest/doctest.h>
 
@@ -55,8 +57,9 @@ TEST_CASE("domain pools: a misc pool too small for a worker sends its labels any
 
 TEST_CASE("domain router: JSQ inside the request's pool only")
 {
-  Workload w = mix({2779, 2744, 2545, 3600}, {"code", "math", "medical", "legal"});
-  DomainRouter router(RouterSetup{16, 1, &w});
+  Workload w           = mix({2779, 2744, 2545, 3600}, {"code", "math", "medical", "legal"});
+  auto made            = make_decode_router("domain", RouterSetup{16, 1, &w});
+  DecodeRouter& router = *made;
   std::vector<int> load(16, 0);
   load[11] = 5;  // legal's pool is 11..15: worker 11 is busy, worker 0 (code) is idle
   Request legal;
@@ -75,9 +78,9 @@ TEST_CASE("domain router: JSQ inside the request's pool only")
 
 TEST_CASE("domain router: needs a calibration split")
 {
-  CHECK_THROWS_AS(DomainRouter(RouterSetup{16, 1, nullptr}), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_router("domain", RouterSetup{16, 1, nullptr}), std::invalid_argument);
   Workload empty;
-  CHECK_THROWS_AS(DomainRouter(RouterSetup{16, 1, &empty}), std::invalid_argument);
+  CHECK_THROWS_AS(make_decode_router("domain", RouterSetup{16, 1, &empty}), std::invalid_argument);
 }
 
 TEST_CASE("domain router: a calibration request's home workers are its label's pool (per-cluster placement)")
@@ -87,7 +90,8 @@ TEST_CASE("domain router: a calibration request's home workers are its label's p
   RouterSetup setup;
   setup.decode_workers = 4;
   setup.workload       = &w;
-  DomainRouter router(setup);
+  auto made            = make_decode_router("domain", setup);
+  DecodeRouter& router = *made;
   Request r;
   r.label = 0;
   CHECK(router.home_workers(r, {}) == std::vector<int>{0, 1, 2});

@@ -1,0 +1,223 @@
+// The `composed` section's declarations and reader. Each plugin type is a section of its kind
+// (composed.scorers.queue-scorer), present when the policy uses it, with its parameters as keys: the
+// declarations are the plugin reference (`eldrsim config keys`, docs/config-reference.md), and a sweep
+// reaches a weight by its dotted path (composed.scorers.expert-locality-scorer.weight).
+#include "sim/routing/compose/composition.hpp"
+#include "sim/config/config_reader.hpp"
+
+#include <algorithm>
+
+namespace eldr {
+
+namespace {
+
+using K = KeyType;
+
+// Plugin type names follow llm-d's where llm-d has the plugin (queue-scorer, kv-cache-utilization-scorer,
+// prefix-cache-scorer, max-score-picker, random-picker); the others are eldr-sim's, named the same way.
+constexpr KeyChoice kFilters[] = {
+    {"label-pool-filter", "the domain oracle's pool for the request's label (every worker for a label without one)"},
+    {"load-threshold-filter", "workers with at most max_in_flight requests in flight"},
+    {"locality-band-filter",
+     "ELDR's locality band: workers within eldr.tau of the best signature similarity (the eldr section's model)"},
+};
+constexpr KeyChoice kScorers[] = {
+    {"queue-scorer", "fewest in-flight requests: (max - n) / (max - min) over the candidates, 1 when all equal"},
+    {"kv-cache-utilization-scorer", "free KV memory: 1 - the fraction of KV blocks held by running requests"},
+    {"prefix-cache-scorer", "the fraction of the prompt's full KV blocks cached on the worker (decode prefix cache)"},
+    {"expert-locality-scorer",
+     "signature similarity to the worker's profile, (s - min) / (max - min) over the candidates (the eldr "
+     "section's model)"},
+    {"label-match-scorer", "1 on the workers of the request label's pool, else 0"},
+};
+constexpr KeyChoice kPickers[] = {
+    {"max-score-picker", "the highest total score"},
+    {"random-picker", "uniformly at random among the candidates, or among the top_k by score"},
+    {"p2c-picker", "power of two choices: two distinct random candidates, the higher score (the first drawn on a tie)"},
+    {"round-robin-picker", "workers in turn, skipping those filtered out"},
+};
+constexpr KeyChoice kTieBreaks[] = {
+    {"random", "uniformly among the tied candidates"},
+    {"lowest-index", "the lowest-numbered tied candidate"},
+};
+
+#define SCORER(TYPE, HELP)                                                                                             \
+  {.path = "composed.scorers." TYPE, .type = K::section, .help = HELP},                                                \
+  {                                                                                                                    \
+    .path = "composed.scorers." TYPE ".weight", .type = K::number, .def = "1", .min = 0, .max = 1e6,                   \
+    .help = "the score's weight in the total"                                                                          \
+  }
+
+const ConfigKey kComposedKeys[] = {
+    {.path = "composed",
+     .type = K::section,
+     .help = "router \"composed\": filters, weighted scorers and a picker (docs/routing-policies.md)"},
+    {.path = "composed.name",
+     .type = K::text,
+     .def  = "\"composed\"",
+     .help = "names the policy and its random stream (router.NAME): a built-in router's name draws its numbers"},
+    {.path = "composed.filters",
+     .type = K::section,
+     .help = "filters, applied in this reference's order; one that would leave no candidate is skipped (counted)"},
+    {.path = "composed.filters.label-pool-filter", .type = K::section, .help = kFilters[0].help},
+    {.path = "composed.filters.load-threshold-filter", .type = K::section, .help = kFilters[1].help},
+    {.path = "composed.filters.load-threshold-filter.max_in_flight",
+     .type = K::integer,
+     .def  = "16",
+     .unit = "requests",
+     .min  = 0,
+     .max  = 1e6,
+     .help = "the most in-flight requests a candidate may hold"},
+    {.path = "composed.filters.locality-band-filter", .type = K::section, .help = kFilters[2].help},
+    {.path = "composed.scorers",
+     .type = K::section,
+     .help = "scorers: a worker's total is the weighted sum of its scores, each in [0, 1]"},
+    SCORER("queue-scorer", kScorers[0].help),
+    SCORER("kv-cache-utilization-scorer", kScorers[1].help),
+    SCORER("prefix-cache-scorer", kScorers[2].help),
+    SCORER("expert-locality-scorer", kScorers[3].help),
+    SCORER("label-match-scorer", kScorers[4].help),
+    {.path = "composed.picker",
+     .type = K::section,
+     .help = "the picker, exactly one (absent: max-score-picker with its defaults)"},
+    {.path = "composed.picker.max-score-picker", .type = K::section, .help = kPickers[0].help},
+    {.path    = "composed.picker.max-score-picker.tie_break",
+     .type    = K::choice,
+     .def     = "\"random\"",
+     .choices = kTieBreaks,
+     .help    = "among candidates with the same total"},
+    {.path = "composed.picker.random-picker", .type = K::section, .help = kPickers[1].help},
+    {.path = "composed.picker.random-picker.top_k",
+     .type = K::integer,
+     .def  = "0",
+     .unit = "workers",
+     .min  = 0,
+     .max  = 1e6,
+     .help = "0: every candidate; k: the k highest totals (ties by lowest index)"},
+    {.path = "composed.picker.p2c-picker", .type = K::section, .help = kPickers[2].help},
+    {.path = "composed.picker.round-robin-picker", .type = K::section, .help = kPickers[3].help},
+};
+#undef SCORER
+
+// Reads filters, scorers and picker from `r` (the composed section, or what a scheduler file maps to).
+Composition read_steps(ConfigReader& r)
+{
+  Composition c;
+  ConfigReader filters = r.section("filters");
+  for (size_t i = 0; i < std::size(kFilters); ++i) {
+    const std::string type(kFilters[i].value);
+    if (!filters.has(type))
+      continue;
+    ConfigReader f = filters.section(type);
+    FilterStep step;
+    step.type = FilterType(i);
+    if (step.type == FilterType::load_threshold)
+      step.max_in_flight = f.integer("max_in_flight");
+    f.finish();
+    c.filters.push_back(step);
+  }
+  filters.finish();
+
+  ConfigReader scorers = r.section("scorers");
+  for (size_t i = 0; i < std::size(kScorers); ++i) {
+    const std::string type(kScorers[i].value);
+    if (!scorers.has(type))
+      continue;
+    ConfigReader s = scorers.section(type);
+    c.scorers.push_back({ScorerType(i), s.number("weight")});
+    s.finish();
+  }
+  scorers.finish();
+
+  ConfigReader picker                  = r.section("picker");
+  const std::vector<std::string> given = picker.keys();
+  if (given.size() > 1)
+    picker.fail(given[1], "a second picker (give exactly one; the first is '" + given[0] + "')");
+  size_t i = 0;
+  if (!given.empty()) {
+    const auto* it =
+        std::find_if(std::begin(kPickers), std::end(kPickers), [&](const KeyChoice& p) { return p.value == given[0]; });
+    if (it == std::end(kPickers))
+      picker.finish();  // the unknown picker's error, with the closest name
+    i = size_t(it - std::begin(kPickers));
+  }
+  ConfigReader p = picker.section(std::string(kPickers[i].value));
+  c.picker.type  = PickerType(i);
+  if (c.picker.type == PickerType::max_score)
+    c.picker.ties = p.choice_of<TieBreak>("tie_break");
+  if (c.picker.type == PickerType::random)
+    c.picker.top_k = p.integer("top_k");
+  p.finish();
+  picker.finish();
+  return c;
+}
+
+Composition read_section(ConfigReader& r)
+{
+  const std::string name = r.text("name");
+  if (name.empty())
+    r.fail("name", "must not be empty (it names the policy and its random stream)");
+  Composition c = read_steps(r);
+  c.name        = name;
+  r.finish();
+  return c;
+}
+
+void check_composed_section(ConfigReader& r, const std::string& /*root*/)
+{
+  read_section(r);
+}
+
+}  // namespace
+
+const RouterSection kComposedSection = {"composed", kComposedKeys, check_composed_section};
+
+bool Composition::uses_expert_locality() const
+{
+  return std::any_of(filters.begin(), filters.end(),
+                     [](const FilterStep& f) { return f.type == FilterType::locality_band; }) ||
+         std::any_of(scorers.begin(), scorers.end(),
+                     [](const ScorerStep& s) { return s.type == ScorerType::expert_locality; });
+}
+
+bool Composition::uses_label_pools() const
+{
+  return std::any_of(filters.begin(), filters.end(),
+                     [](const FilterStep& f) { return f.type == FilterType::label_pool; }) ||
+         std::any_of(scorers.begin(), scorers.end(),
+                     [](const ScorerStep& s) { return s.type == ScorerType::label_match; });
+}
+
+std::string_view to_string(FilterType t)
+{
+  return kFilters[size_t(t)].value;
+}
+std::string_view to_string(ScorerType t)
+{
+  return kScorers[size_t(t)].value;
+}
+std::string_view to_string(PickerType t)
+{
+  return kPickers[size_t(t)].value;
+}
+
+std::span<const KeyChoice> filter_types()
+{
+  return kFilters;
+}
+std::span<const KeyChoice> scorer_types()
+{
+  return kScorers;
+}
+std::span<const KeyChoice> picker_types()
+{
+  return kPickers;
+}
+
+Composition read_composition(const Json& section, const std::string& file)
+{
+  ConfigReader r(section, file, kComposedKeys, nullptr, "composed");
+  return read_section(r);
+}
+
+}  // namespace eldr
