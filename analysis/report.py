@@ -331,8 +331,8 @@ def knee_sentence(key, stop, regress, last):
     if regress > stop:
         return s + (f" and P99 regresses from {key} = {label_of(regress)}: stay below {label_of(regress)}; "
                     f"{label_of(stop)} already has the best P50.")
-    return s + (f" but P99 regresses from {key} = {label_of(regress)}, before that: past {label_of(regress)} the "
-                f"median's gain costs tail latency.")
+    return s + (f" but P99 regresses from {key} = {label_of(regress)}, before that: from {label_of(regress)} on, "
+                f"P50's gain costs tail latency.")
 
 
 def numeric_section(rep, d, key, out, stems):
@@ -372,7 +372,7 @@ def numeric_section(rep, d, key, out, stems):
             stop, regress = knees(list(r[key]), list(r["tpot_p50_ms"]), list(r["tpot_p99_ms"]))
             sentences.append((f"{name}: " if lines else "") + knee_sentence(key, stop, regress, r[key].max()))
         else:
-            sentences.append((f"{name}: " if lines else "") + "no TPOT values (no measured request finished).")
+            sentences.append((f"{name}: " if lines else "") + "no TPOT values in combined.csv.")
     for ax, label in zip(axes, ("TPOT P50 (ms)", "TPOT P99 (ms)")):
         ax.set_xlabel(key)
         ax.set_ylabel(label)

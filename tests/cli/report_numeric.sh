@@ -60,6 +60,18 @@ check "hand-made: a line whose P99 never regresses" 'grep -qF "router=jsq: P50 s
 check "hand-made: table rows per line and value, seed means" 'grep -qF "| router | $K | TPOT P50 (ms) | TPOT P99 (ms) |" "$H" && grep -qF "| eldr | 3 | 5.95 | 26.00 |" "$H" && grep -qF "| eldr | 0.5 | 8.00 | 31.00 |" "$H" && [ $(grep -cE "^\| (eldr|jsq) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$" "$H") = 10 ]'
 check "hand-made: the figure says it plots means of 2 seeds" 'grep -qF "*TPOT P50 and P99 (ms) against $K. Mean of 2 seeds.*" "$H" && [ -s "$TMP/h/report/tpot_vs_$K.png" ]'
 
+# P99 regressing before P50 stops improving (20 30 31 against 10 8 7), and a line without TPOT values.
+mkdir -p "$TMP/e"
+{
+  echo "sweep,point,config,model,workload,router,rate_rps,prefill,decode,tau,kmeans,variant,seed,w,requests,tpot_p50_ms,tpot_p99_ms"
+  for p in 1,10,20 2,8,30 3,7,31; do echo "s,eldr${p%%,*},c,m,task,eldr,60,8,16,,,,1,${p%%,*},100,${p#*,}"; done
+  for x in 1 2 3; do echo "s,jsq$x,c,m,task,jsq,60,8,16,,,,1,$x,100,,"; done
+} >"$TMP/e/combined.csv"
+"$ELDRSIM" report "$TMP/e" >/dev/null 2>&1
+rc=$?
+check "P99 regresses first: the sentence says so" '[ $rc = 0 ] && grep -qF "router=eldr: P50 stops improving at w = 3 but P99 regresses from w = 2, before that" "$TMP/e/report/report.md"'
+check "a line without TPOT values says so" 'grep -qF "router=jsq: no TPOT values in combined.csv." "$TMP/e/report/report.md"'
+
 # --- A key that is not a number everywhere keeps today's table and gets no plot: text, JSON true, an
 # empty cell, "inf".
 for bad in auto true "" inf; do
