@@ -14,6 +14,10 @@ RESULTS_DIR is a sweep's output (combined.csv, <sweep>/<point>/requests.csv). Wr
   kmeans.png            balanced against vanilla K-means: TPOT P50/P99
   signature.png         signature variants: TPOT P50/P99
   scaling.png           decode pool scaling: TPOT P50/P99 against the decode count (= ELDR's K)
+  tpot_vs_<KEY>.png     any sweep whose points differ in a numeric grid key without a column of its own
+                        above (say composed.scorers.expert-locality-scorer.weight): TPOT P50 and P99
+                        against it, one line per value of the other keys that vary, with a table and
+                        where P50 stops improving and P99 regresses
 
 Sections appear for the sweeps present (by the sweep names of configs/paper/: main, tau, kmeans,
 signature, scaling); every other sweep gets a table. With several seeds (combined_seeds.csv), the
@@ -21,7 +25,9 @@ tables give the mean and the 95% interval. Exits 2 with a one-line message on ba
 """
 import argparse
 import html
+import math
 import os
+import re
 import shutil
 import signal
 import sys
@@ -52,6 +58,13 @@ InputProblem = ec.Fatal
 FIRST_METRIC = "requests"
 NUMERIC_KEYS = ["rate_rps", "prefill", "decode", "seed"]  # always written
 OPTIONAL_NUMBERS = ["tau"]  # empty where not set
+# The point keys with a column of their own in combined.csv; any other grid key follows them (its dotted name).
+STANDARD_KEYS = ["sweep", "point", "config", "model", "workload", "router", "rate_rps", "prefill", "decode", "tau",
+                 "kmeans", "variant", "seed"]
+# A number as the sweep writes one (JSON): "1.5e3" is, "inf", "nan", "1_000" and " 2" are not.
+NUMBER = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+P50_WITHIN = 0.01  # P50 stops improving at the first value within 1% of the best P50
+P99_RISE = 0.05    # P99 regresses at the first value more than 5% above its lowest at smaller values
 
 
 def ordered(values, order):
@@ -283,6 +296,107 @@ def fig_param(df, column, label, out, stem, title, categorical=False):
     return save(fig, out, stem)
 
 
+def numeric_keys(d):
+    """The grid keys without a standard column whose values in `d` differ and are all numbers: each gets
+    TPOT plotted against it (numeric_section). Text, a JSON object or an empty cell keeps the key a facet."""
+    out = []
+    for k in d.attrs.get("keys", []):
+        if k in STANDARD_KEYS:
+            continue
+        cells = d[k].astype(str)
+        if cells.nunique() > 1 and all(NUMBER.fullmatch(c) and math.isfinite(float(c)) for c in cells):
+            out.append(k)
+    return out
+
+
+def knees(xs, p50, p99):
+    """(the x where P50 stops improving, the x where P99 regresses or None) by the rules P50_WITHIN and
+    P99_RISE, over the points with a value; xs ascending."""
+    best = min(v for v in p50 if not np.isnan(v))
+    stop = next(x for x, v in zip(xs, p50) if v <= best * (1 + P50_WITHIN))
+    low = math.inf
+    for x, v in zip(xs, p99):
+        if np.isnan(v):
+            continue
+        if v > low * (1 + P99_RISE):
+            return stop, x
+        low = min(low, v)
+    return stop, None
+
+
+def knee_sentence(key, stop, regress, last):
+    s = f"P50 stops improving at {key} = {label_of(stop)}"
+    if regress is None:
+        return s + f" and P99 does not regress up to {key} = {label_of(last)}, the largest value swept."
+    if regress > stop:
+        return s + (f" and P99 regresses from {key} = {label_of(regress)}: stay below {label_of(regress)}; "
+                    f"{label_of(stop)} already has the best P50.")
+    return s + (f" but P99 regresses from {key} = {label_of(regress)}, before that: from {label_of(regress)} on, "
+                f"P50's gain costs tail latency.")
+
+
+def numeric_section(rep, d, key, out, stems):
+    """TPOT P50 and P99 against the numeric grid key `key` (two panels), one line per value of the other
+    keys that vary (seeds averaged), a table of the values and, per line, where P50 stops improving and
+    where P99 regresses."""
+    d = d.copy()
+    seen = {}
+    for t in dict.fromkeys(d[key].astype(str)):
+        if float(t) in seen:  # the grid [0, 0.0]: two sets of points, one x
+            raise InputProblem(f"combined.csv: {key}: {seen[float(t)]} and {t} are the same number: give each "
+                               f"value once in the sweep's grid")
+        seen[float(t)] = t
+    d[key] = d[key].astype(str).map(float)
+    lines = [k for k in varying_keys(d) if k != key]
+    for k in lines:
+        d[k] = d[k].map(label_of)  # an empty cell (NaN) would drop out of groupby
+    note = seeds_note(d, lines + [key])
+    agg = d.groupby(lines + [key], dropna=False, sort=False, as_index=False)[["tpot_p50_ms", "tpot_p99_ms"]].mean()
+    groups = list(dict.fromkeys(agg[lines].itertuples(index=False, name=None))) if lines else [()]
+    base = stem = "tpot_vs_" + re.sub(r"[^A-Za-z0-9._-]", "_", key)[:80]
+    n = 2
+    while stem in stems:  # two sweeps varying the same key, or two keys alike once cleaned
+        stem, n = f"{base}_{n}", n + 1
+    stems.add(stem)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    rows, sentences = [], []
+    for i, g in enumerate(groups):
+        sel = np.logical_and.reduce([agg[k] == v for k, v in zip(lines, g)]) if lines else np.full(len(agg), True)
+        r = agg[sel].sort_values(key)
+        name = ", ".join(f"{k}={v}" for k, v in zip(lines, g)) or "all points"
+        for ax, col in zip(axes, ("tpot_p50_ms", "tpot_p99_ms")):
+            ax.plot(r[key], r[col], "-o", ms=4, color=f"C{i % 10}", label=name)
+        for x, a, b in zip(r[key], r["tpot_p50_ms"], r["tpot_p99_ms"]):
+            rows.append(g + (label_of(x), a, b))
+        if r["tpot_p50_ms"].notna().any():
+            stop, regress = knees(list(r[key]), list(r["tpot_p50_ms"]), list(r["tpot_p99_ms"]))
+            sentences.append((f"{name}: " if lines else "") + knee_sentence(key, stop, regress, r[key].max()))
+        else:
+            sentences.append((f"{name}: " if lines else "") + "no TPOT values in combined.csv.")
+    for ax, label in zip(axes, ("TPOT P50 (ms)", "TPOT P99 (ms)")):
+        ax.set_xlabel(key)
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    if lines:
+        axes[1].legend(fontsize=6.5, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.suptitle(f"TPOT P50 and P99 against {key}" + (f" ({note[:-1].lower()})" if note else ""), fontsize=11)
+    fig.tight_layout()
+    rep.heading(f"TPOT against {key} (sweep {d['sweep'].iloc[0]})")
+    rep.text(f"P50 stops improving at the smallest {key} whose P50 is within {P50_WITHIN:.0%} of the line's best "
+             f"(lowest) P50; P99 regresses at the first {key} whose P99 is more than {P99_RISE:.0%} above the lowest "
+             f"P99 at smaller values." + (" Each point is the mean over its seeds." if note else ""))
+    rep.image(save(fig, out, stem), " ".join(f"TPOT P50 and P99 against {key}".replace("]", ")").split()))
+    p = pd.DataFrame(rows, columns=lines + [key, "TPOT P50 (ms)", "TPOT P99 (ms)"]).set_index(lines + [key])
+    rep.table(f"TPOT P50 and P99 (ms) against {key}", p, note)
+    for s in sentences:
+        rep.text(s)
+
+
+def numeric_sections(rep, d, out, stems):
+    for key in numeric_keys(d):
+        numeric_section(rep, d, key, out, stems)
+
+
 def fmt(v):
     if isinstance(v, (float, np.floating)):
         return "" if np.isnan(v) else f"{v:.2f}"
@@ -459,6 +573,7 @@ def build(args, df, seeds, out):
         rep.text(f"Warning: {len(unfinished)} runs left measured requests unfinished: "
                  + ", ".join(unfinished["sweep"] + "/" + unfinished["point"]))
     done = set()
+    stems = {"tpot_vs_rate"}  # the figures' names so far: each numeric key's figure gets one of its own
     if "main" in set(df["sweep"]):
         main_df = with_facets(df[df["sweep"] == "main"], ["model", "workload", "router", "rate_rps"])
         done.add("main")
@@ -483,6 +598,7 @@ def build(args, df, seeds, out):
             rep.table(f"{label} by router", p, note)
         p, note = table(main_df, ["model", "workload", "rate_rps"], "router", "distinct_experts_mean")
         rep.table("distinct experts per layer per decode step (mean) by router", p, note)
+        numeric_sections(rep, df[df["sweep"] == "main"], out, stems)
     for sweep, column, label, title, cat in (
             ("tau", "tau", "locality band tau", "ELDR's locality band", False),
             ("kmeans", "kmeans", "K-means", "Balanced against vanilla K-means", True),
@@ -503,6 +619,7 @@ def build(args, df, seeds, out):
         for metric, mlabel in (("tpot_p50_ms", "TPOT P50 (ms)"), ("tpot_p99_ms", "TPOT P99 (ms)")):
             p, note = table(d, index, cols, metric, seeds_of(seeds, sweep))
             rep.table(f"{mlabel}", p, note)
+        numeric_sections(rep, df[df["sweep"] == sweep], out, stems)
     for sweep in dict.fromkeys(df["sweep"]):
         if sweep in done:
             continue
@@ -512,6 +629,7 @@ def build(args, df, seeds, out):
         keep = ["point"] + varying_keys(d) + (["seed"] if d["seed"].nunique() > 1 else [])
         p = d.set_index(keep)[[m for m, _ in METRICS if m in d]]
         rep.table("all points", p)
+        numeric_sections(rep, d, out, stems)
     rep.write(out)
     return 0
 
