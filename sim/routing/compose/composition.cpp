@@ -123,9 +123,11 @@ Composition read_steps(ConfigReader& r)
     const std::string type(kScorers[i].value);
     if (!scorers.has(type))
       continue;
-    ConfigReader s = scorers.section(type);
-    c.scorers.push_back({ScorerType(i), s.number("weight")});
+    ConfigReader s      = scorers.section(type);
+    const double weight = s.number("weight");
     s.finish();
+    if (weight > 0)  // weight 0 is the policy without the scorer (a sweep's first point), its state unbuilt
+      c.scorers.push_back({ScorerType(i), weight});
   }
   scorers.finish();
 
