@@ -1,6 +1,7 @@
 // Routing decisions: the decode routers (docs/design.md section 8: under 2 us for K = 16) and the prefill
 // router's consistent hash.
 #include "sim/common/rng.hpp"
+#include "sim/routing/compose/composed_router.hpp"
 #include "sim/routing/prefill_router.hpp"
 #include "sim/routing/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
@@ -45,6 +46,32 @@ BENCHMARK_CAPTURE(BM_DecodeRouter, random, std::string("random"))->ArgName("K")-
 BENCHMARK_CAPTURE(BM_DecodeRouter, round_robin, std::string("round_robin"))->ArgName("K")->Arg(16);
 BENCHMARK_CAPTURE(BM_DecodeRouter, jsq, std::string("jsq"))->ArgName("K")->Arg(16);
 BENCHMARK_CAPTURE(BM_DecodeRouter, p2c, std::string("p2c"))->ArgName("K")->Arg(16);
+BENCHMARK_CAPTURE(BM_DecodeRouter, domain, std::string("domain"))->ArgName("K")->Arg(16);
+
+// A composition of three scorers (queue, KV utilisation, label match) and a max-score picker: the
+// pipeline's cost per plugin, over the same snapshot with every worker's KV cache a quarter full.
+void BM_ComposedRouter(benchmark::State& state)
+{
+  const int k         = int(state.range(0));
+  const Composition c = read_composition(
+      Json::parse(R"({"scorers": {"queue-scorer": {}, "kv-cache-utilization-scorer": {}, "label-match-scorer": {}}})"),
+      "bench");
+  auto router            = make_composed_router(c, RouterSetup{k, 1, &test::two_label_workload()});
+  std::vector<int> loads = decode_loads(k);
+  std::vector<BlockCache> caches(size_t(k), BlockCache(1000));
+  for (BlockCache& cache : caches)
+    cache.acquire({}, 250);
+  const DecodeLoadView view{loads, 0, caches};
+  Request r;
+  for (auto _ : state) {
+    ++r.id;
+    r.label = uint16_t(r.id & 1);
+    int w   = router->choose(r, view);
+    benchmark::DoNotOptimize(w);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_ComposedRouter)->ArgName("K")->Arg(16);
 
 // Consistent-hash lookup over workers x vnodes ring points plus the load check, on distinct prompt keys.
 void BM_PrefillRouter(benchmark::State& state)
