@@ -141,7 +141,7 @@ TEST_CASE("EndpointPickerConfig: the file itself")
   CHECK(contains(field_of("/dev/zero"), "not a regular file"));
   // A file far larger than any scheduler config is refused before it is read.
   const std::string big = dir.write("", "big.yaml");
-  std::filesystem::resize_file(big, uint64_t(17) << 20);
+  std::filesystem::resize_file(big, uint64_t(2) << 20);
   CHECK(contains(field_of(big), "larger than"));
 
   std::string msg;
@@ -192,6 +192,13 @@ TEST_CASE("EndpointPickerConfig: plugins")
   CHECK(error_field(single("- type: queue-scorer\n  typ: x\n", ref), &msg) == "plugins[0].typ");
   CHECK(contains(msg, "did you mean 'type'"));
   CHECK(error_field(single("- type: queue-scorer\n  parameters: [1]\n", ref)) == "plugins[0].parameters");
+  // Many plugins (names are looked up, not scanned): the repeated name is found after 20,000 others.
+  std::string many;
+  for (int i = 0; i < 20000; ++i)
+    many += "- name: q" + std::to_string(i) + "\n  type: queue-scorer\n";
+  CHECK(error_field(single(many + "- name: q7\n  type: queue-scorer\n", "  - pluginRef: q0\n"), &msg) ==
+        "plugins[20000].name");
+  CHECK(contains(msg, "(plugins[7] has it"));
 }
 
 TEST_CASE("EndpointPickerConfig: parameters")

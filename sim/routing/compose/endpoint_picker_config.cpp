@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <vector>
 
@@ -35,8 +37,9 @@ namespace eldr {
 
 namespace {
 
-// A scheduler config is a few dozen lines: 16 MiB is far above any, and bounds what a wrong file costs.
-constexpr uint64_t kMaxFileBytes = uint64_t(16) << 20;
+// A scheduler config is a few dozen lines: 1 MiB is far above any, and bounds the memory of yaml-cpp's
+// nodes (hundreds of bytes each) for a wrong file.
+constexpr uint64_t kMaxFileBytes = uint64_t(1) << 20;
 
 constexpr std::string_view kKind          = "EndpointPickerConfig";
 constexpr std::string_view kApiVersions[] = {"inference.networking.x-k8s.io/v1alpha1", "llm-d.ai/v1alpha1"};
@@ -232,11 +235,12 @@ struct Reader {
     if (!node.IsMap())
       fail(field, "must be a mapping (" + what + ")");
     std::vector<std::string> out;
+    std::set<std::string> seen;  // not a scan of `out`: a mapping may hold a million keys
     for (const auto& kv : node) {
       if (!kv.first.IsScalar())
         fail(field, "has a key that is not a name");
       const std::string& key = kv.first.Scalar();
-      if (contains(out, key))
+      if (!seen.insert(key).second)
         fail(join(field, key), "given twice (a key may appear once in a mapping)");
       if (!allowed.empty() && !contains(allowed, key)) {
         const std::vector<std::string> names(allowed.begin(), allowed.end());
@@ -435,6 +439,7 @@ Json read_endpoint_picker_config(const std::string& path)
   const YAML::Node plugin_list = root["plugins"];
   r.list(plugin_list, "plugins", "the plugins, each - type: TYPE");
   std::vector<Plugin> plugins;
+  std::map<std::string, size_t> by_name;  // index in plugins
   const std::vector<std::string> known = supported_types();
   for (size_t i = 0; i < plugin_list.size(); ++i) {
     const YAML::Node node = plugin_list[i];
@@ -444,11 +449,10 @@ Json read_endpoint_picker_config(const std::string& path)
     r.keys(node, p.field, "a plugin: type, and optionally name and parameters", kPluginFields);
     p.type = r.text(node["type"], join(p.field, "type"));
     p.name = node["name"].IsDefined() ? r.text(node["name"], join(p.field, "name")) : p.type;
-    for (const Plugin& q : plugins)
-      if (q.name == p.name)
-        r.fail(join(p.field, node["name"].IsDefined() ? "name" : "type"),
-               "a second plugin named " + in_quotes(p.name) + " (" + q.field +
-                   " has it; a name defaults to the type): give each a different name");
+    if (const auto [it, added] = by_name.emplace(p.name, i); !added)
+      r.fail(join(p.field, node["name"].IsDefined() ? "name" : "type"),
+             "a second plugin named " + in_quotes(p.name) + " (" + plugins[it->second].field +
+                 " has it; a name defaults to the type): give each a different name");
     if (!contains(known, p.type) && !contains(kNotModelledSteps, p.type) && !contains(kOutsidePlugins, p.type)) {
       std::vector<std::string> all = known;
       all.insert(all.end(), std::begin(kNotModelledSteps), std::end(kNotModelledSteps));
@@ -477,12 +481,13 @@ Json read_endpoint_picker_config(const std::string& path)
   if (profile_list.size() == 0)
     r.fail("schedulingProfiles", "is empty: give the decode profile");
   std::vector<std::string> names;
+  std::set<std::string> profile_names;
   for (size_t i = 0; i < profile_list.size(); ++i) {
     const std::string field                     = item("schedulingProfiles", i);
     constexpr std::string_view kProfileFields[] = {"name", "plugins"};
     r.keys(profile_list[i], field, "a profile: name, plugins", kProfileFields);
     const std::string name = r.text(profile_list[i]["name"], join(field, "name"));
-    if (contains(names, name))
+    if (!profile_names.insert(name).second)
       r.fail(join(field, "name"), "a second profile named " + in_quotes(name) + ": give each a different name");
     names.push_back(name);
     const YAML::Node refs = profile_list[i]["plugins"];
@@ -492,7 +497,7 @@ Json read_endpoint_picker_config(const std::string& path)
       constexpr std::string_view kRefFields[] = {"pluginRef", "weight"};
       r.keys(refs[k], ref_field, "a plugin reference: pluginRef, and weight for a scorer", kRefFields);
       const std::string ref = r.text(refs[k]["pluginRef"], join(ref_field, "pluginRef"));
-      if (std::none_of(plugins.begin(), plugins.end(), [&](const Plugin& p) { return p.name == ref; }))
+      if (!by_name.count(ref))
         r.fail(join(ref_field, "pluginRef"),
                "no plugin named " + in_quotes(ref) + " (plugins: a plugin's name, or its type when it has none)");
       if (refs[k]["weight"].IsDefined())
@@ -523,9 +528,8 @@ Json read_endpoint_picker_config(const std::string& path)
   for (size_t k = 0; k < refs.size(); ++k) {
     const std::string field = item(profile_field, k);
     const std::string ref   = refs[k]["pluginRef"].Scalar();
-    const size_t pi         = size_t(
-                std::find_if(plugins.begin(), plugins.end(), [&](const Plugin& p) { return p.name == ref; }) - plugins.begin());
-    const Plugin& p = plugins[pi];
+    const size_t pi         = by_name.at(ref);
+    const Plugin& p         = plugins[pi];
     if (p.type == kDecodeFilter)
       continue;
     const std::string kind = kind_of(p.type);
