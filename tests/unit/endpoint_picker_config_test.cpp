@@ -116,6 +116,16 @@ TEST_CASE("EndpointPickerConfig: eldr-sim's plugins, camelCase parameters, defau
   CHECK(pd == Json::parse(R"({"filters": {}, "scorers": {"kv-cache-utilization-scorer": {"weight": 0.5}},
     "picker": {"random-picker": {"top_k": 2}}})"));
 
+  // An empty weight or name is absent, as in llm-d (Go's decoding of null); YAML numbers may carry a '+'.
+  const Json nulls = read_endpoint_picker_config(dir.write(
+      single("- type: queue-scorer\n  name:\n- type: load-threshold-filter\n  parameters:\n    maxInFlight: +4\n",
+             "  - pluginRef: queue-scorer\n    weight: ~\n  - pluginRef: load-threshold-filter\n")));
+  CHECK(nulls["scorers"]["queue-scorer"]["weight"] == 1);
+  CHECK(nulls["filters"]["load-threshold-filter"]["max_in_flight"] == 4);
+  CHECK(read_endpoint_picker_config(dir.write(
+            single("- type: queue-scorer\n",
+                   "  - pluginRef: queue-scorer\n    weight: +2.5\n")))["scorers"]["queue-scorer"]["weight"] == 2.5);
+
   // disagg-profile-handler's profiles.decode
   const Json disagg = read_endpoint_picker_config(
       dir.write(kHead + "plugins:\n- type: disagg-profile-handler\n  parameters:\n    profiles:\n      decode: dec\n"
@@ -216,6 +226,11 @@ TEST_CASE("EndpointPickerConfig: parameters")
                            "  - pluginRef: prefix-cache-scorer\n")) == "plugins[0].parameters.blockSizeToken");
   CHECK(error_field(single("- type: load-threshold-filter\n  parameters:\n    maxInFlight: [1, 2]\n",
                            "  - pluginRef: load-threshold-filter\n")) == "plugins[0].parameters.maxInFlight");
+  // camelCase only, as llm-d writes its parameters
+  CHECK(error_field(single("- type: max-score-picker\n  parameters:\n    tie_break: random\n",
+                           "  - pluginRef: max-score-picker\n"),
+                    &msg) == "plugins[0].parameters.tie_break");
+  CHECK(contains(msg, "tieBreak"));
   CHECK(error_field(single("- type: decode-filter\n  parameters:\n    role: decode\n",
                            "  - pluginRef: decode-filter\n")) == "plugins[0].parameters.role");
   CHECK(error_field(single("- type: disagg-profile-handler\n  parameters:\n    decodeProfiles: x\n", "")) ==

@@ -170,6 +170,18 @@ std::string item(const std::string& field, size_t i)
   return field + "[" + std::to_string(i) + "]";
 }
 
+// Present and not null: an empty value (`weight:`) or ~ counts as absent, as in llm-d's Go decoding.
+bool given(const YAML::Node& node)
+{
+  return node.IsDefined() && !node.IsNull();
+}
+
+// A YAML number's text as from_chars reads it: YAML allows a leading '+'.
+std::string_view number_text(std::string_view s)
+{
+  return s.size() > 1 && s[0] == '+' ? s.substr(1) : s;
+}
+
 std::string in_quotes(std::string_view s)
 {
   return "'" + std::string(s) + "'";
@@ -193,10 +205,12 @@ std::string camel_case(std::string_view name)
   std::string out;
   bool upper = false;
   for (char c : name) {
-    if (c == '_')
+    if (c == '_') {
       upper = true;
-    else
-      out += upper && c >= 'a' && c <= 'z' ? char(c - 'a' + 'A') : c, upper = false;
+      continue;
+    }
+    out += upper && c >= 'a' && c <= 'z' ? char(c - 'a' + 'A') : c;
+    upper = false;
   }
   return out;
 }
@@ -272,14 +286,14 @@ struct Reader {
 
   double weight(const YAML::Node& node, const std::string& field) const
   {
-    double w             = 0;
-    const std::string s  = node.IsScalar() && node.Tag() != "!" ? node.Scalar() : "";
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), w);
+    double w                 = 0;
+    const std::string_view s = number_text(node.IsScalar() && node.Tag() != "!" ? node.Scalar() : "");
+    const auto [end, ec]     = std::from_chars(s.data(), s.data() + s.size(), w);
     if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(w))
       fail(field,
            "must be a number (the scorer's weight)" + (node.IsScalar() ? ", not " + in_quotes(node.Scalar()) : ""));
     if (w < 0)
-      fail(field, "must not be negative (got " + s + "): a weight of 0 turns a scorer off");
+      fail(field, "must not be negative (got " + std::string(s) + "): a weight of 0 turns a scorer off");
     return w;
   }
 
@@ -293,12 +307,13 @@ struct Reader {
       return s;
     if (s == "true" || s == "false")
       return s == "true";
-    long long i     = 0;
-    const char* end = s.data() + s.size();
-    if (auto r = std::from_chars(s.data(), end, i); !s.empty() && r.ec == std::errc() && r.ptr == end)
+    const std::string_view n = number_text(s);
+    const char* end          = n.data() + n.size();
+    long long i              = 0;
+    if (auto r = std::from_chars(n.data(), end, i); !n.empty() && r.ec == std::errc() && r.ptr == end)
       return i;
     double d = 0;
-    if (auto r = std::from_chars(s.data(), end, d); !s.empty() && r.ec == std::errc() && r.ptr == end) {
+    if (auto r = std::from_chars(n.data(), end, d); !n.empty() && r.ec == std::errc() && r.ptr == end) {
       if (!std::isfinite(d))
         fail(field, "must be a finite number, not " + in_quotes(s));
       return d;
@@ -332,7 +347,9 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
       continue;  // read by decode_profile
     const std::string snake = snake_case(key);
     const std::string decl  = "composed." + kind + "." + p.type;
-    if (!kind.empty() && snake != "weight" && find_key(kComposedSection.keys, decl + "." + snake)) {
+    // One spelling, llm-d's camelCase: tie_break is not taken for tieBreak.
+    const bool camel = key.find('_') == std::string::npos;
+    if (!kind.empty() && camel && snake != "weight" && find_key(kComposedSection.keys, decl + "." + snake)) {
       out[snake] = r.scalar(p.parameters[key], join(field, key));
       continue;
     }
@@ -386,15 +403,15 @@ std::optional<ProfileChoice> decode_profile(const Reader& r, const std::vector<P
   const std::string field = join(handler->field, "parameters");
   const YAML::Node legacy = params["decodeProfile"];
   const YAML::Node nested = params["profiles"];  // disagg-profile-handler's only
-  const bool has_nested   = handler->type == kPdHandlers[0] && nested.IsDefined();
-  if (legacy.IsDefined() && has_nested)
+  const bool has_nested   = handler->type == kPdHandlers[0] && given(nested);
+  if (given(legacy) && has_nested)
     r.fail(join(field, "decodeProfile"), "give either profiles.decode or the older decodeProfile, not both");
-  if (legacy.IsDefined()) {
+  if (given(legacy)) {
     choice = {r.text(legacy, join(field, "decodeProfile")), join(field, "decodeProfile")};
   } else if (has_nested) {
     constexpr std::string_view kRoles[] = {"decode", "prefill", "encode"};
     r.keys(nested, join(field, "profiles"), "the profile of each role: decode, prefill, encode", kRoles);
-    if (nested["decode"].IsDefined())
+    if (given(nested["decode"]))
       choice = {r.text(nested["decode"], join(field, "profiles.decode")), join(field, "profiles.decode")};
   }
   return choice;
@@ -448,9 +465,9 @@ Json read_endpoint_picker_config(const std::string& path)
     constexpr std::string_view kPluginFields[] = {"name", "type", "parameters"};
     r.keys(node, p.field, "a plugin: type, and optionally name and parameters", kPluginFields);
     p.type = r.text(node["type"], join(p.field, "type"));
-    p.name = node["name"].IsDefined() ? r.text(node["name"], join(p.field, "name")) : p.type;
+    p.name = given(node["name"]) ? r.text(node["name"], join(p.field, "name")) : p.type;
     if (const auto [it, added] = by_name.emplace(p.name, i); !added)
-      r.fail(join(p.field, node["name"].IsDefined() ? "name" : "type"),
+      r.fail(join(p.field, given(node["name"]) ? "name" : "type"),
              "a second plugin named " + in_quotes(p.name) + " (" + plugins[it->second].field +
                  " has it; a name defaults to the type): give each a different name");
     if (!contains(known, p.type) && !contains(kNotModelledSteps, p.type) && !contains(kOutsidePlugins, p.type)) {
@@ -500,7 +517,7 @@ Json read_endpoint_picker_config(const std::string& path)
       if (!by_name.count(ref))
         r.fail(join(ref_field, "pluginRef"),
                "no plugin named " + in_quotes(ref) + " (plugins: a plugin's name, or its type when it has none)");
-      if (refs[k]["weight"].IsDefined())
+      if (given(refs[k]["weight"]))
         r.weight(refs[k]["weight"], join(ref_field, "weight"));
     }
   }
@@ -549,7 +566,7 @@ Json read_endpoint_picker_config(const std::string& path)
     used_types.push_back(p.type);
     Json step = parameters[pi];
     if (kind == "scorers")  // llm-d's DefaultScorerWeight
-      step["weight"] = refs[k]["weight"].IsDefined() ? r.weight(refs[k]["weight"], join(field, "weight")) : 1.0;
+      step["weight"] = given(refs[k]["weight"]) ? r.weight(refs[k]["weight"], join(field, "weight")) : 1.0;
     if (kind == "picker")
       picker_field = field;
     out[kind][p.type] = step;
