@@ -181,6 +181,14 @@ TEST_CASE("EndpointPickerConfig: top-level fields")
   CHECK(contains(msg, "did you mean 'plugins'"));
   CHECK(error_field(kHead + "kind: EndpointPickerConfig\n") == "kind");  // twice
   CHECK(error_field(kHead + "plugins: []\nschedulingProfiles: []\n") == "schedulingProfiles");
+
+  // llm-d's documentation's apiVersion values and its requestHandler field are accepted.
+  EppDir dir;
+  for (const std::string api : {"llm-d.ai/v1alpha1", "llm-d.ai/v1"})
+    CHECK(read_endpoint_picker_config(dir.write(
+        "apiVersion: " + api + "\nkind: EndpointPickerConfig\nrequestHandler: {}\nplugins:\n" +
+        "- type: queue-scorer\nschedulingProfiles:\n- name: d\n  plugins:\n  - pluginRef: queue-scorer\n"))["scorers"]
+              .contains("queue-scorer"));
 }
 
 TEST_CASE("EndpointPickerConfig: plugins")

@@ -2,11 +2,13 @@
 //
 // The format followed, from these tagged sources (read offline; configs/scheduler/README.md has the
 // same list):
+//   https://github.com/llm-d/llm-d-inference-scheduler/tree/v0.8.0
 //   llm-d/llm-d-inference-scheduler v0.8.0 (commit 05c91f0d655fbd7ea71fc50949c899c360d06f07):
 //     deploy/config/pd-epp-config.yaml (the P/D example shipped here), pkg/epp/framework/plugins/register.go
 //     (llm-d's plugin types), pkg/epp/framework/plugins/scheduling/profilehandler/disagg/
 //     {disagg,pd}_profile_handler.go (the decode profile's name: profiles.decode, or the legacy
 //     decodeProfile; default "decode").
+//   https://github.com/kubernetes-sigs/gateway-api-inference-extension/tree/v1.5.0
 //   kubernetes-sigs/gateway-api-inference-extension v1.5.0 (commit df9f8909fe06fe2dfd4a6fc0bd0c01a0acabf849),
 //   which that release builds on: apix/config/v1alpha1/endpointpickerconfig_types.go (the file's fields;
 //   apiVersion inference.networking.x-k8s.io/v1alpha1), pkg/epp/config/loader/defaults.go
@@ -14,7 +16,11 @@
 //   pkg/epp/framework/plugins/scheduling/picker/common.go (maxNumOfEndpoints),
 //   pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix/types.go (the prefix cache
 //   parameters that prefix-cache-scorer's entry carries).
-//   llm-d's main branch after v0.8.0 writes apiVersion llm-d.ai/v1alpha1: accepted as well.
+//   llm-d's documentation gives other apiVersion values for the same fields, accepted as well:
+//   llm-d.ai/v1alpha1 (https://llm-d.ai/docs/0.8/api-reference/endpointpickerconfig, which adds a
+//   requestHandler field), llm-d.ai/v1 (https://llm-d.ai/docs/dev/architecture/router/configuration)
+//   and config.apix.gateway-api-inference-extension.sigs.k8s.io/v1alpha1
+//   (https://llm-d.ai/docs/api-reference/endpointpickerconfig).
 #include "sim/routing/compose/endpoint_picker_config.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
@@ -42,10 +48,14 @@ namespace {
 constexpr uint64_t kMaxFileBytes = uint64_t(1) << 20;
 
 constexpr std::string_view kKind          = "EndpointPickerConfig";
-constexpr std::string_view kApiVersions[] = {"inference.networking.x-k8s.io/v1alpha1", "llm-d.ai/v1alpha1"};
-// The file's other fields (GIE v1.5.0): the request path around the scheduler, not modelled, ignored.
-constexpr std::string_view kIgnoredFields[] = {"featureGates", "saturationDetector", "dataLayer", "flowControl",
-                                               "parser"};
+constexpr std::string_view kApiVersions[] = {"inference.networking.x-k8s.io/v1alpha1", "llm-d.ai/v1alpha1",
+                                             "llm-d.ai/v1",
+                                             "config.apix.gateway-api-inference-extension.sigs.k8s.io/v1alpha1"};
+// The file's fields; after the first four (GIE v1.5.0; requestHandler: llm-d's 0.8 documentation),
+// the request path around the scheduler, not modelled, ignored.
+constexpr std::string_view kFields[] = {
+    "apiVersion", "kind",        "plugins", "schedulingProfiles", "featureGates", "saturationDetector",
+    "dataLayer",  "flowControl", "parser",  "requestHandler"};
 
 // Every candidate of a decode router is a decode worker: llm-d's decode-filter keeps them all.
 constexpr std::string_view kDecodeFilter = "decode-filter";
@@ -440,11 +450,6 @@ Json read_endpoint_picker_config(const std::string& path)
     r.fail("", "holds " + std::to_string(docs.size()) + " YAML documents: give one EndpointPickerConfig");
   const YAML::Node root = docs[0];
 
-  constexpr std::string_view kFields[] = {"apiVersion",      "kind",
-                                          "plugins",         "schedulingProfiles",
-                                          kIgnoredFields[0], kIgnoredFields[1],
-                                          kIgnoredFields[2], kIgnoredFields[3],
-                                          kIgnoredFields[4]};
   r.keys(root, "", "an EndpointPickerConfig: apiVersion, kind, plugins, schedulingProfiles", kFields);
   if (const std::string kind = r.text(root["kind"], "kind"); kind != kKind)
     r.fail("kind", "is " + in_quotes(kind) +
