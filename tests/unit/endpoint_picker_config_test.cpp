@@ -126,6 +126,23 @@ TEST_CASE("EndpointPickerConfig: eldr-sim's plugins, camelCase parameters, defau
             single("- type: queue-scorer\n",
                    "  - pluginRef: queue-scorer\n    weight: +2.5\n")))["scorers"]["queue-scorer"]["weight"] == 2.5);
 
+  // No profile: llm-d's default one, every filter, scorer and picker at weight 1 (handlers aside).
+  const Json defaulted = read_endpoint_picker_config(
+      dir.write(kHead + "plugins:\n- type: decode-filter\n- type: queue-scorer\n- type: prefix-cache-scorer\n"
+                        "- type: random-picker\n- type: single-profile-handler\n"));
+  CHECK(defaulted == Json::parse(R"({"filters": {}, "scorers": {"queue-scorer": {"weight": 1},
+    "prefix-cache-scorer": {"weight": 1}}, "picker": {"random-picker": {}}})"));
+  CHECK(read_endpoint_picker_config(dir.write(kHead + "plugins: []\nschedulingProfiles: []\n")) ==
+        Json::parse(R"({"filters": {}, "scorers": {}, "picker": {}})"));
+
+  // A profile without a picker gets the file's only picker plugin (llm-d reuses it), else none here
+  // (the composed section's default, max-score-picker).
+  const Json reused = read_endpoint_picker_config(
+      dir.write(kHead + "plugins:\n- type: pd-profile-handler\n- type: queue-scorer\n- type: random-picker\n"
+                        "  parameters:\n    topK: 3\nschedulingProfiles:\n- name: prefill\n  plugins:\n"
+                        "  - pluginRef: random-picker\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n"));
+  CHECK(reused["picker"] == Json::parse(R"({"random-picker": {"top_k": 3}})"));
+
   // disagg-profile-handler's profiles.decode
   const Json disagg = read_endpoint_picker_config(
       dir.write(kHead + "plugins:\n- type: disagg-profile-handler\n  parameters:\n    profiles:\n      decode: dec\n"
@@ -180,7 +197,6 @@ TEST_CASE("EndpointPickerConfig: top-level fields")
   CHECK(error_field(kHead + "plugin: []\n", &msg) == "plugin");
   CHECK(contains(msg, "did you mean 'plugins'"));
   CHECK(error_field(kHead + "kind: EndpointPickerConfig\n") == "kind");  // twice
-  CHECK(error_field(kHead + "plugins: []\nschedulingProfiles: []\n") == "schedulingProfiles");
 
   // llm-d's documentation's apiVersion values and its requestHandler field are accepted.
   EppDir dir;
@@ -298,4 +314,16 @@ TEST_CASE("EndpointPickerConfig: profiles and references")
   CHECK(error_field(kHead + "plugins: []\nschedulingProfiles:\n- name: a\n  plugins: []\n- name: a\n  plugins: []\n") ==
         "schedulingProfiles[1].name");
   CHECK(error_field(kHead + "plugins: []\nschedulingProfiles:\n- plugins: []\n") == "schedulingProfiles[0].name");
+
+  // No picker in the decode profile: llm-d would take any of several, or one not modelled.
+  CHECK(error_field(kHead + "plugins:\n- type: queue-scorer\n- type: random-picker\n- type: p2c-picker\n"
+                            "schedulingProfiles:\n- name: d\n  plugins:\n  - pluginRef: queue-scorer\n",
+                    &msg) == "plugins[2]");
+  CHECK(contains(msg, "any one of the 2 picker plugins"));
+  CHECK(error_field(kHead + "plugins:\n- type: weighted-random-picker\n") == "plugins[0].type");
+  // Without profiles a P/D handler has no decode profile; a not-modelled plugin joins the default one.
+  CHECK(error_field(kHead + "plugins:\n- type: disagg-profile-handler\n") == "plugins[0].type");
+  CHECK(error_field(kHead + "plugins:\n- type: queue-scorer\n- type: lora-affinity-scorer\n", &msg) ==
+        "plugins[1].type");
+  CHECK(contains(msg, "does not model"));
 }

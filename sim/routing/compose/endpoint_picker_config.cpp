@@ -497,84 +497,122 @@ Json read_endpoint_picker_config(const std::string& path)
                              ? plugin_parameters(r, p)
                              : Json::object());
 
-  // The profiles: every reference resolves and every weight is a weight, in each profile.
-  const YAML::Node profile_list = root["schedulingProfiles"];
-  r.list(profile_list, "schedulingProfiles", "the scheduling profiles, each - name: NAME, plugins: [...]");
-  if (profile_list.size() == 0)
-    r.fail("schedulingProfiles", "is empty: give the decode profile");
-  std::vector<std::string> names;
-  std::set<std::string> profile_names;
-  for (size_t i = 0; i < profile_list.size(); ++i) {
-    const std::string field                     = item("schedulingProfiles", i);
-    constexpr std::string_view kProfileFields[] = {"name", "plugins"};
-    r.keys(profile_list[i], field, "a profile: name, plugins", kProfileFields);
-    const std::string name = r.text(profile_list[i]["name"], join(field, "name"));
-    if (!profile_names.insert(name).second)
-      r.fail(join(field, "name"), "a second profile named " + in_quotes(name) + ": give each a different name");
-    names.push_back(name);
-    const YAML::Node refs = profile_list[i]["plugins"];
-    r.list(refs, join(field, "plugins"), "the profile's plugins, each - pluginRef: NAME");
-    for (size_t k = 0; k < refs.size(); ++k) {
-      const std::string ref_field             = item(join(field, "plugins"), k);
-      constexpr std::string_view kRefFields[] = {"pluginRef", "weight"};
-      r.keys(refs[k], ref_field, "a plugin reference: pluginRef, and weight for a scorer", kRefFields);
-      const std::string ref = r.text(refs[k]["pluginRef"], join(ref_field, "pluginRef"));
-      if (!by_name.count(ref))
-        r.fail(join(ref_field, "pluginRef"),
-               "no plugin named " + in_quotes(ref) + " (plugins: a plugin's name, or its type when it has none)");
-      if (given(refs[k]["weight"]))
-        r.weight(refs[k]["weight"], join(ref_field, "weight"));
-    }
-  }
+  // The decode profile's steps: each a plugin, its weight when given, and the fields that name them.
+  struct Step {
+    size_t plugin;
+    std::optional<double> weight;
+    std::string field;  // what an error about the step names: its pluginRef, or the plugin's type
+    std::string weight_field;
+  };
+  std::vector<Step> steps;
+  std::string profile;  // its name, for messages
 
-  // The decode profile: the P/D handler's, else the only one.
-  size_t chosen = 0;
-  if (const auto choice = decode_profile(r, plugins)) {
-    const auto it = std::find(names.begin(), names.end(), choice->name);
-    if (it == names.end())
+  const YAML::Node profile_list = root["schedulingProfiles"];
+  if (!given(profile_list) || (profile_list.IsSequence() && profile_list.size() == 0)) {
+    // llm-d's default (GIE pkg/epp/config/loader/defaults.go, ensureSchedulingLayer): one profile of
+    // every filter, scorer and picker plugin, scorers at weight 1.
+    if (const auto choice = decode_profile(r, plugins))
       r.fail(choice->field,
-             "the decode profile " + in_quotes(choice->name) + " is not in schedulingProfiles (" + joined(names) + ")");
-    chosen = size_t(it - names.begin());
-  } else if (names.size() > 1) {
-    r.fail("schedulingProfiles", std::to_string(names.size()) + " profiles (" + joined(names) +
-                                     ") but no P/D profile handler (" + joined(kPdHandlers) +
-                                     ") to choose the decode one: keep one profile or add the handler");
+             "the decode profile " + in_quotes(choice->name) + " is not in schedulingProfiles (none given): add it");
+    profile = "default";
+    for (size_t i = 0; i < plugins.size(); ++i)
+      if (!contains(kOutsidePlugins, plugins[i].type))
+        steps.push_back({i, std::nullopt, join(plugins[i].field, "type"), ""});
+  } else {
+    // Every reference resolves and every weight is a weight, in each profile.
+    r.list(profile_list, "schedulingProfiles", "the scheduling profiles, each - name: NAME, plugins: [...]");
+    std::vector<std::string> names;
+    std::set<std::string> profile_names;
+    std::vector<std::vector<Step>> profiles;
+    for (size_t i = 0; i < profile_list.size(); ++i) {
+      const std::string field                     = item("schedulingProfiles", i);
+      constexpr std::string_view kProfileFields[] = {"name", "plugins"};
+      r.keys(profile_list[i], field, "a profile: name, plugins", kProfileFields);
+      const std::string name = r.text(profile_list[i]["name"], join(field, "name"));
+      if (!profile_names.insert(name).second)
+        r.fail(join(field, "name"), "a second profile named " + in_quotes(name) + ": give each a different name");
+      names.push_back(name);
+      const YAML::Node refs = profile_list[i]["plugins"];
+      r.list(refs, join(field, "plugins"), "the profile's plugins, each - pluginRef: NAME");
+      profiles.emplace_back();
+      for (size_t k = 0; k < refs.size(); ++k) {
+        const std::string ref_field             = item(join(field, "plugins"), k);
+        constexpr std::string_view kRefFields[] = {"pluginRef", "weight"};
+        r.keys(refs[k], ref_field, "a plugin reference: pluginRef, and weight for a scorer", kRefFields);
+        const std::string ref = r.text(refs[k]["pluginRef"], join(ref_field, "pluginRef"));
+        const auto it         = by_name.find(ref);
+        if (it == by_name.end())
+          r.fail(join(ref_field, "pluginRef"),
+                 "no plugin named " + in_quotes(ref) + " (plugins: a plugin's name, or its type when it has none)");
+        Step step{it->second, std::nullopt, join(ref_field, "pluginRef"), join(ref_field, "weight")};
+        if (given(refs[k]["weight"]))
+          step.weight = r.weight(refs[k]["weight"], step.weight_field);
+        profiles.back().push_back(step);
+      }
+    }
+    // The decode profile: the P/D handler's, else the only one.
+    size_t chosen = 0;
+    if (const auto choice = decode_profile(r, plugins)) {
+      const auto it = std::find(names.begin(), names.end(), choice->name);
+      if (it == names.end())
+        r.fail(choice->field, "the decode profile " + in_quotes(choice->name) + " is not in schedulingProfiles (" +
+                                  joined(names) + ")");
+      chosen = size_t(it - names.begin());
+    } else if (names.size() > 1) {
+      r.fail("schedulingProfiles", std::to_string(names.size()) + " profiles (" + joined(names) +
+                                       ") but no P/D profile handler (" + joined(kPdHandlers) +
+                                       ") to choose the decode one: keep one profile or add the handler");
+    }
+    profile = names[chosen];
+    steps   = profiles[chosen];
   }
 
   Json out = {{"filters", Json::object()}, {"scorers", Json::object()}, {"picker", Json::object()}};
-  std::vector<std::string> used;  // each reference's field, by type, for the "twice" errors
-  std::vector<std::string> used_types;
+  std::map<std::string, std::string> used;  // type -> the field of its step, for the "twice" errors
   std::string picker_field;
-  const std::string profile_field = join(item("schedulingProfiles", chosen), "plugins");
-  const YAML::Node refs           = profile_list[chosen]["plugins"];
-  for (size_t k = 0; k < refs.size(); ++k) {
-    const std::string field = item(profile_field, k);
-    const std::string ref   = refs[k]["pluginRef"].Scalar();
-    const size_t pi         = by_name.at(ref);
-    const Plugin& p         = plugins[pi];
+  for (const Step& s : steps) {
+    const Plugin& p = plugins[s.plugin];
     if (p.type == kDecodeFilter)
       continue;
     const std::string kind = kind_of(p.type);
     if (kind.empty())
-      r.fail(join(field, "pluginRef"), in_quotes(ref) + " is llm-d's " + p.type + ", which eldr-sim does not model" +
-                                           (contains(kOutsidePlugins, p.type) ? " as a profile's step" : "") +
-                                           ": remove it from the decode profile " + in_quotes(names[chosen]) +
-                                           " (supported: " + joined(known) + ")");
-    if (const auto it = std::find(used_types.begin(), used_types.end(), p.type); it != used_types.end())
-      r.fail(join(field, "pluginRef"), "a second " + p.type + " in the profile (" +
-                                           used[size_t(it - used_types.begin())] +
-                                           " is one): a composition holds each plugin type once");
+      r.fail(s.field, in_quotes(p.name) + " is llm-d's " + p.type + ", which eldr-sim does not model" +
+                          (contains(kOutsidePlugins, p.type) ? " as a profile's step" : "") +
+                          ": remove it from the decode profile " + in_quotes(profile) +
+                          " (supported: " + joined(known) + ")");
+    if (const auto [it, added] = used.emplace(p.type, s.field); !added)
+      r.fail(s.field, "a second " + p.type + " in the profile (" + it->second +
+                          " is one): a composition holds each plugin type once");
     if (kind == "picker" && !picker_field.empty())
-      r.fail(join(field, "pluginRef"),
+      r.fail(s.field,
              "a second picker (" + picker_field + " is " + out["picker"].begin().key() + "): a profile has one picker");
-    used.push_back(field);
-    used_types.push_back(p.type);
-    Json step = parameters[pi];
+    Json step = parameters[s.plugin];
     if (kind == "scorers")  // llm-d's DefaultScorerWeight
-      step["weight"] = given(refs[k]["weight"]) ? r.weight(refs[k]["weight"], join(field, "weight")) : 1.0;
+      step["weight"] = s.weight.value_or(1.0);
     if (kind == "picker")
-      picker_field = field;
+      picker_field = s.field;
     out[kind][p.type] = step;
+  }
+
+  // A profile without a picker gets one (GIE's ensureSchedulingLayer): a picker plugin of the file if
+  // it declares any (the first its map yields: any one of several), else a max-score-picker.
+  if (picker_field.empty()) {
+    std::vector<size_t> pickers;
+    for (size_t i = 0; i < plugins.size(); ++i)
+      if (kind_of(plugins[i].type) == "picker" || plugins[i].type == "weighted-random-picker")
+        pickers.push_back(i);
+    if (pickers.size() > 1)
+      r.fail(plugins[pickers[1]].field,
+             "the decode profile " + in_quotes(profile) + " has no picker, and llm-d would give it any one of the " +
+                 std::to_string(pickers.size()) + " picker plugins: add the pluginRef of the one meant");
+    if (pickers.size() == 1) {
+      const Plugin& p = plugins[pickers[0]];
+      if (kind_of(p.type).empty())
+        r.fail(join(p.field, "type"), "the decode profile " + in_quotes(profile) +
+                                          " has no picker, so llm-d gives it this " + p.type +
+                                          ", which eldr-sim does not model: add a picker to the profile");
+      out["picker"][p.type] = parameters[pickers[0]];
+    }
   }
   return out;
 }
