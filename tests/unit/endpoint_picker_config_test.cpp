@@ -309,6 +309,10 @@ TEST_CASE("EndpointPickerConfig: profiles and references")
   CHECK(error_field(kHead +
                     "plugins:\n- type: disagg-profile-handler\n  parameters:\n    profiles:\n      decode: d\n" +
                     two) == "plugins[0].parameters.profiles.decode");
+  CHECK(error_field(kHead +
+                    "plugins:\n- type: disagg-profile-handler\n  parameters:\n    decodeProfile: decode\n"
+                    "    deciders:\n      prefill: x\n" +
+                    two) == "plugins[0].parameters.decodeProfile");
   CHECK(error_field(kHead + "plugins:\n- type: disagg-profile-handler\n- type: pd-profile-handler\n" + two) ==
         "plugins[1].type");
   CHECK(error_field(kHead + "plugins: []\nschedulingProfiles:\n- name: a\n  plugins: []\n- name: a\n  plugins: []\n") ==

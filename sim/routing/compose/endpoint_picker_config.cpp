@@ -414,8 +414,10 @@ std::optional<ProfileChoice> decode_profile(const Reader& r, const std::vector<P
   const YAML::Node legacy = params["decodeProfile"];
   const YAML::Node nested = params["profiles"];  // disagg-profile-handler's only
   const bool has_nested   = handler->type == kPdHandlers[0] && given(nested);
-  if (given(legacy) && has_nested)
-    r.fail(join(field, "decodeProfile"), "give either profiles.decode or the older decodeProfile, not both");
+  // As llm-d v0.8.0: disagg-profile-handler takes the nested form or the older flat one, not both.
+  if (given(legacy) && handler->type == kPdHandlers[0] && (given(nested) || given(params["deciders"])))
+    r.fail(join(field, "decodeProfile"),
+           "the older flat decodeProfile with the nested profiles/deciders: give profiles.decode instead");
   if (given(legacy)) {
     choice = {r.text(legacy, join(field, "decodeProfile")), join(field, "decodeProfile")};
   } else if (has_nested) {
