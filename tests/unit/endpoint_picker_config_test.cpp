@@ -181,7 +181,11 @@ TEST_CASE("EndpointPickerConfig: the file itself")
   CHECK(contains(msg, "empty"));
   CHECK(error_field("- a\n- b\n") == "");
   CHECK(error_field(kHead + "---\n" + kHead, &msg) == "");
-  CHECK(contains(msg, "2 YAML documents"));
+  CHECK(contains(msg, "more than one YAML document"));
+  // A stray ',' after the document: yaml-cpp's LoadAll would ask for documents forever.
+  CHECK(error_field("  kind: EndpointPickerConfig\n,\n", &msg) == "");
+  CHECK(contains(msg, "more than one YAML document"));
+  CHECK(error_field(",") == "");
   CHECK(error_field(std::string(5000, '[')) == "");  // nested past yaml-cpp's depth guard: an error, no crash
 }
 

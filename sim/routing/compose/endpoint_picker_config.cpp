@@ -28,6 +28,7 @@
 #include "sim/config/config_key.hpp"
 #include "sim/routing/compose/composition.hpp"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -429,16 +431,35 @@ std::optional<ProfileChoice> decode_profile(const Reader& r, const std::vector<P
   return choice;
 }
 
-}  // namespace
+// Parses without building nodes: counts documents.
+struct IgnoreEvents : YAML::EventHandler {
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
 
-Json read_endpoint_picker_config(const std::string& path)
+// The file's one YAML document (a null node when empty).
+YAML::Node parse_yaml(const Reader& r, const std::string& text)
 {
-  const Reader r{path};
-  const std::string text = read_input_file(path, kMaxFileBytes);
-  require_utf8(text, path, "");
-  std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(text);
+    // At most two documents are looked at: yaml-cpp 0.7's LoadAll never returns on some inputs (a
+    // stray ',' after a document), asking for documents that never end.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    IgnoreEvents ignore;
+    size_t documents = 0;
+    while (documents < 2 && parser.HandleNextDocument(ignore))
+      ++documents;
+    if (documents > 1)
+      r.fail("", "holds more than one YAML document (a --- line, or text after the first): give one "
+                 "EndpointPickerConfig");
+    return YAML::Load(text);
   } catch (const YAML::Exception& e) {
     // yaml-cpp's own what() spans its "yaml-cpp: error at line" prefix; the message and mark suffice.
     const std::string where = e.mark.is_null() ? ""
@@ -446,11 +467,18 @@ Json read_endpoint_picker_config(const std::string& path)
                                                      std::to_string(e.mark.column + 1) + ": ";
     r.fail("", "not valid YAML: " + where + e.msg);
   }
-  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull()))
+}
+
+}  // namespace
+
+Json read_endpoint_picker_config(const std::string& path)
+{
+  const Reader r{path};
+  const std::string text = read_input_file(path, kMaxFileBytes);
+  require_utf8(text, path, "");
+  const YAML::Node root = parse_yaml(r, text);
+  if (root.IsNull())
     r.fail("", "is empty: give an EndpointPickerConfig (apiVersion, kind, plugins, schedulingProfiles)");
-  if (docs.size() > 1)
-    r.fail("", "holds " + std::to_string(docs.size()) + " YAML documents: give one EndpointPickerConfig");
-  const YAML::Node root = docs[0];
 
   r.keys(root, "", "an EndpointPickerConfig: apiVersion, kind, plugins, schedulingProfiles", kFields);
   if (const std::string kind = r.text(root["kind"], "kind"); kind != kKind)
