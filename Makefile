@@ -6,7 +6,7 @@ CONFIG  ?= configs/default.json
 OUT     ?= results/default
 
 DEB_PACKAGES := cmake g++ make pkg-config libsimgrid-dev libboost-graph-dev nlohmann-json3-dev \
-                doctest-dev libbenchmark-dev libcli11-dev python3-numpy python3-pandas \
+                doctest-dev libbenchmark-dev libcli11-dev libyaml-cpp-dev python3-numpy python3-pandas \
                 python3-matplotlib python3-scipy slurm-wlm munge clang clang-format
 
 .PHONY: all deps build eldrsim run test bench esft mooncake clean paper report validate regression-baseline sanitize fuzz docs

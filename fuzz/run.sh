@@ -10,7 +10,7 @@ build=${1:?usage: fuzz/run.sh BUILD_DIR [LIBFUZZER_LIMIT] [HARNESS...]}
 limit=${2:--max_total_time=60}
 shift $(( $# >= 2 ? 2 : 1 ))
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(config model hardware cluster trace_manifest trace_requests routing_file azure mooncake vllm json strings)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(config model hardware cluster trace_manifest trace_requests routing_file azure mooncake vllm scheduler json strings)
 
 seeds() {  # the project's own inputs of each kind
   case $1 in
@@ -24,6 +24,7 @@ seeds() {  # the project's own inputs of each kind
     azure)          ls fuzz/seeds/azure.csv ;;
     mooncake)       ls fuzz/seeds/mooncake.jsonl ;;
     vllm)           ls fuzz/seeds/vllm*.jsonl ;;
+    scheduler)      ls configs/scheduler/*.yaml ;;
     json)           ls fuzz/seeds/json-* ;;
     strings)        ls fuzz/seeds/strings-* ;;
   esac

@@ -5,6 +5,8 @@
 #include "sim/config/experiment.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
+#include "sim/routing/compose/composition.hpp"
+#include "sim/routing/compose/endpoint_picker_config.hpp"
 #include "sim/trace/routing_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_importers.hpp"
@@ -51,6 +53,12 @@ TEST_CASE("fuzz regressions: every saved finding is now a clean accept or a one-
          o.out_dir    = scratch;
          o.model_file = "models/deepseek-v2-lite.json";
          import_vllm(o);
+       }},
+      {"scheduler",
+       [](const std::string& p) {
+         Json section    = read_endpoint_picker_config(p);
+         section["name"] = "composed";
+         read_composition(section, p);
        }},
   };
   long replayed = 0;

@@ -1,0 +1,18 @@
+#pragma once
+// llm-d's scheduler configuration (an EndpointPickerConfig YAML file) read as a composition: its
+// decode profile becomes the `composed` section's filters, scorers and picker. The format followed is
+// llm-d-inference-scheduler v0.8.0 with gateway-api-inference-extension v1.5.0 (its plugin types and
+// parameters: endpoint_picker_config.cpp; configs/scheduler/README.md).
+#include "sim/common/json_reader.hpp"
+
+#include <string>
+
+namespace eldr {
+
+// The decode profile of the EndpointPickerConfig at `path`, as the composed section's JSON form
+// without "name": {"filters": {...}, "scorers": {...}, "picker": {...}}. Only what is structural is
+// checked here (the YAML, plugin types, references, weights, which parameters exist); the values go
+// through the composed section's reader afterwards. Throws InputError(path, YAML path, problem).
+Json read_endpoint_picker_config(const std::string& path);
+
+}  // namespace eldr
