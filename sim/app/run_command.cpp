@@ -22,6 +22,7 @@ namespace {
 struct RunOptions {
   std::string config;
   std::string router;
+  std::string scheduler;  // an llm-d EndpointPickerConfig: router composed, composed.scheduler
   double rate   = 0;
   long requests = 0;
   long seed     = -1;
@@ -39,6 +40,11 @@ std::vector<Override> collect_overrides(const RunOptions& o)
 {
   std::vector<Override> v = parse_sets(o.sets);
   // The dedicated flags win over --set: they are the more specific request.
+  if (!o.scheduler.empty()) {
+    // Relative to where the command runs, like the config's own path.
+    v.emplace_back("router", Json("composed").dump());
+    v.emplace_back("composed.scheduler", Json(std::filesystem::absolute(o.scheduler).string()).dump());
+  }
   if (!o.router.empty())
     v.emplace_back("router", Json(o.router).dump());
   if (o.rate > 0)
@@ -119,6 +125,9 @@ Command add_run_command(CLI::App& app)
     routers += (routers.empty() ? "" : ", ") + n;
   sub->add_option("--router", o->router,
                   "Decode router: " + routers + " (`eldrsim routers --describe` says what each does)");
+  sub->add_option("--scheduler", o->scheduler,
+                  "An llm-d EndpointPickerConfig (YAML) whose decode profile routes: router composed with "
+                  "composed.scheduler (docs/routing-policies.md)");
   sub->add_option("--rate", o->rate, "Measured arrival rate, requests/s (workload.rate_rps)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--requests", o->requests, "Measured requests (workload.measured_requests)")

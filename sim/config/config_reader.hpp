@@ -46,6 +46,15 @@ class ConfigReader {
   const Json& value(const std::string& key);
   // Marks a declared key known without reading it (a key that means nothing in this configuration).
   void ignore(const std::string& key);
+  // The section as given (for a reader that assembles it from more than one source).
+  const Json& json() const { return json_.json(); }
+  // A reader of `object` (read from `file`) in place of this section's own, at the same path and
+  // recording into the same resolved section: a section assembled from another file (the composed
+  // router's scheduler file). `object` outlives it.
+  ConfigReader over(const Json& object, std::string file) const
+  {
+    return ConfigReader(object, std::move(file), table_, resolved_, json_.path());
+  }
   // Fails on the first key that was never asked for, suggesting the closest declared one.
   void finish() const;
 

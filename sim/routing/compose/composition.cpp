@@ -4,8 +4,10 @@
 // reaches a weight by its dotted path (composed.scorers.expert-locality-scorer.weight).
 #include "sim/routing/compose/composition.hpp"
 #include "sim/config/config_reader.hpp"
+#include "sim/routing/compose/endpoint_picker_config.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 namespace eldr {
 
@@ -56,6 +58,11 @@ const ConfigKey kComposedKeys[] = {
      .type = K::text,
      .def  = "\"composed\"",
      .help = "names the policy and its random stream (router.NAME): a built-in router's name draws its numbers"},
+    {.path = "composed.scheduler",
+     .type = K::text,
+     .def  = "\"\"",
+     .help = "an llm-d EndpointPickerConfig (YAML): its decode profile gives the plugins; filters, scorers and "
+             "picker given here replace its entries"},
     {.path = "composed.filters",
      .type = K::section,
      .help = "filters, applied in this reference's order; one that would leave no candidate is skipped (counted)"},
@@ -154,20 +161,61 @@ Composition read_steps(ConfigReader& r)
   return c;
 }
 
-Composition read_section(ConfigReader& r)
+std::string read_name(ConfigReader& r)
 {
   const std::string name = r.text("name");
   if (name.empty())
     r.fail("name", "must not be empty (it names the policy and its random stream)");
+  return name;
+}
+
+// A resolved section: the scheduler file, if any, already expanded into filters, scorers and picker.
+Composition read_section(ConfigReader& r)
+{
+  const std::string name = read_name(r);
+  if (r.has("scheduler"))
+    r.ignore("scheduler");
   Composition c = read_steps(r);
   c.name        = name;
   r.finish();
   return c;
 }
 
-void check_composed_section(ConfigReader& r, const std::string& /*root*/)
+// The section as given: with a scheduler file, its decode profile's plugins, each of the section's own
+// filters, scorers and picker replacing the file's entry of that type (the picker: the file's picker).
+void check_composed_section(ConfigReader& r, const std::string& root)
 {
-  read_section(r);
+  namespace fs     = std::filesystem;
+  std::string file = r.text("scheduler");
+  if (file.empty()) {
+    read_section(r);
+    return;
+  }
+  file = fs::path(file).is_absolute() || fs::exists(file) ? file : (fs::path(root) / file).string();
+  require_file(file, r, "scheduler");
+  read_name(r);
+  // The section's own entries, checked where they were written first.
+  Json own = r.json();
+  own.erase("scheduler");
+  own.erase("name");
+  ConfigReader given(own, r.file(), kComposedKeys, nullptr, "composed");
+  read_steps(given);
+  given.finish();
+
+  Json merged = read_endpoint_picker_config(file);
+  for (const char* kind : {"filters", "scorers"})
+    if (own.contains(kind)) {
+      merged[kind].merge_patch(own[kind]);
+      r.ignore(kind);
+    }
+  if (own.contains("picker")) {
+    merged["picker"] = own["picker"];
+    r.ignore("picker");
+  }
+  ConfigReader m = r.over(merged, file);
+  read_steps(m);
+  m.finish();
+  r.finish();
 }
 
 }  // namespace

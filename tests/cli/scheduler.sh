@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# llm-d's scheduler configuration through the CLI (`run --scheduler`, composed.scheduler): the shipped
+# EndpointPickerConfig files run unchanged and route exactly as the composition they map to, written
+# as JSON; the config's own composed entries replace the file's (how a sweep varies a weight); bad
+# files are one line and exit 2. The reader's cases in detail: tests/unit/endpoint_picker_config_test.cpp.
+# Usage: scheduler.sh PATH/TO/eldrsim   (run from the project root)
+set -u
+ELDRSIM=${1:?usage: scheduler.sh PATH/TO/eldrsim}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/eldr-scheduler.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+RUN=(run configs/default.json --set workload.duration_s=20 -q)
+# summary.json's resolved composition (without the scheduler's path) as compact JSON.
+composition() {
+  $PY -c 'import json,sys; c=json.load(open(sys.argv[1]))["config"]["composed"]; c.pop("scheduler"); print(json.dumps(c, sort_keys=True))' "$1"
+}
+
+# GIE's default: queue (2) + KV-cache utilisation (2) + prefix cache (3), the max-score picker.
+"$ELDRSIM" "${RUN[@]}" --scheduler configs/scheduler/gie-default.yaml --out "$TMP/gie"
+check "GIE's default file runs unchanged and maps to queue, KV-cache and prefix-cache scorers" \
+  "[ '$(composition "$TMP/gie/summary.json" 2>/dev/null)' = \
+'{\"filters\": {}, \"name\": \"composed\", \"picker\": {\"max-score-picker\": {\"tie_break\": \"random\"}}, \"scorers\": {\"kv-cache-utilization-scorer\": {\"weight\": 2.0}, \"prefix-cache-scorer\": {\"weight\": 3.0}, \"queue-scorer\": {\"weight\": 2.0}}}' ]"
+"$ELDRSIM" "${RUN[@]}" --router composed --out "$TMP/gie-json" --set \
+  'composed={"scorers": {"queue-scorer": {"weight": 2}, "kv-cache-utilization-scorer": {"weight": 2}, "prefix-cache-scorer": {"weight": 3}}}'
+check "... and routes byte-identically to the same composition written in JSON" \
+  "cmp -s '$TMP/gie/requests.csv' '$TMP/gie-json/requests.csv'"
+
+# llm-d's P/D file: its decode profile (prefix cache 2, queue 1, max-score picker).
+"$ELDRSIM" "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode.yaml --out "$TMP/pd"
+check "llm-d's P/D file runs unchanged: its decode profile" \
+  "composition '$TMP/pd/summary.json' | grep -qF '\"scorers\": {\"prefix-cache-scorer\": {\"weight\": 2.0}, \"queue-scorer\": {\"weight\": 1.0}}'"
+# The key in a config file, relative to the project root, from another directory.
+(cd "$TMP" && "$ELDRSIM" run "$OLDPWD/configs/default.json" --set workload.duration_s=20 -q --router composed \
+  --set composed.scheduler=configs/scheduler/llm-d-decode.yaml --out "$TMP/pd-key")
+check "composed.scheduler resolves against the project root and routes as --scheduler" \
+  "cmp -s '$TMP/pd/requests.csv' '$TMP/pd-key/requests.csv'"
+
+# The config's own entries replace the file's: a weight swept over a scheduler file.
+"$ELDRSIM" "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode-expert-locality.yaml \
+  --set composed.scorers.expert-locality-scorer.weight=0 --out "$TMP/w0"
+check "expert-locality weight 0 over the file is llm-d's decode profile alone" \
+  "cmp -s '$TMP/pd/requests.csv' '$TMP/w0/requests.csv'"
+"$ELDRSIM" "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode-expert-locality.yaml --out "$TMP/w2"
+check "with the expert-locality scorer (weight 2) the routing changes and ELDR's model is built" \
+  "! cmp -s '$TMP/pd/requests.csv' '$TMP/w2/requests.csv' && \
+   $PY -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"router_stats\"][\"mask_layers\"] < 1)' '$TMP/w2/summary.json'"
+
+# Bad files: one line, exit 2, naming the file and the YAML field.
+printf 'apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: foo-scorer\nschedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: foo-scorer\n' >"$TMP/unknown.yaml"
+expect_error "an unknown plugin is named, with what is supported" "unknown.yaml" "plugins[0].type" "foo-scorer" "queue-scorer" \
+  -- "${RUN[@]}" --scheduler "$TMP/unknown.yaml" --out "$TMP/x"
+printf 'apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: queue-scorer\n    weight: -2\n' >"$TMP/weight.yaml"
+expect_error "a negative weight" "weight.yaml" "schedulingProfiles[0].plugins[0].weight" \
+  -- "${RUN[@]}" --scheduler "$TMP/weight.yaml" --out "$TMP/x"
+printf 'apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\nschedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: kv-scorer\n' >"$TMP/ref.yaml"
+expect_error "a reference to no plugin" "ref.yaml" "schedulingProfiles[0].plugins[0].pluginRef" "kv-scorer" \
+  -- "${RUN[@]}" --scheduler "$TMP/ref.yaml" --out "$TMP/x"
+printf 'kind: EndpointPickerConfig\nplugins: [\n' >"$TMP/broken.yaml"
+expect_error "broken YAML" "broken.yaml" "YAML" -- "${RUN[@]}" --scheduler "$TMP/broken.yaml" --out "$TMP/x"
+expect_error "a missing file" "composed.scheduler" "not found" -- "${RUN[@]}" --scheduler "$TMP/none.yaml" --out "$TMP/x"
+expect_error "a value the composed reader rejects, from the config" "configs/default.json" \
+  "composed.picker.max-score-picker.tie_break" \
+  -- "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode.yaml --set composed.picker.max-score-picker.tie_break=first --out "$TMP/x"
+check "no results directory is left by the errors" "[ ! -e '$TMP/x' ]"
+
+finish
