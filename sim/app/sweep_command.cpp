@@ -38,6 +38,7 @@ struct SweepCli {
   bool list   = false;
   bool merge  = false;
   bool no_fit = false;
+  bool report = false;  // then eldrsim report OUT
   long point  = -1;
   std::string emit_slurm;
   std::string slurm_options;
@@ -640,6 +641,8 @@ int emit_slurm(const SweepCli& o, const SweepPlan& plan, const std::string& out)
 int sweep(const SweepCli& o)
 {
   install_interrupt_handler();  // until run_tasks takes the signals: one line, exit 128 + the signal
+  if (o.report && !o.emit_slurm.empty())
+    throw InputError("--report", "", "not with --emit-slurm: run `eldrsim report OUT` after the merge step");
   SweepOptions so;
   so.seeds        = o.seeds;
   so.sets         = parse_sets(o.sets);
@@ -664,8 +667,12 @@ int sweep(const SweepCli& o)
     return emit_slurm(o, plan, out);
   }
   ensure_writable_directory(out);
-  if (o.merge)
-    return merge(plan, out, o.quiet) == 0 ? 0 : 1;
+  if (o.merge) {
+    const size_t missing = merge(plan, out, o.quiet);
+    if (missing == 0 && o.report)
+      exec_analysis_script(project_root(out), "report.py", {out});
+    return missing == 0 ? 0 : 1;
+  }
   int jobs = o.jobs > 0 ? o.jobs : usable_cpus();
   if (o.point >= 0) {
     if (size_t(o.point) >= plan.points.size())
@@ -702,6 +709,8 @@ int sweep(const SweepCli& o)
   size_t missing = merge(plan, out, o.quiet);
   if (failures > 0)  // even when quiet: errors never are
     std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
+  if (failures == 0 && missing == 0 && o.report)
+    exec_analysis_script(project_root(out), "report.py", {out});  // its exit status is the command's
   return failures == 0 && missing == 0 ? 0 : 1;
 }
 
@@ -727,6 +736,10 @@ Command add_sweep_command(CLI::App& app)
   sub->add_flag("--merge", o->merge, "Only write combined.csv from the results present (exit 1 if some are missing)");
   sub->add_option("--point", o->point, "Run only the point with this index (as a Slurm array task does)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--report", o->report,
+                "Once every point is done, write the report (eldrsim report OUT: OUT/report/report.md and .html)")
+      ->excludes(sub->get_option("--list"))
+      ->excludes(sub->get_option("--point"));
   sub->add_flag("--no-fit", o->no_fit, "Do not share ELDR fits between points: every eldr point fits on its own");
   sub->add_option(
       "--emit-slurm", o->emit_slurm,

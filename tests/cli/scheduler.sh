@@ -46,6 +46,16 @@ check "with the expert-locality scorer (weight 2) the routing changes and ELDR's
   "! cmp -s '$TMP/pd/requests.csv' '$TMP/w2/requests.csv' && \
    $PY -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"router_stats\"][\"mask_layers\"] < 1)' '$TMP/w2/summary.json'"
 
+# The worked example's sweep (configs/sweeps/expert_locality_weight.json), cut to two weights, one rate
+# and one seed, from one command: the sweep and its report with the plot against the weight.
+"$ELDRSIM" sweep configs/sweeps/expert_locality_weight.json --out "$TMP/sweep" -q --seeds 1 --report \
+  --set workload.duration_s=10 >/dev/null 2>"$TMP/sweep.err" || true
+check "a weight sweep over a scheduler file, then its report, from one command" \
+  "[ -f '$TMP/sweep/combined.csv' ] && grep -qF 'tpot_vs_composed.scorers.expert-locality-scorer.weight.png' '$TMP/sweep/report/report.md' && \
+   head -c 8 '$TMP/sweep/report/tpot_vs_composed.scorers.expert-locality-scorer.weight.png' | grep -q PNG"
+expect_error "sweep --report with --emit-slurm" "--report" "emit-slurm" \
+  -- sweep configs/sweeps/expert_locality_weight.json --report --emit-slurm "$TMP/slurm"
+
 # Bad files: one line, exit 2, naming the file and the YAML field.
 printf 'apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: foo-scorer\nschedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: foo-scorer\n' >"$TMP/unknown.yaml"
 expect_error "an unknown plugin is named, with what is supported" "unknown.yaml" "plugins[0].type" "foo-scorer" "queue-scorer" \
