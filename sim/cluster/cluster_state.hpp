@@ -145,6 +145,7 @@ struct ClusterState {
   const GatingSource& routing;
   DecodeRouter& decode_router;
   PrefillRouter prefill_router;
+  DecodeRouter* prefill_composition = nullptr;  // routes prefill instead of prefill_router when set
   RunRecorder& recorder;
   std::unique_ptr<GateSource> gates;  // gate values of the routing source, for routers that need them
 

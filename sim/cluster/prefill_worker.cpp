@@ -16,7 +16,17 @@ void dispatch_to_prefill(ClusterState& s, const Request& r)
 {
   RequestRecord& rec = s.recorder.request(r.id);
   rec.arrival_s      = sg4::Engine::get_clock();
-  int w              = s.prefill_router.choose(r.prefix_hash, s.prefill_in_flight);
+  int w              = -1;
+  if (s.prefill_composition) {
+    DecodeLoadView view{s.prefill_in_flight, rec.arrival_s, s.prefill_caches};
+    if (s.caches_prefixes()) {  // the prefix-cache scorer matches them (the worker computes them again)
+      prompt_block_keys(s.workload, r, s.kv_block_tokens, s.block_keys[r.id]);
+      view.prompt_block_keys = s.block_keys[r.id];
+    }
+    w = s.prefill_composition->choose(r, view);
+  } else {
+    w = s.prefill_router.choose(r.prefix_hash, s.prefill_in_flight);
+  }
   rec.prefill_worker = w;
   ++s.prefill_in_flight[size_t(w)];
   s.prefill_queues[size_t(w)].push(&r);

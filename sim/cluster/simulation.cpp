@@ -121,6 +121,9 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingS
   recorder.router_follows_drift = router->follows_drift();
   recorder.signature_cache      = router->profiles_cached_blocks();
   ClusterState s(x, w, cost, routing, *router, recorder);
+  // The prefill router when the config composes one (else the front end's hash ring).
+  auto prefill_router   = make_prefill_router(RouterSetup{x.topology.prefill.instances, x.seed, &w, &routing, &x});
+  s.prefill_composition = prefill_router.get();
 
   // Expert-parallel decode instances: each one's expert placement, as rank masks.
   const ClusterPlacements placements = decode_placements(x, w, routing, *router, s.gates.get());

@@ -21,6 +21,8 @@ class ConfigReader {
   ConfigReader(const Json& object, std::string file, KeyTable table, Json* resolved, std::string path = "");
 
   bool has(const std::string& key) const { return json_.has(key); }
+  // Whether `key` of this section is declared (a section whose table leaves out some members).
+  bool declares(const std::string& key) const { return find_key(table_, key_path(key)) != nullptr; }
   // The declared default, or for keys whose default depends on others (declared with a default_note
   // and no def) the one the caller computed. Keys declared "required" have neither.
   double number(const std::string& key);

@@ -485,14 +485,14 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   x.seed   = uint64_t(r.integer("seed"));
 
   // Every router's section is read, so a typo in one is an error before any run; the resolved config
-  // keeps the run's router's only.
+  // keeps the run's router's only, and the prefill router's when it is a composition.
   for (const RouterSection& rs : routers.sections) {
     const std::string name(rs.name);
     ConfigReader section = r.section(name);
     rs.read(section, root);
     section.finish();
     x.router_sections[name] = x.resolved[name];
-    if (name != x.router)
+    if (name != x.router && !(rs.every_run && !x.resolved[name].empty()))
       x.resolved.erase(name);
   }
 

@@ -148,6 +148,8 @@ struct RouterSection {
   std::string_view name;
   KeyTable keys;
   void (*read)(ConfigReader& section, const std::string& root);  // checks it; `root` resolves file names
+  bool every_run = false;  // used whichever router runs (the prefill router's): kept in the resolved config
+                           // whenever it records a value
 };
 
 // What the config reader knows of the routers (the router table, sim/routing/router_registry.hpp,

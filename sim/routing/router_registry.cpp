@@ -90,6 +90,16 @@ Composition builtin_composition(const RouterEntry& e)
   return read_composition(section, std::string("the router table's ") + e.name);
 }
 
+std::unique_ptr<DecodeRouter> make_prefill_router(const RouterSetup& setup)
+{
+  static const Json kNone = Json::object();
+  const Experiment* x     = setup.experiment;
+  const Json& section =
+      x && x->router_sections.contains("prefill_router") ? x->router_sections["prefill_router"] : kNone;
+  const auto c = read_prefill_composition(section, x ? x->config_file : "(defaults)");
+  return c ? make_composed_router(*c, setup) : nullptr;
+}
+
 const RouterCatalog& router_catalog()
 {
   static const RouterCatalog catalog = [] {
@@ -99,6 +109,7 @@ const RouterCatalog& router_catalog()
       if (e.section)
         c.sections.push_back(*e.section);
     }
+    c.sections.push_back(kPrefillSection);
     return c;
   }();
   return catalog;

@@ -40,6 +40,10 @@ std::vector<std::string> decode_router_names();                // in table order
 // router cannot work with.
 std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const RouterSetup& setup);
 
+// The prefill router the experiment composes (its prefill_router section, `setup` for the prefill
+// workers), nullptr when it composes none: the front end's consistent-hash ring routes prefill.
+std::unique_ptr<DecodeRouter> make_prefill_router(const RouterSetup& setup);
+
 // A built-in router's composition (std::logic_error for a router that is not one).
 Composition builtin_composition(const RouterEntry& e);
 

@@ -65,6 +65,26 @@ check "a threshold nobody reaches never falls back, and routes as without it" \
   "$PY -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))[\"router_stats\"][\"filter_fallbacks\"] != 0)' \
      '$TMP/nofallback/summary.json'"
 
+# The prefill router as a composition (prefill_router): with prefix caching and shared system prompts,
+# llm-d's prefill profile (prefix cache 2, queue 1) spreads prompts over the prefill workers, where the
+# hash ring sends each system prompt's requests to its owner.
+PC=(--router jsq --set serving.prefix_cache=true --set workload.system_prompts=8 --set workload.system_prompt_tokens=512)
+"$ELDRSIM" "${RUN[@]}" "${PC[@]}" --out "$TMP/ring"
+"$ELDRSIM" "${RUN[@]}" "${PC[@]}" --set 'prefill_router={"name": "ring"}' --out "$TMP/ring-named"
+check "a prefill_router section without plugins is the hash ring (and leaves the resolved config alone)" \
+  "cmp -s '$TMP/ring/requests.csv' '$TMP/ring-named/requests.csv' && ! grep -q prefill_router '$TMP/ring/summary.json'"
+"$ELDRSIM" "${RUN[@]}" "${PC[@]}" --set 'prefill_router={"scorers": {"prefix-cache-scorer": {"weight": 2}, "queue-scorer": {}}}' \
+  --out "$TMP/prefill"
+check "llm-d's prefill profile as the prefill router: prompts spread wider than the ring's, recorded in the config" \
+  "$PY -c 'import csv,json,sys,collections
+def spread(d):
+    n = collections.Counter(r[\"prefill_worker\"] for r in csv.DictReader(open(d + \"/requests.csv\")))
+    return max(n.values()) / min(n.values())
+c = json.load(open(sys.argv[2] + \"/summary.json\"))[\"config\"][\"prefill_router\"]
+sys.exit(not (spread(sys.argv[2]) < spread(sys.argv[1]) and c[\"scorers\"][\"queue-scorer\"] == {\"weight\": 1}))' '$TMP/ring' '$TMP/prefill'"
+expect_error "the prefill router cannot use expert locality" "prefill_router.scorers.expert-locality-scorer" "known only once it is prefilled" \
+  -- "${RUN[@]}" --set 'prefill_router={"scorers": {"expert-locality-scorer": {}}}' --out "$TMP/x"
+
 expect_error "an unknown scorer suggests the closest" "composed.scorers.queue_scorer" "did you mean 'queue-scorer'" \
   -- "${RUN[@]}" --router composed --set 'composed={"scorers": {"queue_scorer": {}}}' --out "$TMP/x"
 expect_error "a negative weight" "composed.scorers.expert-locality-scorer.weight" "must be between 0" \

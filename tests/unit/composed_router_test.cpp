@@ -230,3 +230,14 @@ TEST_CASE("composed: a composition named after a built-in router draws its numbe
   CHECK(a == b);
   CHECK(a != c);  // another stream
 }
+
+TEST_CASE("composed: the prefill router is a composition only when its section gives a plugin")
+{
+  CHECK(!read_prefill_composition(Json::object(), "test.json"));
+  CHECK(!read_prefill_composition(Json::parse(R"({"name": "ring"})"), "test.json"));
+  const auto c = read_prefill_composition(Json::parse(R"({"scorers": {"queue-scorer": {}}})"), "test.json");
+  REQUIRE(c);
+  CHECK(c->name == "prefill");
+  REQUIRE(c->scorers.size() == 1);
+  CHECK(c->scorers[0].type == ScorerType::queue);
+}

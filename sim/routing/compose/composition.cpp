@@ -7,6 +7,7 @@
 #include "sim/routing/compose/endpoint_picker_config.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <filesystem>
 
 namespace eldr {
@@ -106,6 +107,36 @@ const ConfigKey kComposedKeys[] = {
 };
 #undef SCORER
 
+// The prefill router's section: the composed section's keys under prefill_router, but for the
+// scheduler file and the locality plugins (a prompt's experts are known only once it is prefilled).
+KeyTable prefill_keys()
+{
+  static std::deque<std::string> paths;
+  static const std::vector<ConfigKey> keys = [] {
+    std::vector<ConfigKey> out;
+    for (ConfigKey k : kComposedKeys) {
+      const std::string_view path = k.path;
+      if (path == "composed.scheduler" || path.find("locality") != std::string_view::npos)
+        continue;
+      k.path = paths.emplace_back("prefill_router" + std::string(path.substr(std::string_view("composed").size())));
+      if (k.path == "prefill_router")
+        k.help = "the prefill router as a composition (docs/routing-policies.md); no plugin given: the front end's "
+                 "consistent-hash ring (serving.prefill_hash_vnodes, serving.prefill_load_factor)";
+      if (k.path == "prefill_router.name") {
+        k.def  = "\"prefill\"";
+        k.help = "names the prefill policy and its random stream (router.NAME)";
+      }
+      out.push_back(k);
+    }
+    return out;
+  }();
+  return keys;
+}
+
+// A plugin of the decode router that a section's table leaves out (the prefill router's).
+constexpr const char* kNotHere =
+    "not for the prefill router: expert locality needs the prompt's experts, known only once it is prefilled";
+
 // Reads filters, scorers and picker from `r` (the composed section, or what a scheduler file maps to).
 Composition read_steps(ConfigReader& r)
 {
@@ -115,6 +146,8 @@ Composition read_steps(ConfigReader& r)
     const std::string type(kFilters[i].value);
     if (!filters.has(type))
       continue;
+    if (!filters.declares(type))
+      filters.fail(type, kNotHere);
     ConfigReader f = filters.section(type);
     FilterStep step;
     step.type = FilterType(i);
@@ -130,6 +163,8 @@ Composition read_steps(ConfigReader& r)
     const std::string type(kScorers[i].value);
     if (!scorers.has(type))
       continue;
+    if (!scorers.declares(type))
+      scorers.fail(type, kNotHere);
     ConfigReader s      = scorers.section(type);
     const double weight = s.number("weight");
     s.finish();
@@ -198,7 +233,7 @@ void check_composed_section(ConfigReader& r, const std::string& root)
   Json own = r.json();
   own.erase("scheduler");
   own.erase("name");
-  ConfigReader given(own, r.file(), kComposedKeys, nullptr, "composed");
+  ConfigReader given(own, r.file(), kComposedKeys, nullptr, "composed");  // the file's entries come later
   read_steps(given);
   given.finish();
 
@@ -218,9 +253,26 @@ void check_composed_section(ConfigReader& r, const std::string& root)
   r.finish();
 }
 
+// The prefill router's section: a composition when it gives a plugin (else nothing is recorded: the
+// ring routes, configured under serving).
+void check_prefill_section(ConfigReader& r, const std::string& /*root*/)
+{
+  if (r.has("filters") || r.has("scorers") || r.has("picker")) {
+    read_section(r);
+    return;
+  }
+  if (r.has("name")) {
+    ConfigReader unrecorded(r.json(), r.file(), prefill_keys(), nullptr, "prefill_router");
+    read_name(unrecorded);  // checked all the same
+    r.ignore("name");
+  }
+  r.finish();
+}
+
 }  // namespace
 
 const RouterSection kComposedSection = {"composed", kComposedKeys, check_composed_section};
+const RouterSection kPrefillSection  = {"prefill_router", prefill_keys(), check_prefill_section, true};
 
 bool Composition::uses_expert_locality() const
 {
@@ -267,6 +319,14 @@ std::span<const KeyChoice> picker_types()
 Composition read_composition(const Json& section, const std::string& file)
 {
   ConfigReader r(section, file, kComposedKeys, nullptr, "composed");
+  return read_section(r);
+}
+
+std::optional<Composition> read_prefill_composition(const Json& section, const std::string& file)
+{
+  if (!section.contains("filters") && !section.contains("scorers") && !section.contains("picker"))
+    return std::nullopt;
+  ConfigReader r(section, file, prefill_keys(), nullptr, "prefill_router");
   return read_section(r);
 }
 

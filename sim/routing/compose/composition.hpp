@@ -9,6 +9,7 @@
 #include "sim/config/config_key.hpp"
 #include "sim/config/experiment.hpp"
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,9 +62,15 @@ std::span<const KeyChoice> picker_types();
 // its check, for the router table.
 extern const RouterSection kComposedSection;
 
+// The prefill router's section (prefill_router): the same plugins but the locality ones, no scheduler file.
+extern const RouterSection kPrefillSection;
+
 // The composition a resolved section describes (the experiment's router_sections["composed"], or a
 // built-in router's text in the same form); `scheduler` in it is ignored (already expanded).
 // Throws InputError naming `file` on a bad value.
 Composition read_composition(const Json& section, const std::string& file);
+// The prefill router's composition, none when the resolved section gives no plugin (then the front
+// end's consistent-hash ring routes prefill).
+std::optional<Composition> read_prefill_composition(const Json& section, const std::string& file);
 
 }  // namespace eldr
