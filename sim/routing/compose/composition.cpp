@@ -290,19 +290,6 @@ bool Composition::uses_label_pools() const
                      [](const ScorerStep& s) { return s.type == ScorerType::label_match; });
 }
 
-std::string_view to_string(FilterType t)
-{
-  return kFilters[size_t(t)].value;
-}
-std::string_view to_string(ScorerType t)
-{
-  return kScorers[size_t(t)].value;
-}
-std::string_view to_string(PickerType t)
-{
-  return kPickers[size_t(t)].value;
-}
-
 std::span<const KeyChoice> filter_types()
 {
   return kFilters;

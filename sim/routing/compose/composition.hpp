@@ -49,10 +49,6 @@ struct Composition {
   bool uses_label_pools() const;
 };
 
-std::string_view to_string(FilterType t);
-std::string_view to_string(ScorerType t);
-std::string_view to_string(PickerType t);
-
 // The plugin types by kind, each with its line of help, in enum order.
 std::span<const KeyChoice> filter_types();
 std::span<const KeyChoice> scorer_types();

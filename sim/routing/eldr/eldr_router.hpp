@@ -8,6 +8,9 @@
 // new centroids matched to workers by maximum cosine) so profiles follow the traffic. Refit policies
 // (eldr.refit): static (never), periodic (alias online: every refit_interval_s) and triggered (when
 // the drift detector, drift_detector.hpp, finds the routed signatures moved away from the centroids).
+// The router table's "eldr" is a composition (sim/routing/compose/): the locality-band filter and the
+// expert-locality scorer take their decisions from this class in steps (begin, band, similarities,
+// end); its own choose() is that composition's decision, for the tests.
 #include "sim/config/experiment.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/eldr/drift_detector.hpp"
