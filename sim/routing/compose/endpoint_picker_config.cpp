@@ -298,8 +298,10 @@ struct Reader {
 
   double weight(const YAML::Node& node, const std::string& field) const
   {
-    double w                 = 0;
-    const std::string_view s = number_text(node.IsScalar() && node.Tag() != "!" ? node.Scalar() : "");
+    double w = 0;
+    // The text outlives the view into it (a conditional of a string and "" would be a temporary).
+    const std::string text   = node.IsScalar() && node.Tag() != "!" ? node.Scalar() : std::string();
+    const std::string_view s = number_text(text);
     const auto [end, ec]     = std::from_chars(s.data(), s.data() + s.size(), w);
     if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(w))
       fail(field,
