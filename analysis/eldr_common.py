@@ -532,6 +532,49 @@ def check_dir_writable(d, path, what):
                     f"permissions)") from None
 
 
+# The marker files of directories an output replaces whole (sim/common/output_place.hpp names the same): such
+# a directory is replaced only when absent, empty or holding its marker, never a user's own directory.
+REPORT_MARKER = ".eldrsim-report"
+VALIDATE_MARKER = ".eldrsim-validate"
+
+
+def check_replaceable_dir(path, marker, noun, what="--out"):
+    """Before any work: `path` is absent, an empty directory or `noun` eldr-sim wrote (it holds `marker`)."""
+    if os.path.islink(path):
+        raise Fatal(f"{path}: {what}: is a symbolic link; eldr-sim replaces a directory whole and does not follow "
+                    f"it: give the directory itself or a new path")
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path):
+        raise Fatal(f"{path}: {what}: exists and is not a directory: give a directory to write {noun} in")
+    if os.path.isfile(os.path.join(path, marker)) or not os.listdir(path):
+        return
+    raise Fatal(f"{path}: {what}: exists and is not {noun} eldr-sim wrote (no {marker} in it) and would be "
+                f"replaced whole: move it away, or give another path")
+
+
+def publish_dir(stage, final, marker, noun):
+    """Marks `stage` as eldr-sim's and moves it into place as `final` with the signals held off: `final` is the
+    old directory or the new one, never none. `final` is checked again (check_replaceable_dir) just before."""
+    with open(os.path.join(stage, marker), "w") as f:
+        f.write("This directory was written by eldr-sim; the next run of the same command replaces it whole.\n")
+    old = None
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, list(_SIGNALS))
+    try:
+        check_replaceable_dir(final, marker, noun)
+        if os.path.lexists(final):
+            old = register_temp(f"{stage}.old")
+            os.rename(final, old)
+        os.rename(stage, final)
+        release_temp(stage)
+        set_kept(f"{display_path(final)} written")
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+        release_temp(old)
+
+
 class OutputSet:
     """Files written as a set: each into a temporary file beside it, all renamed at commit(). On an error or
     a signal before commit() the temporaries go and the old files stay; commit() holds signals off so that

@@ -28,8 +28,6 @@ import html
 import math
 import os
 import re
-import shutil
-import signal
 import sys
 import tempfile
 
@@ -515,8 +513,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     df, seeds = load(args.results)
     final = os.path.normpath(args.out or os.path.join(args.results, "report"))
-    if os.path.lexists(final) and not os.path.isdir(final):
-        raise InputProblem(f"{final}: --out: exists and is not a directory; give a directory")
+    ec.check_replaceable_dir(final, ec.REPORT_MARKER, "a report")
     parent = os.path.dirname(os.path.abspath(final))
     try:
         ec.check_dir_writable(parent, final, "--out")
@@ -532,7 +529,7 @@ def main(argv=None):
         raise
     except Exception as e:  # noqa: BLE001 (whatever pandas or matplotlib raise: one line, exit 2)
         raise InputProblem(f"{args.results}: {describe(e)}") from None
-    publish(out, final)
+    ec.publish_dir(out, final, ec.REPORT_MARKER, "a report")
     print(f"report: {os.path.join(final, 'report.md')} and report.html")
     return 0
 
@@ -542,24 +539,6 @@ def describe(e):
     if isinstance(e, OSError) and e.strerror:
         return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-
-
-def publish(tmp, final):
-    """Two renames with the signals held off: `final` is the old report or the new one, never none."""
-    old = None
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-    try:
-        if os.path.isdir(final):
-            old = ec.register_temp(f"{tmp}.old")
-            os.rename(final, old)
-        os.rename(tmp, final)
-        ec.release_temp(tmp)
-        ec.set_kept(f"the report was written to {final}")
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
-        ec.release_temp(old)
 
 
 def build(args, df, seeds, out):

@@ -36,7 +36,6 @@ import json
 import math
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -685,26 +684,6 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
     return "\n".join(md)
 
 
-def publish(stage, out):
-    """Replace `out` by `stage` so that `out` is either the old directory or the new one (the renames with
-    the signals held off)."""
-    old = None
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-    try:
-        if os.path.exists(out):
-            old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(out))
-            os.rmdir(old)
-            os.rename(out, ec.register_temp(old))
-        os.rename(stage, out)
-        ec.release_temp(stage)
-        ec.set_kept(f"{ec.display_path(out)} written")
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
-        ec.release_temp(old)
-
-
 def main(argv=None):
     ap = ec.ArgumentParser(prog="validate.py", description=__doc__.split("\n\n")[0],
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]),
@@ -732,8 +711,7 @@ def main(argv=None):
     if args.seeds > 1 and args.seed != 1:
         ap.error("--seeds N runs the claims with seeds 1..N; give --seed only with --seeds 1")
     t0 = time.time()
-    if os.path.lexists(args.out) and not os.path.isdir(args.out):
-        raise ec.Fatal(f"{args.out}: --out: exists and is not a directory; give a directory")
+    ec.check_replaceable_dir(args.out, ec.VALIDATE_MARKER, "validate's results")
     ec.check_dir_writable(os.path.dirname(args.out), args.out, "--out")
     ec.set_kept(f"no files written, {ec.display_path(args.out)} not changed")
     measured = fit_cost.with_router_rows(ec.load_measured(ec.DEFAULT_DATA),
@@ -751,7 +729,7 @@ def main(argv=None):
         lomo = [] if args.skip_loro else leave_one_model_out(args, measured, scratch)
     claims, sweep_rows = (None, []) if args.skip_claims else run_claims(args, stage)
     text = write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, time.time() - t0)
-    publish(stage, args.out)
+    ec.publish_dir(stage, args.out, ec.VALIDATE_MARKER, "validate's results")
     print(text)
     print(f"\nwrote {ec.display_path(args.out)}/report.md ({time.time() - t0:.0f} s)")
     return 0

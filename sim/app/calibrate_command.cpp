@@ -81,6 +81,12 @@ int calibrate(const CalibrateOptions& o)
     fs::path p = fs::absolute(o.out);
     report     = (p.parent_path() / (p.stem().string() + "_report.md")).string();
   }
+  std::vector<CommandInput> inputs = experiment_inputs(x);
+  inputs.push_back({o.measured, "the measured data"});
+  inputs.push_back({model_file, "the model file"});
+  check_output_apart(o.out, "--out", inputs);
+  inputs.push_back({o.out, "the --out file"});
+  check_output_apart(report, "--report", inputs);
   std::vector<std::string> args = {"--models",
                                    o.model,
                                    "--hardware",

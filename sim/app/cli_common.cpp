@@ -144,4 +144,12 @@ std::string this_binary()
   return self.string();
 }
 
+std::vector<CommandInput> experiment_inputs(const Experiment& x)
+{
+  std::vector<CommandInput> in;
+  for (const auto& f : x.input_files)
+    in.push_back({f, f == x.config_file ? "the config" : "a file the config reads"});
+  return in;
+}
+
 }  // namespace eldr::app

@@ -2,6 +2,7 @@
 // eldrsim subcommands. Each registers itself and its options on the CLI11 app.
 #include <CLI/CLI.hpp>
 
+#include "sim/common/output_place.hpp"
 #include "sim/config/experiment.hpp"
 
 #include <functional>
@@ -26,6 +27,8 @@ std::string cli_error_line(const CLI::ParseError& e);
 // $ELDR_PYTHON) with `args`; returns only by an InputError (script missing, python not runnable).
 [[noreturn]] void exec_analysis_script(const std::string& root, const std::string& script,
                                        const std::vector<std::string>& args);
+// The inputs of a run of `x` (its config and every file the config names), for check_output_apart.
+std::vector<CommandInput> experiment_inputs(const Experiment& x);
 // This binary's own path (/proc/self/exe), for scripts that run it.
 std::string this_binary();
 

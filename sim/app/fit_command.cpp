@@ -28,6 +28,7 @@ int fit(const FitOptions& o)
                                (std::filesystem::exists(o.out, ec) ? ", the earlier file intact" : ""),
                            {atomic_temporary(o.out)});
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
+  check_output_apart(o.out, "--out", experiment_inputs(x));
   Workload w   = make_workload(x);
   auto routing = make_gating_source(x, w, o.routing_cache);
   EldrModel m  = fit_eldr_for(x, w, *routing);

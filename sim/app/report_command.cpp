@@ -32,9 +32,22 @@ int report(const ReportOptions& o)
   if (st.type() != fs::file_type::regular)
     throw InputError((fs::path(o.results) / "combined.csv").string(), "",
                      "is not a regular file (a device, FIFO or socket)");
-  std::vector<std::string> args = {o.results};
-  if (!o.out.empty())
-    args.insert(args.end(), {"--out", o.out});
+  // The report reads combined.csv (and the per-seed table) and the sweeps' point directories: it may
+  // live beside them (RESULTS/report, the default), never on or above or among them.
+  const std::string out = o.out.empty() ? (fs::path(o.results) / "report").string() : o.out;
+  std::vector<CommandInput> inputs;
+  for (const char* table : {"combined.csv", "combined_seeds.csv"})
+    inputs.push_back({(fs::path(o.results) / table).string(), std::string("the sweep's ") + table});
+  for (const auto& sweep : fs::directory_iterator(o.results, ec))
+    if (sweep.is_directory(ec) && !holds_marker(sweep.path().string(), kReportMarker))
+      for (const auto& point : fs::directory_iterator(sweep.path(), ec))
+        if (holds_marker(point.path().string(), kPointMarker)) {
+          inputs.push_back({sweep.path().string(), "the points of sweep '" + sweep.path().filename().string() + "'"});
+          break;
+        }
+  check_output_apart(out, "--out", inputs);
+  check_replaceable_directory(out, "--out", kReportMarker, "a report");
+  std::vector<std::string> args = {o.results, "--out", out};
   exec_analysis_script(project_root(o.results), "report.py", args);
 }
 

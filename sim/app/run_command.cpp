@@ -73,6 +73,7 @@ int run(const RunOptions& o)
   if (out.empty())
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;
   // The output is checked (and its staging directory made) before simulating; results appear whole.
+  check_output_apart(out, "--out", experiment_inputs(x));
   StagedDirectory staged(out);
   Workload w    = make_workload(x);
   auto routing  = make_gating_source(x, w, o.routing_cache);

@@ -168,6 +168,22 @@ std::vector<std::string> fit_argv(const std::string& self, const SweepPoint& p, 
   return a;
 }
 
+// Before any point runs: OUT is apart from the sweep's files and configs, every point directory
+// there is a point eldr-sim wrote (publish replaces it whole), and so is the report it will replace.
+void check_outputs(const SweepPlan& plan, const std::string& out, bool report)
+{
+  std::vector<CommandInput> inputs = {{plan.file, "the sweep file"}};
+  std::set<std::string> configs;
+  for (const auto& p : plan.points)
+    if (configs.insert(p.config).second)
+      inputs.push_back({p.config, "a config of the sweep"});
+  check_output_apart(out, "--out", inputs);
+  for (const auto& p : plan.points)
+    check_replaceable_directory(point_dir(out, p).string(), "--out", kPointMarker, "a sweep point");
+  if (report)
+    check_replaceable_directory((fs::path(out) / "report").string(), "--report", kReportMarker, "a report");
+}
+
 // Moves a finished temporary directory into place; a previous (stale) result goes away whole.
 void publish(const fs::path& tmp, const fs::path& final_dir)
 {
@@ -666,6 +682,7 @@ int sweep(const SweepCli& o)
     ensure_writable_directory(o.emit_slurm);
     return emit_slurm(o, plan, out);
   }
+  check_outputs(plan, out, o.report);
   ensure_writable_directory(out);
   if (o.merge) {
     const size_t missing = merge(plan, out, o.quiet);

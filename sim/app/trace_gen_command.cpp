@@ -51,6 +51,7 @@ int gen(const GenOptions& o)
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
   if (x.workload.kind == WorkloadKind::trace)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
+  check_output_apart(o.out, "--out", experiment_inputs(x));
   StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
   Workload w                = make_workload(x);
   auto source               = make_gating_source(x, w);

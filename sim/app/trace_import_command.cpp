@@ -147,23 +147,30 @@ Command add_trace_import_command(CLI::App& trace)
                   }
               }
               e.shuffle = !o->no_shuffle;
-              rep       = import_esft(e);
-              kind      = "esft";
+              check_output_apart(e.out_dir, "--out", {{e.data_dir, "the ESFT routing directory"}});
+              rep  = import_esft(e);
+              kind = "esft";
             } else if (azure->parsed()) {
               RequestTraceImportOptions a = o->azure;
               if (a.input.empty())
                 a.input = from_root("traces/azure2023_conv.csv");
+              check_output_apart(a.out_dir, "--out", {{a.input, "the Azure trace"}});
               rep  = import_azure(a);
               kind = "azure";
             } else if (vllm->parsed()) {
               VllmImportOptions v = o->vllm;
               v.model_file        = model_path(v.model_file);
-              rep                 = import_vllm(v);
-              kind                = "vllm";
+              check_output_apart(v.out_dir, "--out",
+                                 {{v.input, "the captured responses"},
+                                  {v.model_file, "the model file"},
+                                  {v.arrivals_csv, "the arrivals file"}});
+              rep  = import_vllm(v);
+              kind = "vllm";
             } else {
               RequestTraceImportOptions m = o->mooncake;
               if (m.input.empty())
                 m.input = from_root("traces/mooncake_conversation.jsonl");
+              check_output_apart(m.out_dir, "--out", {{m.input, "the Mooncake trace"}});
               rep  = import_mooncake(m);
               kind = "mooncake";
             }

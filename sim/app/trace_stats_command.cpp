@@ -35,8 +35,10 @@ int stats(const StatsOptions& o)
   if (!o.json.empty())
     check_output_file(o.json);
   Experiment x = load_experiment(o.config, parse_sets(o.sets));
-  Workload w   = make_workload(x);
-  auto source  = make_gating_source(x, w);
+  if (!o.json.empty())
+    check_output_apart(o.json, "--json", experiment_inputs(x));
+  Workload w  = make_workload(x);
+  auto source = make_gating_source(x, w);
   RoutingStatsOptions opt;
   opt.requests                      = o.requests;
   opt.seed                          = uint64_t(o.seed);

@@ -3,6 +3,7 @@
 // results/validate/report.md (analysis/validate.py on Debian's python3 with numpy and scipy).
 #include "sim/app/commands.hpp"
 
+#include <filesystem>
 #include <memory>
 
 namespace eldr::app {
@@ -19,9 +20,16 @@ struct ValidateOptions {
 
 int validate(const ValidateOptions& o)
 {
-  std::vector<std::string> args = {"--eldrsim", this_binary()};
-  if (!o.out.empty())
-    args.insert(args.end(), {"--out", o.out});
+  namespace fs           = std::filesystem;
+  const std::string root = project_root(".");
+  const std::string out  = o.out.empty() ? (fs::path(root) / "results" / "validate").string() : o.out;
+  // It reads the project's data, models, configs and scripts and runs this binary.
+  std::vector<CommandInput> inputs = {{this_binary(), "the simulator"}};
+  for (const char* dir : {"traces", "models", "configs", "analysis"})
+    inputs.push_back({(fs::path(root) / dir).string(), std::string("the project's ") + dir + "/"});
+  check_output_apart(out, "--out", inputs);
+  check_replaceable_directory(out, "--out", kValidateMarker, "validate's results");
+  std::vector<std::string> args = {"--eldrsim", this_binary(), "--out", out};
   if (o.jobs > 0)
     args.insert(args.end(), {"--jobs", std::to_string(o.jobs)});
   if (o.seeds > 1)

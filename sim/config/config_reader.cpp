@@ -160,7 +160,9 @@ ConfigReader ConfigReader::section(const std::string& key)
   declared(key, KeyType::section, false);
   Json* child        = resolved_ ? &((*resolved_)[key] = Json::object()) : nullptr;
   const JsonReader s = json_.object(key);  // checks the type: an object, or absent (an empty one)
-  return ConfigReader(s.json(), file(), table_, child, s.path());
+  ConfigReader r(s.json(), file(), table_, child, s.path());
+  r.inputs_ = inputs_;
+  return r;
 }
 
 const Json& ConfigReader::value(const std::string& key)

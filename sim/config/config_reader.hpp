@@ -55,10 +55,20 @@ class ConfigReader {
   // router's scheduler file). `object` outlives it.
   ConfigReader over(const Json& object, std::string file) const
   {
-    return ConfigReader(object, std::move(file), table_, resolved_, json_.path());
+    ConfigReader r(object, std::move(file), table_, resolved_, json_.path());
+    r.inputs_ = inputs_;
+    return r;
   }
   // Fails on the first key that was never asked for, suggesting the closest declared one.
   void finish() const;
+  // Files and directories the config names are collected (Experiment::input_files) when the top
+  // reader was given a list; sections share it.
+  void collect_inputs(std::vector<std::string>* inputs) { inputs_ = inputs; }
+  void note_input(const std::string& path) const
+  {
+    if (inputs_)
+      inputs_->push_back(path);
+  }
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const { json_.fail(key, problem); }
   std::string key_path(const std::string& key) const { return json_.key_path(key); }
@@ -73,6 +83,7 @@ class ConfigReader {
   JsonReader json_;
   KeyTable table_;
   Json* resolved_;
+  std::vector<std::string>* inputs_ = nullptr;
 };
 
 }  // namespace eldr

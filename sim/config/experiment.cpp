@@ -62,6 +62,7 @@ void require_file(const std::string& path, const ConfigReader& r, const std::str
   if (!fs::exists(path, ec))
     r.fail(key, "file not found: " + path);
   check_input_file(path);  // a device or FIFO: an error naming it, not "not found"
+  r.note_input(path);
 }
 
 double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction)
@@ -307,6 +308,8 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   const std::vector<ConfigKey> keys = config_keys(routers);
   x.resolved                        = Json::object();
   ConfigReader r(doc, config_path, keys, &x.resolved);
+  x.input_files = {config_path};
+  r.collect_inputs(&x.input_files);
   r.text("description");  // unused, but kept in the resolved config: it names the run
 
   std::string cluster_file = resolve_named_file(root, "configs/cluster", r.text("cluster"));
@@ -317,6 +320,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   if (!fs::exists(hw_file))
     throw InputError(cluster_file, "hardware", "file not found: " + hw_file);
   check_input_file(hw_file);
+  r.note_input(hw_file);
   x.hardware = load_hardware(hw_file);
 
   std::string model_file = resolve_named_file(root, "models", r.text("model"));
@@ -362,6 +366,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
     if (!fs::exists(x.workload.arrivals_file))
       w.fail("arrivals_file", "file not found: " + x.workload.arrivals_file);
     check_input_file(x.workload.arrivals_file);
+    w.note_input(x.workload.arrivals_file);
     if (trace)
       w.fail("arrivals", "'file' re-times generated workloads; a trace uses 'trace' or 'poisson'");
   }
@@ -374,6 +379,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
     else
       w.fail("trace", "not a trace directory (no trace.json): " + x.workload.trace_dir +
                           " (make one with `eldrsim trace import ...`; see docs/trace-format.md)");
+    w.note_input(x.workload.trace_dir);
   } else {
     w.ignore("trace");
     if (x.workload.arrivals == ArrivalProcess::trace)
@@ -418,6 +424,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   if (!fs::exists(x.workload.lengths_file))
     w.fail("lengths_file", "file not found: " + x.workload.lengths_file);
   check_input_file(x.workload.lengths_file);
+  w.note_input(x.workload.lengths_file);
   // A config written from scratch gets the expert locality the simulator is about: the calibrated
   // generator, or a trace's own routing.
   x.workload.routing = w.choice_of<ExpertRouting>("routing", trace ? ExpertRouting::trace : ExpertRouting::generated);

@@ -118,6 +118,9 @@ struct ServingSpec {
 
 struct Experiment {
   std::string config_file;
+  // Every file and directory the config read (the config itself, model, cluster, hardware, trace,
+  // lengths, a router's files...): inputs an output must keep apart from (output_place.hpp).
+  std::vector<std::string> input_files;
   // Every value the run used, given or default, by dotted key (the run's router section only):
   // summary.json's "config".
   Json resolved;

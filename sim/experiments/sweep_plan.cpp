@@ -244,6 +244,10 @@ struct Loader {
       open_files.erase(canonical);
       return;
     }
+    if (name == "report")  // OUT/report is the report's (eldrsim report): points never live there
+      throw InputError(path, "name",
+                       "'report' is where the sweep's report goes (OUT/report): name the sweep otherwise "
+                       "(\"name\": \"...\", or rename the file)");
     if (auto [it, fresh] = sweep_names.emplace(name, path); !fresh)
       throw InputError(path, "name", "sweep name '" + name + "' is also used by " + it->second);
     if (seeds > 1) {

@@ -76,7 +76,8 @@ cat >"$TMP/main.json" <<JSON
             "router": ["round_robin", "eldr"], "workload.rate_rps": [20, 60] } }
 JSON
 "$ELDRSIM" sweep "$TMP/main.json" --out "$TMP/r" -q
-mkdir -p "$TMP/r/report" && echo old >"$TMP/r/report/report.md"
+# An old report eldr-sim wrote (its marker): the one a report may replace.
+mkdir -p "$TMP/r/report" && echo old >"$TMP/r/report/report.md" && touch "$TMP/r/report/.eldrsim-report"
 "$ELDRSIM" report "$TMP/r" >/dev/null 2>"$TMP/rep.err" &
 pid=$!
 wait_for_glob "$TMP/r/.report.tmp-*"
@@ -85,10 +86,10 @@ wait $pid
 rc=$?
 interrupted "report on SIGTERM" SIGTERM 143 "$rc" "$TMP/rep.err"
 check "report on SIGTERM: the old report whole, no temporary directory" \
-  "[ \"\$(cat '$TMP/r/report/report.md')\" = old ] && [ \$(ls -A '$TMP/r/report') = report.md ] && ! ls -A '$TMP/r' | grep -q tmp"
+  "[ \"\$(cat '$TMP/r/report/report.md')\" = old ] && [ \"\$(ls -A '$TMP/r/report' | tr '\\n' ' ')\" = '.eldrsim-report report.md ' ] && ! ls -A '$TMP/r' | grep -q tmp"
 
 # --- validate: SIGTERM while the cells run; the old results directory stays, no staging left.
-mkdir -p "$TMP/val" && echo old >"$TMP/val/report.md"
+mkdir -p "$TMP/val" && echo old >"$TMP/val/report.md" && touch "$TMP/val/.eldrsim-validate"
 $PY analysis/validate.py --eldrsim "$ELDRSIM" --out "$TMP/val" --skip-claims --skip-loro --duration 10 --warmup 200 \
   >/dev/null 2>"$TMP/val.err" &
 pid=$!
@@ -122,7 +123,7 @@ check "CSV labels round-trip" "[ $? = 0 ]"
 mkdir -p "$TINY"
 if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=16k tmpfs "$TINY" 2>/dev/null; then
   echo '{"old": true}' >"$TINY/cal.json"
-  mkdir -p "$TINY/report" && echo old >"$TINY/report/report.md"
+  mkdir -p "$TINY/report" && echo old >"$TINY/report/report.md" && touch "$TINY/report/.eldrsim-report"
   dd if=/dev/zero of="$TINY/fill" bs=1k count=64 2>/dev/null
   "$ELDRSIM" calibrate $DATA --model $MODEL --out "$TINY/cal.json" --report "$TMP/full/r.md" --max-evals 1 \
     --duration 5 --warmup 10 >/dev/null 2>"$TMP/full.err"
@@ -134,7 +135,7 @@ if [ "$(id -u)" = 0 ] && mount -t tmpfs -o size=16k tmpfs "$TINY" 2>/dev/null; t
   "$ELDRSIM" report "$TMP/r" --out "$TINY/report" >/dev/null 2>"$TMP/full.err"
   rc=$?
   check "report onto a full disk: exit 2, one line, the old report whole" \
-    "[ $rc = 2 ] && [ \$(wc -l <'$TMP/full.err') = 1 ] && grep -q 'No space left on device' '$TMP/full.err' && [ \$(ls -A '$TINY/report') = report.md ] && ! ls -A '$TINY' | grep -q tmp"
+    "[ $rc = 2 ] && [ \$(wc -l <'$TMP/full.err') = 1 ] && grep -q 'No space left on device' '$TMP/full.err' && [ \"\$(ls -A '$TINY/report' | tr '\\n' ' ')\" = '.eldrsim-report report.md ' ] && ! ls -A '$TINY' | grep -q tmp"
   # A set of two outputs, the second on the full disk: neither is replaced.
   echo old >"$TMP/first.json"
   $PY - "$TMP/first.json" "$TINY/second.json" >"$TMP/set.out" 2>&1 <<'PYEOF'

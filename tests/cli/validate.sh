@@ -27,7 +27,8 @@ check "validate.py's own usage errors: one line, exit 2" "[ $rc = 2 ] && [ \$(wc
 # Short runs (10 s after 200 warm-up requests), no claims, no cross-validation: the 30 round-robin cells
 # and the 90 of the training split, ~60 s.
 OUT="$TMP/val"
-mkdir -p "$OUT" && echo stale >"$OUT/stale-file"
+# An earlier validate's results (its marker): replaced whole, its stale file gone.
+mkdir -p "$OUT" && echo stale >"$OUT/stale-file" && touch "$OUT/.eldrsim-validate"
 if $PY analysis/validate.py --eldrsim "$ELDRSIM" --out "$OUT" --skip-claims --skip-loro --duration 10 \
   --warmup 200 >"$TMP/stdout" 2>"$TMP/stderr"; then
   ok "validate --skip-claims --skip-loro on short runs"
