@@ -50,6 +50,7 @@ RoutingProfile load_routing_profile(const std::string& path, const std::string& 
     l.phase_drift       = o.number("phase_drift", p.phase_drift, 0, 10);
     l.request_mix_max   = o.number("request_mix_max", p.request_mix_max, 0, 1);
     l.shared_subtopics  = o.boolean("shared_subtopics", false);
+    l.subtopic_zipf     = o.number("subtopic_zipf", 0, 0, 10);
     o.finish();
     p.kinds[k] = l;
   }

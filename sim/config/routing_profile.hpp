@@ -18,6 +18,9 @@ struct LabelLocality {
   // The sub-topics are topics every label shares: sub-topic k has the same preferences in every
   // label (a coding question in any language), where otherwise each label has sub-topics of its own.
   bool shared_subtopics = false;
+  // How unequal a label's sub-topics are in traffic: sub-topic k (0-based) is the primary one of a
+  // request with weight (k+1)^-subtopic_zipf, Zipf's law of topic frequencies (0: all equal).
+  double subtopic_zipf = 0;
 };
 
 // What the generated routing should reproduce (docs/design.md section 5), printed by `eldrsim trace stats`

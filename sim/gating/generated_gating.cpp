@@ -138,17 +138,30 @@ GeneratedGating::GeneratedGating(const ModelSpec& model, const RoutingProfile& p
                                  const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file,
                                  double novel_after_s, const std::string& cache_dir)
 {
-  novel_after_s_         = novel_after_s;
-  shape_.layers          = model.layers;
-  shape_.experts         = model.experts;
-  shape_.top_k           = model.top_k;
-  shape_.words_per_layer = (model.experts + 63) / 64;
-  labels_                = int(labels.size());
-  subtopics_             = profile.subtopics_per_label;
-  records_               = profile.palette_records;
-  seed_                  = seed;
-  norm_topk_prob_        = model.norm_topk_prob;
-  mix_max_               = subtopics_ > 1 ? profile.locality(kind, profile_file).request_mix_max : 0.0;
+  novel_after_s_           = novel_after_s;
+  shape_.layers            = model.layers;
+  shape_.experts           = model.experts;
+  shape_.top_k             = model.top_k;
+  shape_.words_per_layer   = (model.experts + 63) / 64;
+  labels_                  = int(labels.size());
+  subtopics_               = profile.subtopics_per_label;
+  records_                 = profile.palette_records;
+  seed_                    = seed;
+  norm_topk_prob_          = model.norm_topk_prob;
+  const LabelLocality& loc = profile.locality(kind, profile_file);
+  mix_max_                 = subtopics_ > 1 ? loc.request_mix_max : 0.0;
+  if (subtopics_ > 1 && loc.subtopic_zipf > 0) {
+    std::vector<double> w(static_cast<size_t>(subtopics_), 0.0);
+    for (int k = 0; k < subtopics_; ++k)
+      w[size_t(k)] = std::pow(k + 1.0, -loc.subtopic_zipf);
+    const double total = std::accumulate(w.begin(), w.end(), 0.0);
+    double sum         = 0;
+    for (double x : w) {
+      sum += x;
+      subtopic_cdf_.push_back(uint64_t(std::ldexp(sum / total, 32)));
+    }
+    subtopic_cdf_.back() = uint64_t(1) << 32;  // every draw below it, whatever the rounding
+  }
   std::string key, file;
   if (!cache_dir.empty()) {
     key  = build_key(profile, kind, labels, seed, profile_file);
@@ -544,7 +557,11 @@ GeneratedGating::Traits GeneratedGating::traits(const Request& r) const
   Traits t;
   const uint64_t h = splitmix64(r.routing_seed ^ 0x5bd1e9955bd1e995ULL);
   const auto S     = uint32_t(subtopics_);
-  t.primary        = int(scaled(h, S));
+  if (subtopic_cdf_.empty())
+    t.primary = int(scaled(h, S));
+  else  // the first sub-topic whose cumulative share exceeds the draw
+    t.primary =
+        int(std::upper_bound(subtopic_cdf_.begin(), subtopic_cdf_.end(), h & 0xffffffffULL) - subtopic_cdf_.begin());
   t.secondary      = S > 1 ? int((uint32_t(t.primary) + 1 + scaled(h >> 32, S - 1)) % S) : t.primary;
   const uint64_t g = splitmix64(h);
   t.prefill_mix    = mix_max_ * double(g & 0xffffff) / double(1 << 24);

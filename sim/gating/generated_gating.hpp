@@ -97,12 +97,14 @@ class GeneratedGating : public GatingSource {
   void save_built(const std::string& file, const std::string& key) const;
 
   RoutingShape shape_;
-  int labels_           = 0;
-  int subtopics_        = 0;
-  int records_          = 0;
-  uint64_t seed_        = 0;
-  bool norm_topk_prob_  = false;
-  double mix_max_       = 0;
+  int labels_          = 0;
+  int subtopics_       = 0;
+  int records_         = 0;
+  uint64_t seed_       = 0;
+  bool norm_topk_prob_ = false;
+  double mix_max_      = 0;
+  // Cumulative primary sub-topic shares in 2^32 units (LabelLocality::subtopic_zipf); empty: all equal.
+  std::vector<uint64_t> subtopic_cdf_;
   double novel_after_s_ = std::numeric_limits<double>::infinity();
   int novel_offset_     = 0;  // palette index of the first novel sub-topic's palette (none: 0)
   int template_palette_ = 0;

@@ -592,3 +592,30 @@ TEST_CASE(
   CHECK(plain.distinct_same == committed.distinct_same);
   CHECK(plain.distinct_mixed == committed.distinct_mixed);
 }
+
+TEST_CASE("generated routing: subtopic_zipf gives sub-topic k the share (k+1)^-s / sum; 0 leaves them equal")
+{
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  const int S  = x.routing_profile.subtopics_per_label;
+  auto shares  = [&](double s) {
+    Experiment y                                  = x;
+    y.routing_profile.kinds["task"].subtopic_zipf = s;
+    GeneratedGating g(y.model, y.routing_profile, "task", w.labels, y.seed);
+    std::vector<double> n(size_t(S), 0.0);
+    for (const Request& r : w.requests)
+      n[size_t(g.traits(r).primary)] += 1.0 / double(w.requests.size());
+    return n;
+  };
+  const double N = double(w.requests.size());
+  for (double s : {0.0, 1.5}) {
+    double total = 0;
+    for (int k = 0; k < S; ++k)
+      total += std::pow(k + 1.0, -s);
+    const std::vector<double> got = shares(s);
+    for (int k = 0; k < S; ++k) {
+      const double p = std::pow(k + 1.0, -s) / total;  // by hand, not through the generator's table
+      CHECK(std::abs(got[size_t(k)] - p) <= 4 * std::sqrt(p * (1 - p) / N));
+    }
+  }
+}
