@@ -30,6 +30,8 @@ DEFAULT_DATA = [f"{kind}={os.path.join(REPO, 'traces', 'calibration', f'rr_{kind
                 for kind in ("task", "language")]
 # The task workload's main study, every decode router: the training split of the router fit.
 DEFAULT_ROUTER_DATA = f"task={os.path.join(REPO, 'traces', 'calibration', 'main_task_all_routers.csv')}"
+# The task workload's three ELDR ablations at 60 req/s: training data of the routing inputs.
+DEFAULT_ABLATION_DATA = f"task={os.path.join(REPO, 'traces', 'calibration', 'ablations_task.csv')}"
 LOAD_BALANCERS = ["random", "round_robin", "jsq", "p2c"]
 ROUTERS = LOAD_BALANCERS + ["domain", "eldr"]
 CALIBRATED_MODELS = ["qwen3-30b-a3b", "gpt-oss-120b", "gemma-4-26b-a4b"]
@@ -65,6 +67,7 @@ def split_data_spec(spec):
 # workload.rate_rps's range in the simulator's config reader (sim/config/experiment.cpp), both ends allowed.
 RATE_MIN, RATE_MAX = 1e-6, 1e7
 MEASURED_FORMAT = "the format of traces/calibration/rr_task_tpot.csv"
+MEASURED_COLUMNS = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
 
 
 def load_measured(specs, routers=False):
@@ -75,8 +78,6 @@ def load_measured(specs, routers=False):
     is checked: a rate the simulator accepts, positive finite latencies, one row per rate and router."""
     if isinstance(specs, str):
         specs = [specs]
-    need = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
-    latencies = ["tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
     by_model, kinds = {}, set()
     for spec in specs:
         kind, path = split_data_spec(spec)
@@ -84,20 +85,12 @@ def load_measured(specs, routers=False):
             raise Fatal(f"{path}: a second file for workload '{kind or 'of the config'}' (one file per kind)")
         kinds.add(kind)
         header, rows = read_csv_rows(path, "measured data")
-        for c in need:
-            if c not in header:
-                raise Fatal(f"{path}: header: no column '{c}' ({MEASURED_FORMAT})")
+        need_columns(path, header, MEASURED_COLUMNS, MEASURED_FORMAT)
         seen = {}
         for line, r in rows:
             if r["policy"] != "round_robin" and not routers:
                 continue
-            d = dict(r, kind=kind, file=path, line=line)
-            d["rate_rps"] = number_cell(path, line, "rate_rps", r["rate_rps"], RATE_MIN, RATE_MAX,
-                                        range_name=" req/s (the simulator's range of workload.rate_rps)")
-            for k in latencies:
-                d[k] = number_cell(path, line, k, r[k], 0.0, lo_open=True)
-            if r.get("requests", "") != "":
-                d["requests"] = number_cell(path, line, "requests", r["requests"], 0.0)
+            d = measured_row(path, line, r, kind)
             key = (r["model"], r["policy"], d["rate_rps"])
             if key in seen:
                 raise Fatal(f"{path}: line {line}: rate_rps: {r['rate_rps']} req/s appears twice for {r['model']} "
@@ -107,6 +100,88 @@ def load_measured(specs, routers=False):
     for v in by_model.values():
         v.sort(key=lambda d: (d["kind"] or "", d["rate_rps"], d["policy"] != "round_robin", d["policy"]))
     return by_model
+
+
+def need_columns(path, header, columns, fmt):
+    for c in columns:
+        if c not in header:
+            raise Fatal(f"{path}: header: no column '{c}' ({fmt})")
+
+
+def measured_row(path, line, r, kind):
+    """One measured CSV row as a dict, its numbers checked and as floats: a rate the simulator accepts,
+    positive finite latencies."""
+    d = dict(r, kind=kind, file=path, line=line)
+    d["rate_rps"] = number_cell(path, line, "rate_rps", r["rate_rps"], RATE_MIN, RATE_MAX,
+                                range_name=" req/s (the simulator's range of workload.rate_rps)")
+    for k in ("tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
+        d[k] = number_cell(path, line, k, r[k], 0.0, lo_open=True)
+    if r.get("requests", "") != "":
+        d["requests"] = number_cell(path, line, "requests", r["requests"], 0.0)
+    return d
+
+
+# How the testbed ran each ablation, as config overrides of its ELDR cells (everything else as the main
+# study): ablation -> (the setting's name, its --set lines for a value). The K-means ablation froze both
+# variants at the offline fit, so that the balancing alone differs.
+ABLATIONS = {
+    "locality_band": ("tau", lambda v: [f"eldr.tau={v}"]),
+    "kmeans_balance": ("kmeans", lambda v: [f"eldr.kmeans={v}", "eldr.refit=static"]),
+    "signature_variant": ("signature", lambda v: [f"eldr.variant={v}"]),
+}
+ABLATION_FORMAT = "the format of traces/calibration/ablations_task.csv"
+
+
+def load_ablations(spec):
+    """The ablation cells of a 'KIND=PATH' (or 'PATH') -> {model: [ELDR row dict]}, in file order. Each ELDR
+    row is a measured row (load_measured's fields) with its "ablation", "setting", the --set lines that
+    run it ("overrides") and "baseline": the round-robin row of its worker group, the last one of the
+    same model and ablation above it."""
+    kind, path = split_data_spec(spec)
+    header, rows = read_csv_rows(path, "ablation data")
+    need_columns(path, header, MEASURED_COLUMNS + ["ablation", "setting"], ABLATION_FORMAT)
+    by_model, baseline, seen = {}, {}, {}
+    for line, r in rows:
+        d = measured_row(path, line, r, kind)
+        group = (r["model"], r["ablation"])
+        if r["ablation"] not in ABLATIONS:
+            raise Fatal(f"{path}: line {line}: ablation: unknown '{r['ablation']}' (one of {', '.join(ABLATIONS)})")
+        if r["policy"] == "round_robin":
+            baseline[group] = d
+            continue
+        if r["policy"] != "eldr":
+            raise Fatal(f"{path}: line {line}: policy: '{r['policy']}' (an ablation's cells are round_robin or eldr)")
+        d["overrides"] = ablation_overrides(path, line, r["ablation"], r["setting"])
+        base = baseline.get(group)
+        if base is None or base["rate_rps"] != d["rate_rps"]:
+            raise Fatal(f"{path}: line {line}: no round_robin row of {r['model']} {r['ablation']} at "
+                        f"{r['rate_rps']} req/s above it (each ELDR cell is compared with its worker group's)")
+        d["baseline"] = base
+        key = (r["model"], r["setting"], d["rate_rps"])
+        if key in seen:
+            raise Fatal(f"{path}: line {line}: setting: {r['setting']} appears twice for {r['model']} at "
+                        f"{r['rate_rps']} req/s (also line {seen[key]}; keep one)")
+        seen[key] = line
+        by_model.setdefault(r["model"], []).append(d)
+    return by_model
+
+
+def ablation_overrides(path, line, ablation, setting):
+    """'tau=0.2' of locality_band -> its --set lines; the value checked enough to be a config value and
+    a directory name (the simulator checks the rest)."""
+    name, value = ABLATIONS[ablation]
+    key, eq, v = setting.partition("=")
+    if key != name or not eq or not v.replace(".", "").replace("_", "").isalnum():
+        raise Fatal(f"{path}: line {line}: setting: {ablation} wants '{name}=VALUE' (letters, digits, '.', '_'), "
+                    f"got {setting!r}")
+    if name == "tau":
+        number_cell(path, line, "setting", v, 0.0, 2.0, range_name=" (eldr.tau's range)")
+    return value(v)
+
+
+def change_pct(value, base):
+    """Percent change of `value` from `base` (negative: lower)."""
+    return 100.0 * (value - base) / base
 
 
 def warn_single_rate(model, rows):
@@ -124,7 +199,9 @@ def cell_label(row):
     """'task 60' / '60' (a file without a workload kind); 'task 60 eldr' for a router other than round robin."""
     label = f"{row['kind']} {row['rate_rps']:g}" if row.get("kind") else f"{row['rate_rps']:g}"
     policy = row.get("policy", "round_robin")
-    return label if policy == "round_robin" else f"{label} {policy}"
+    label = label if policy == "round_robin" else f"{label} {policy}"
+    # A row run with overrides (an ablation's cell) is told apart by its setting: 'task 60 eldr tau=0'.
+    return f"{label} {row['setting']}" if row.get("overrides") else label
 
 
 def kind_sets(row):

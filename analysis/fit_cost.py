@@ -38,6 +38,7 @@ FILE and models/*.json stay unchanged. Without a calibration.<hardware> block to
 Examples:
   /usr/bin/python3 analysis/fit_cost.py                                  # fit all three, report only
   /usr/bin/python3 analysis/fit_cost.py --write                          # update models/*.json
+  /usr/bin/python3 analysis/fit_cost.py --routers --ablations           # also the task ablations' changes
   /usr/bin/python3 analysis/fit_cost.py --models gpt-oss-120b --max-evals 3 --duration 20 --warmup 200
 """
 import argparse
@@ -152,10 +153,13 @@ def scales_of(names):
 class ModelFit:
     """Evaluates candidate coefficients of one model by simulation; caches by rounded coefficients."""
 
-    def __init__(self, name, args, measured, scratch, fingerprint):
+    def __init__(self, name, args, measured, scratch, fingerprint, ablations=()):
         self.name = name
         self.args = args
         self.measured = measured  # rows sorted by (kind, rate)
+        # Ablation cells (eldr_common.load_ablations): run with their overrides beside the measured rows;
+        # their changes from round robin, not their latencies, enter the objective.
+        self.ablations = list(ablations)
         self.scratch = scratch
         self.doc = ec.load_model(name)
         self.doc.setdefault("calibration", {})
@@ -248,7 +252,7 @@ class ModelFit:
         sets = [f"workload.routing_profile={ppath}"] if ppath else []
         tasks = [(lambda r=r, d=d: ec.run_eldrsim(a.eldrsim, a.config, d, r["rate_rps"], mpath, a.duration,
                                                    a.warmup, a.seed, router=r.get("policy", "round_robin"),
-                                                   extra_sets=ec.kind_sets(r) + sets))
+                                                   extra_sets=ec.kind_sets(r) + sets + r.get("overrides", [])))
                  for r, d in zip(order, dirs)]
         summaries = ec.run_many(tasks, a.jobs)
         if not a.keep_runs:
@@ -271,12 +275,16 @@ class ModelFit:
                 "distinct": s.get("distinct_experts_per_layer_mean", float("nan")),
                 "batch": s.get("decode_batch_mean", float("nan")),
             })
+            if r.get("overrides"):
+                cells[-1].update({k: r[k] for k in ("ablation", "setting", "baseline") if k in r})
         return cells
 
-    def residuals(self, cells):
+    def residuals(self, cells, ablation_cells=()):
         """Per cell: TPOT P50 relative error, then sqrt(W) x TTFT P50's (round robin's); then, per kind and rate of the
         main study, sqrt(G) x the error of ELDR's and the domain oracle's gain over the best load
-        balancer and of ELDR's lead over the oracle (points / 100); then unfinished penalties."""
+        balancer and of ELDR's lead over the oracle (points / 100); then unfinished penalties; then, per
+        ablation cell, sqrt(G) x the error of its TPOT P50 change from round robin and sqrt(P) x its P99
+        change's (points / 100), and its unfinished penalty."""
         w = math.sqrt(self.args.ttft_weight)
         res = [(c["tpot_sim"] - c["tpot_meas"]) / c["tpot_meas"] for c in cells]
         # TTFT is the prefill side's, which decode routers do not change: round robin's cells carry it.
@@ -293,6 +301,11 @@ class ModelFit:
                 lead = lambda k: (by["domain"][k] - by["eldr"][k]) / by["domain"][k]  # noqa: E731
                 res.append(g * (lead("tpot_sim") - lead("tpot_meas")))
         res += [UNFINISHED_PENALTY * c["unfinished"] / max(1, c["requests"]) for c in cells]
+        if ablation_cells:  # last, so that a fit without ablations has the same residuals as before
+            p = math.sqrt(self.args.ablation_p99_weight)
+            for c in ablation_changes(cells, ablation_cells):
+                res += [g * (c["p50_sim"] - c["p50_meas"]) / 100, p * (c["p99_sim"] - c["p99_meas"]) / 100]
+            res += [UNFINISHED_PENALTY * c["unfinished"] / max(1, c["requests"]) for c in ablation_cells]
         return np.array(res, float)
 
     # ---- one evaluation ------------------------------------------------------------------------
@@ -305,10 +318,14 @@ class ModelFit:
         self.evals += 1
         n = self.evals
         t = time.time()
-        cells = self.simulate(key, self.measured, f"{self.prefix}eval{n:03d}")
-        residuals = self.residuals(cells)
+        # One pool for both: the ablation cells' runs fill the gaps the measured cells leave.
+        cells = self.simulate(key, self.measured + self.ablations, f"{self.prefix}eval{n:03d}")
+        cells, ablation_cells = cells[:len(self.measured)], cells[len(self.measured):]
+        residuals = self.residuals(cells, ablation_cells)
         result = {"x": key, "cells": cells, "residuals": residuals,
                   "objective": float(np.sum(residuals ** 2)), "eval": n}
+        if self.ablations:
+            result["ablation_cells"] = ablation_cells
         self.cache[key] = result
         self.progress(result, time.time() - t)
         return result
@@ -412,11 +429,17 @@ class ModelFit:
         fold.prefix = f"{self.prefix}without{rate:g}-"
         keep = [i for i, r in enumerate(self.measured) if r["rate_rps"] != rate]
         fold.measured = [self.measured[i] for i in keep]
+        # An ablation cell leaves with its rate: its round robin is held out too.
+        keep_ablations = [i for i, r in enumerate(self.ablations) if r["rate_rps"] != rate]
+        fold.ablations = [self.ablations[i] for i in keep_ablations]
         fold.cache = {}
         for key, r in self.cache.items():
             cells = [r["cells"][i] for i in keep]
-            res = fold.residuals(cells)
+            ablation_cells = [r["ablation_cells"][i] for i in keep_ablations] if fold.ablations else []
+            res = fold.residuals(cells, ablation_cells)
             fold.cache[key] = dict(r, cells=cells, residuals=res, objective=float(np.sum(res ** 2)))
+            if self.ablations:
+                fold.cache[key]["ablation_cells"] = ablation_cells
         fold.evals = 0
         return fold
 
@@ -434,6 +457,9 @@ def objective_text(args):
     if getattr(args, "routers", None):
         text += (f" + {args.gain_weight:g} x per main-study rate (error of ELDR's and the domain oracle's gain over "
                  f"the best load balancer, and of ELDR's lead over the oracle, in points / 100)^2")
+    if getattr(args, "ablations", None):
+        text += (f" + per ablation cell {args.gain_weight:g} x (error of its TPOT P50 change from its own round "
+                 f"robin, in points / 100)^2 + {args.ablation_p99_weight:g} x (the same of TPOT P99)^2")
     return text
 
 
@@ -453,6 +479,9 @@ def data_text(args):
         kind, path = ec.split_data_spec(args.routers)
         text += (f" with {ec.display_path(path)} (the {kind + ' ' if kind else ''}main study of every router) in "
                  f"place of its round-robin rows")
+    if getattr(args, "ablations", None):
+        path = ec.split_data_spec(args.ablations)[1]
+        text += f" and {ec.display_path(path)} (ELDR ablations, each against its own round robin)"
     return text
 
 
@@ -469,6 +498,9 @@ def source_sentence(fit, args):
                  ", ".join(g[0]["label"] for g in groups))
     else:
         cells = ", ".join(c["label"] for c in b["cells"])
+    if b.get("ablation_cells"):
+        cells += f" and {len(b['ablation_cells'])} ablation cells at " + ", ".join(
+            dict.fromkeys(f"{c['kind'] or ''} {c['rate']:g}".strip() for c in b["ablation_cells"]))
     return (f"Fitted {datetime.date.today().isoformat()} by analysis/fit_cost.py to {data_text(args)}, cells "
             f"{cells} req/s, hardware {args.hardware}: {args.method} over {', '.join(fit['names'])}{held_text(fit)} minimising "
             f"{objective_text(args)} = {b['objective']:.5f} here; {fit['evals']} of at most {args.max_evals} "
@@ -532,6 +564,55 @@ def router_summary_text(summary):
     return (f"ELDR's gain over the best load balancer off by {summary['gain_err_mean']:.2f} points on average, "
             f"{summary['gain_err_max']:.2f} at worst; the fastest router right in {summary['fastest_right']} of "
             f"{summary['cells']} cells")
+
+
+def ablation_changes(cells, ablation_cells):
+    """Per ablation cell, its TPOT P50 and P99 change (percent) from round robin: measured against its own
+    worker group's round-robin row, simulated against the round-robin cell of its kind and rate among
+    `cells` (every group's ran the same settings, so the simulator has one). A cell without that cell is
+    left out."""
+    rr = {(c["kind"], c["rate"]): c for c in cells if c["router"] == "round_robin"}
+    out = []
+    for c in ablation_cells:
+        base = rr.get((c["kind"], c["rate"]))
+        if base is None:
+            continue
+        out.append(dict(c, rr_tpot_sim=base["tpot_sim"], rr_tpot_p99_sim=base["tpot_p99_sim"],
+                        p50_meas=ec.change_pct(c["tpot_meas"], c["baseline"]["tpot_p50_ms"]),
+                        p50_sim=ec.change_pct(c["tpot_sim"], base["tpot_sim"]),
+                        p99_meas=ec.change_pct(c["tpot_p99_meas"], c["baseline"]["tpot_p99_ms"]),
+                        p99_sim=ec.change_pct(c["tpot_p99_sim"], base["tpot_p99_sim"])))
+    return out
+
+
+def ablation_rows(fits):
+    """Every fit's ablation changes (ablation_changes) at its best point, each with its "model"."""
+    return [dict(c, model=f["model"]) for f in fits
+            for c in ablation_changes(f["best"]["cells"], f["best"].get("ablation_cells", []))]
+
+
+def ablation_table(fits):
+    """Per ablation cell: its TPOT P50 and P99 change from round robin, measured and simulated, and the
+    errors in points; then their summary (None without ablation cells)."""
+    header = ["model", "ablation", "setting", "P50 change meas %", "sim %", "err (points)", "P99 change meas %",
+              "sim %", "err (points)"]
+    rows, e50, e99 = [], [], []
+    for c in ablation_rows(fits):
+        e50.append(c["p50_sim"] - c["p50_meas"])
+        e99.append(c["p99_sim"] - c["p99_meas"])
+        rows.append([c["model"], c["ablation"], c["setting"], f"{c['p50_meas']:+.1f}", f"{c['p50_sim']:+.1f}",
+                     f"{e50[-1]:+.1f}", f"{c['p99_meas']:+.1f}", f"{c['p99_sim']:+.1f}", f"{e99[-1]:+.1f}"])
+    summary = None
+    if rows:
+        summary = {"p50_mean": float(np.mean(np.abs(e50))), "p50_max": float(np.max(np.abs(e50))),
+                   "p99_mean": float(np.mean(np.abs(e99))), "p99_max": float(np.max(np.abs(e99))), "cells": len(rows)}
+    return header, rows, summary
+
+
+def ablation_summary_text(summary):
+    return (f"TPOT P50 change from round robin off by {summary['p50_mean']:.2f} points on average over "
+            f"{summary['cells']} ablation cells, {summary['p50_max']:.2f} at worst; P99 change by "
+            f"{summary['p99_mean']:.2f}, {summary['p99_max']:.2f} at worst")
 
 
 def error_summary(cells):
@@ -611,6 +692,10 @@ def write_report(fits, args, fingerprint, outs):
         if lr_:
             md += ["## Router gains, leave one rate out", "", router_summary_text(ls_) + ".", "",
                    ec.md_table(lh_, lr_, ["---", "---"] + ["---:"] * 5 + ["---", "---"]), ""]
+    ah, ar, asum = ablation_table(fits)
+    if ar:
+        md += ["## Ablations: TPOT change from each cell's own round robin", "", ablation_summary_text(asum) + ".", "",
+               ec.md_table(ah, ar, ["---", "---", "---"] + ["---:"] * 6), ""]
     if any(f.get("loro") for f in fits):
         lh = ["model", "held-out cell (req/s)", "coefficients of the other rates' fit", "TPOT P50 meas (ms)",
               "predicted (ms)", "err %"]
@@ -697,6 +782,21 @@ def write_calibration_out(fits, args, outs):
     return args.calibration_out
 
 
+def check_ablation_baselines(model, rows, ablations, spec):
+    """Each ablation cell's simulated round robin is the measured round-robin cell of its kind and rate
+    (the same settings): it must be among the model's measured rows. A model without ablation rows is fitted
+    without them (a warning)."""
+    path = ec.split_data_spec(spec)[1]
+    if not ablations:
+        ec.warn(f"{path}: no ablation rows for {model}: it is fitted without them")
+    have = {(r["kind"], r["rate_rps"]) for r in rows if r["policy"] == "round_robin"}
+    for a in ablations:
+        if (a["kind"], a["rate_rps"]) not in have:
+            raise ec.Fatal(f"{path}: line {a['line']}: no measured round_robin cell of {model} at "
+                           f"{ec.cell_label(dict(a, policy='round_robin', overrides=None))} req/s to simulate this "
+                           f"cell's round robin with (add that rate to --data or --routers)")
+
+
 def with_router_rows(measured, studies):
     """Each model's rows with the main study's kind replaced by its rows of every router."""
     out = {}
@@ -751,6 +851,14 @@ def main(argv=None):
     ap.add_argument("--gain-weight", type=float, default=2.0,
                     help="weight of the router-gain errors (points / 100) with --routers (default 2: a point of "
                          "gain counts as 1.4%% of TPOT)")
+    ap.add_argument("--ablations", nargs="?", const=ec.DEFAULT_ABLATION_DATA, metavar="[KIND=]PATH",
+                    help="with --routers, also fit to the ELDR ablations (default when given without a path: "
+                         "task=traces/calibration/ablations_task.csv): each ELDR cell runs with its setting's "
+                         "overrides, and the residuals gain the error of its TPOT P50 change from its own "
+                         "round robin (weight --gain-weight) and of its P99 change (--ablation-p99-weight)")
+    ap.add_argument("--ablation-p99-weight", type=float, default=0.5,
+                    help="weight of the ablation cells' P99-change errors (points / 100) with --ablations "
+                         "(default 0.5: a tail is noisier than a median)")
     ap.add_argument("--loro", action="store_true",
                     help="also report leave-one-rate-out predictions: per rate, a refit on the other rates from "
                          "the all-rate optimum, then the held-out cells simulated")
@@ -772,6 +880,10 @@ def main(argv=None):
     args.hold = [parse_hold(h, ap) for h in args.hold]
     if args.jobs < 1 or args.max_evals < 1 or args.duration <= 0 or args.warmup < 0 or args.ttft_weight < 0:
         ap.error("--jobs and --max-evals must be >= 1, --duration > 0, --warmup and --ttft-weight >= 0")
+    if args.ablation_p99_weight < 0:
+        ap.error("--ablation-p99-weight must be >= 0")
+    if args.ablations and not args.routers:
+        ap.error("--ablations needs --routers (the ablations inform the routing inputs, fitted only with it)")
     models = ec.parse_models(args.models)
     if args.calibration_out:
         args.calibration_out = os.path.abspath(args.calibration_out)
@@ -781,6 +893,7 @@ def main(argv=None):
     measured = ec.load_measured(args.data)
     if args.routers:
         measured = with_router_rows(measured, ec.load_measured(args.routers, routers=True))
+    ablations = ec.load_ablations(args.ablations) if args.ablations else {}
     for m in models:
         if m not in measured:
             files = " ".join(ec.split_data_spec(d)[1] for d in args.data)
@@ -788,6 +901,8 @@ def main(argv=None):
             raise ec.Fatal(f"{files}: model: no round_robin rows for '{m}' (has: {have})")
         ec.load_model(m)
         ec.warn_single_rate(m, measured[m])
+        if args.ablations:
+            check_ablation_baselines(m, measured[m], ablations.get(m, []), args.ablations)
     # Every output is checked before the fit, which may take an hour: a fit is never lost at its end.
     outputs = [(args.calibration_out, "calibration block")] if args.calibration_out else []  # --out first
     outputs += [(args.report, "report"), (report_csv_path(args), "report CSV")]
@@ -809,7 +924,7 @@ def main(argv=None):
     fits = []
     with ec.ScratchDir(args.keep_runs, prefix="eldr-fit-") as scratch:
         for m in models:
-            fits.append(ModelFit(m, args, measured[m], scratch, fingerprint).fit())
+            fits.append(ModelFit(m, args, measured[m], scratch, fingerprint, ablations.get(m, [])).fit())
     now = ec.binary_fingerprint(args.eldrsim) if os.path.isfile(args.eldrsim) else "missing"
     if now != fingerprint:
         ec.warn(f"{args.eldrsim} changed during the fit ({fingerprint} -> {now}); rerun for a consistent result")
@@ -846,6 +961,11 @@ def main(argv=None):
         lh, lr, ls = router_table(fits, "loro")
         if lr:
             print(f"leave one rate out: {router_summary_text(ls)}")
+    ah, ar, asum = ablation_table(fits)
+    if ar:
+        print()
+        print(ec.text_table(ah, ar))
+        print(f"ablations: {ablation_summary_text(asum)}")
     print("\n".join(written))
     return 0
 

@@ -8,7 +8,10 @@ Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] 
    the task study of every router (traces/calibration/main_task_all_routers.csv, 90 cells), with the
    model files and routing profiles as they are now, full measurement length (120 s after a
    3840-request warm-up): TPOT P50, P99 and TTFT P50 errors, ELDR's and the domain oracle's gains over
-   the best load balancer and the fastest router, simulated against measured.
+   the best load balancer and the fastest router, simulated against measured; and the task workload's
+   three ELDR ablations at 60 req/s (traces/calibration/ablations_task.csv, 24 ELDR cells: locality band,
+   K-means balancing, signature variant), each ELDR cell's TPOT P50 and P99 change from its own
+   round robin against the simulated change from the simulated round-robin cell.
 2. Cross-validation (unless --skip-loro). Leave one rate out (fit_cost.py --loro from the current
    inputs): each rate predicted from a refit of the cost coefficients and the routing inputs to the
    other four. Leave one model out: each model predicted as a new one, its routing inputs the other
@@ -23,8 +26,8 @@ Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] 
    stay at one seed, as the measurement is one run.
 
 Writes DIR (default results/validate) atomically: report.md (opening with a summary), rr_cells.csv,
-training_cells.csv, language_predictions.csv (the language study of every router as simulated: the
-test split, not measured here), claims.csv and the sweep's combined.csv (and combined_seeds.csv with
+training_cells.csv, ablation_cells.csv, language_predictions.csv (the language study of every router as
+simulated: the test split, not measured here), claims.csv and the sweep's combined.csv (and combined_seeds.csv with
 --seeds); the directory is either the old one or the new
 one, never a mix. Exit 0 when it ran (whether or not the targets are met: the report says), 2 on bad
 input, 1 when a simulation failed.
@@ -56,6 +59,15 @@ LORO_TARGET = 4.0
 # Targets of the training split, the task study of every router (the fidelity issue's "done when").
 GAIN_MEAN_TARGET, GAIN_MAX_TARGET, GAIN_LORO_TARGET = 2.0, 4.0, 3.0
 TRAINING_TPOT_TARGET, FASTEST_TARGET = 3.0, 13
+# Targets of the task ablations (training): the error of ELDR's P50 change from round robin, in points.
+ABLATION_MEAN_TARGET, ABLATION_MAX_TARGET = 2.5, 6.0
+# The locality band's worst tail: eldr-sim's worst-P99 tau counts as right when its P99 change at the
+# testbed's worst tau is this close (points) to its own worst: a flat band has no clear worst.
+TAU_SLACK = 1.0
+# The cells where the testbed's ELDR loses most of its gain (GPT-OSS-120B without balancing, or with
+# gate-probability signatures): the simulator must reproduce that loss, not just the average.
+ABLATION_CELLS = [("gpt-oss-120b", "kmeans=vanilla"), ("gpt-oss-120b", "signature=gate_prob")]
+ABLATION_CELL_TARGET = 5.0
 
 
 def gain(a, b):
@@ -68,17 +80,20 @@ def fit_args_for(args, hold=()):
     return SimpleNamespace(hardware=args.hardware, start=None, max_evals=1, eldrsim=args.eldrsim,
                            config=ec.DEFAULT_CONFIG, duration=args.duration, warmup=args.warmup, seed=args.seed,
                            jobs=args.jobs, keep_runs=None, ttft_weight=0.25, gain_weight=2.0, diff_step=0.02,
-                           method="least_squares", loro=False, loro_evals=4, hold=list(hold))
+                           method="least_squares", loro=False, loro_evals=4, hold=list(hold), ablation_p99_weight=0.5)
 
 
-def study_cells(args, measured, scratch):
-    """Per model, at the model files as they are: round robin on both workloads and the task study of
-    every router (the training split), and unless --skip-loro each rate predicted from a refit of every
-    fitted input (cost coefficients and routing inputs) to the other four."""
+def study_cells(args, measured, ablations, scratch):
+    """Per model, at the model files as they are: round robin on both workloads, the task study of
+    every router (the training split) and the task ablations, and unless --skip-loro each rate predicted
+    from a refit of every fitted input (cost coefficients and routing inputs) to the other four (the
+    ablations not among them: fit_cost.py fits to them only with --ablations)."""
     out = []
     for m in ec.CALIBRATED_MODELS:
         f = fit_cost.ModelFit(m, fit_args_for(args), measured[m], scratch, None)
         here = f.evaluate(f.start)
+        # Beside the evaluation, not in it: the refits of the cross-validation stay as they were.
+        here = dict(here, ablation_cells=f.simulate(here["x"], ablations.get(m, []), "ablations"))
         folds = [] if args.skip_loro else f.leave_one_rate_out(here)
         out.append({"model": m, "names": f.names, "best": here, "loro": folds})
     return out
@@ -507,6 +522,56 @@ def training_targets(s):
     return out
 
 
+ABLATION_CSV_HEADER = ["model", "ablation", "setting", "tpot_p50_meas_ms", "tpot_p50_sim_ms", "rr_tpot_p50_meas_ms",
+                       "rr_tpot_p50_sim_ms", "p50_change_meas_pct", "p50_change_sim_pct", "tpot_p99_meas_ms",
+                       "tpot_p99_sim_ms", "rr_tpot_p99_meas_ms", "rr_tpot_p99_sim_ms", "p99_change_meas_pct",
+                       "p99_change_sim_pct", "distinct_experts_per_layer", "decode_batch_mean"]
+
+
+def ablation_section(fits):
+    """The task ablations: (table header, rows, csv rows, summary with the targets' lines)."""
+    header, rows, summary = fit_cost.ablation_table(fits)
+    cells = fit_cost.ablation_rows(fits)
+    csv_rows = [[c["model"], c["ablation"], c["setting"], c["tpot_meas"], f"{c['tpot_sim']:.4f}",
+                 c["baseline"]["tpot_p50_ms"], f"{c['rr_tpot_sim']:.4f}", f"{c['p50_meas']:.3f}", f"{c['p50_sim']:.3f}",
+                 c["tpot_p99_meas"], f"{c['tpot_p99_sim']:.4f}", c["baseline"]["tpot_p99_ms"],
+                 f"{c['rr_tpot_p99_sim']:.4f}", f"{c['p99_meas']:.3f}", f"{c['p99_sim']:.3f}", f"{c['distinct']:.3f}",
+                 f"{c['batch']:.3f}"] for c in cells]
+    if summary:
+        summary = dict(summary, taus=worst_taus(cells))
+        summary["targets"] = ablation_targets(summary, cells)
+    return header, rows, csv_rows, summary
+
+
+def worst_taus(cells):
+    """Per model of the locality band: (model, the testbed's worst-P99 tau, eldr-sim's, how far eldr-sim's
+    P99 change at the testbed's worst lies below its own worst (points), right)."""
+    out = []
+    for m in dict.fromkeys(c["model"] for c in cells if c["ablation"] == "locality_band"):
+        band = [c for c in cells if c["model"] == m and c["ablation"] == "locality_band"]
+        meas, sim = max(band, key=lambda c: c["p99_meas"]), max(band, key=lambda c: c["p99_sim"])
+        gap = sim["p99_sim"] - meas["p99_sim"]
+        out.append((m, meas["setting"], sim["setting"], gap, meas is sim or gap <= TAU_SLACK))
+    return out
+
+
+def ablation_targets(summary, cells):
+    """(label, value text, limit text, met) of the ablations' targets (`summary` with its "taus")."""
+    out = [(f"P50 change, mean abs error, {summary['cells']} ELDR cells", f"{summary['p50_mean']:.2f} points",
+            f"{ABLATION_MEAN_TARGET:g}", summary["p50_mean"] <= ABLATION_MEAN_TARGET),
+           ("P50 change, worst error", f"{summary['p50_max']:.2f} points", f"{ABLATION_MAX_TARGET:g}",
+            summary["p50_max"] <= ABLATION_MAX_TARGET)]
+    for m, meas, sim, gap, met in summary["taus"]:
+        value = f"testbed {meas}, eldr-sim {sim}" + ("" if meas == sim else f" ({gap:.1f} points above its {meas})")
+        out.append((f"{m}: the tau with the worst P99", value, f"the same, or within {TAU_SLACK:g} point", met))
+    for m, setting in ABLATION_CELLS:
+        c = next((c for c in cells if (c["model"], c["setting"]) == (m, setting)), None)
+        err = None if c is None else c["p50_sim"] - c["p50_meas"]
+        out.append((f"{m} {setting}: P50 change error", "no such cell" if c is None else f"{err:+.2f} points",
+                    f"{ABLATION_CELL_TARGET:g}", c is not None and abs(err) <= ABLATION_CELL_TARGET))
+    return out
+
+
 def language_predictions(sweep_rows):
     """The language study's main cells as simulated (the test split: no measurement in the repository):
     {(model, rate): {router: row}}."""
@@ -517,7 +582,7 @@ def language_predictions(sweep_rows):
     return cells
 
 
-def summary_lines(fits, train, claims):
+def summary_lines(fits, train, claims, ablations=None):
     """The report's summary: one line per question (docs/calibration.md section 5 quotes them)."""
     rr = fit_cost.error_summary([c for f in rr_only(fits) for c in f["best"]["cells"]])
     lines = [f"- Round robin, 30 cells (both workloads): TPOT P50 mean abs error {rr['tpot_p50_mean']:.2f}%, "
@@ -528,6 +593,12 @@ def summary_lines(fits, train, claims):
     for key, what in (("loro", "Leave one rate out"), ("lomo", "Leave one model out")):
         if train[key]:
             lines.append(f"- {what}: {fit_cost.router_summary_text(train[key])}.")
+    if ablations:
+        met = sum(t[-1] for t in ablations["targets"])
+        right = sum(t[-1] for t in ablations["taus"])
+        lines.append(f"- Task ablations (training, 60 req/s): {fit_cost.ablation_summary_text(ablations)}; the "
+                     f"worst-P99 tau right for {right} of {len(ablations['taus'])} models; {met} of "
+                     f"{len(ablations['targets'])} targets met.")
     if claims is not None:
         signed = [c for c in claims if c.get("sign")]
         right = sum(1 for c in signed if all(v * c["sign"] > 0 for _, v in c["cells"]))
@@ -538,6 +609,7 @@ def summary_lines(fits, train, claims):
 
 def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, seconds):
     train_header, train_rows, train_csv, train = training_section(fits, lomo)
+    abl_header, abl_rows, abl_csv, ablations = ablation_section(fits)
     fits_all, fits = fits, rr_only(fits)
     header, rows, csv_rows = rr_section(fits)
     sum_header, sum_rows = fit_cost.summary_rows(fits)
@@ -546,7 +618,7 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
           f"`{ec.display_path(args.eldrsim)}` (sha256 {fingerprint}), "
           + (f"seed {args.seed}." if args.seeds == 1 else
              f"seed {args.seed} for the round-robin cells, the claims on the mean of seeds 1-{args.seeds}."), "",
-          "## Summary", ""] + summary_lines(fits_all, train, claims) + ["",
+          "## Summary", ""] + summary_lines(fits_all, train, claims, ablations) + ["",
           "## Round robin: 30 measured cells", "",
           "Measured: `traces/calibration/rr_task_tpot.csv` and `rr_language_tpot.csv` (ELDR artifact, single "
           "measurements; the testbed's own run-to-run spread at 60 req/s is 1-2.5% at P50, "
@@ -585,6 +657,23 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
                                                                           for n, v in x["hold"].items())
                              for x in lomo) + ".", "",
                    ec.md_table(lh, lr, ["---", "---"] + ["---:"] * 5 + ["---", "---"]), ""]
+    if abl_rows:
+        md += ["## Task ablations (training, 60 req/s)", "",
+               "Measured: `traces/calibration/ablations_task.csv` (ELDR artifact, 7200 requests a cell): the "
+               "locality band (`eldr.tau`), K-means balancing (balanced or vanilla, both frozen: `eldr.refit` "
+               "static) and the signature variant (`eldr.variant`), each run in its own worker group with its own "
+               "round-robin cell; all else as the main study. A change is ELDR's TPOT against round robin in "
+               "percent (negative: lower): measured against its group's own round-robin row, simulated against "
+               "the simulated round-robin cell at 60 req/s (every group's has the same settings). "
+               "`analysis/fit_cost.py --routers --ablations` fits the routing inputs to them.", "",
+               "| target | simulated | limit | met |", "| --- | --- | --- | --- |"]
+        for label, value, limit, met in ablations["targets"]:
+            md.append(f"| {label} | {value} | {limit} | {'yes' if met else '**no**'} |")
+        md += ["", ec.md_table(abl_header, abl_rows, ["---", "---", "---"] + ["---:"] * 6), ""]
+        with open(os.path.join(stage, "ablation_cells.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(ABLATION_CSV_HEADER)
+            w.writerows(abl_csv)
     language = language_predictions(sweep_rows)
     if language:
         md += ["## Predictions: the language study of every router", "",
@@ -697,7 +786,9 @@ def main(argv=None):
                     help="check the claims on the mean over seeds 1..N (default 1: --seed alone); the "
                          "round-robin cells stay at --seed")
     ap.add_argument("--hardware", default="mi300x", help="calibration block (default mi300x)")
-    ap.add_argument("--skip-claims", action="store_true", help="only the round-robin cells and the training split, no language predictions")
+    ap.add_argument("--skip-claims", action="store_true",
+                    help="only the round-robin cells, the training split and the task ablations, no claims or "
+                         "language predictions")
     ap.add_argument("--skip-loro", action="store_true", help="no cross-validation (leave one rate out, leave one model out)")
     ap.add_argument("--duration", type=float, default=ec.MEASURED_DURATION_S,
                     help=f"seconds of measured traffic per cell (default {ec.MEASURED_DURATION_S}, the measurement's; "
@@ -716,16 +807,18 @@ def main(argv=None):
     ec.set_kept(f"no files written, {ec.display_path(args.out)} not changed")
     measured = fit_cost.with_router_rows(ec.load_measured(ec.DEFAULT_DATA),
                                          ec.load_measured(ec.DEFAULT_ROUTER_DATA, routers=True))
+    ablations = ec.load_ablations(ec.DEFAULT_ABLATION_DATA)
     for m in ec.CALIBRATED_MODELS:
         if m not in measured:
             raise ec.Fatal(f"model '{m}' has no rows in the calibration data")
+        fit_cost.check_ablation_baselines(m, measured[m], ablations.get(m, []), ec.DEFAULT_ABLATION_DATA)
     ec.wait_for_binary(args.eldrsim, prog=PROG)
     fingerprint = ec.binary_fingerprint(args.eldrsim)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     # Staged beside the results directory (registered: an error or a signal removes it), then renamed.
     stage = ec.register_temp(tempfile.mkdtemp(prefix=".validate-", dir=os.path.dirname(args.out)))
     with ec.ScratchDir(None, prefix="eldr-validate-") as scratch:
-        fits = study_cells(args, measured, scratch)
+        fits = study_cells(args, measured, ablations, scratch)
         lomo = [] if args.skip_loro else leave_one_model_out(args, measured, scratch)
     claims, sweep_rows = (None, []) if args.skip_claims else run_claims(args, stage)
     text = write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, time.time() - t0)

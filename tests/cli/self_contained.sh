@@ -42,7 +42,7 @@ check "the design page it cites instead is tracked" "grep -qzxF 'docs/design.md'
 for f in traces/routing/esft_deepseek_v2_lite/esft_{law,intent,summary,translation}_{top6_u8.bin,seqlens.csv} \
   traces/routing/qwen3_30b_a3b_mgsm_expert_token_counts.csv traces/azure2023_conv.csv \
   traces/mooncake_conversation.jsonl traces/calibration/rr_task_tpot.csv \
-  traces/calibration/rr_language_tpot.csv traces/calibration/rr_replicates_60rps.csv \
+  traces/calibration/rr_language_tpot.csv traces/calibration/rr_replicates_60rps.csv traces/calibration/ablations_task.csv \
   traces/wildchat_first_turn_cl100k.csv; do
   check "ships $f" "grep -qzxF '$f' '$TMP/files'"
 done

@@ -24,8 +24,8 @@ $PY analysis/validate.py --jobs 0 >/dev/null 2>"$TMP/err"
 rc=$?
 check "validate.py's own usage errors: one line, exit 2" "[ $rc = 2 ] && [ \$(wc -l <'$TMP/err') = 1 ] && grep -q '^eldrsim: error: validate.py: --jobs' '$TMP/err'"
 
-# Short runs (10 s after 200 warm-up requests), no claims, no cross-validation: the 30 round-robin cells
-# and the 90 of the training split, ~60 s.
+# Short runs (10 s after 200 warm-up requests), no claims, no cross-validation: the 30 round-robin cells,
+# the 90 of the training split and the 24 ELDR cells of the task ablations, ~60 s.
 OUT="$TMP/val"
 # An earlier validate's results (its marker): replaced whole, its stale file gone.
 mkdir -p "$OUT" && echo stale >"$OUT/stale-file" && touch "$OUT/.eldrsim-validate"
@@ -46,6 +46,16 @@ check "training_cells.csv has the 90 task cells of every router" \
   "[ \$(tail -n +2 '$OUT/training_cells.csv' | cut -d, -f1,3,4 | sort -u | wc -l) -eq 90 ]"
 check "report.md opens with the summary and has the training split's targets" \
   "grep -q '^## Summary' '$OUT/report.md' && grep -q '| fastest router right |' '$OUT/report.md'"
+check "report.md has the task ablations' section, its targets and its summary line" \
+  "grep -q '^## Task ablations (training, 60 req/s)\$' '$OUT/report.md' && \
+   grep -q '^| P50 change, mean abs error, 24 ELDR cells |' '$OUT/report.md' && \
+   grep -q '^| gpt-oss-120b signature=gate_prob: P50 change error |' '$OUT/report.md' && \
+   grep -q '^- Task ablations (training, 60 req/s): ' '$OUT/report.md'"
+check "the ablations' table has the 24 ELDR cells" \
+  "[ \$(grep -cE '^\| [^|]+ \| (locality_band|kmeans_balance|signature_variant) \| ' '$OUT/report.md') -eq 24 ]"
+check "ablation_cells.csv has the 24 ELDR cells, 8 a model" \
+  "[ \$(tail -n +2 '$OUT/ablation_cells.csv' | cut -d, -f1,3 | sort -u | wc -l) -eq 24 ] && \
+   [ \$(tail -n +2 '$OUT/ablation_cells.csv' | cut -d, -f1 | sort | uniq -c | awk '\$1 == 8' | wc -l) -eq 3 ]"
 
 # The training split's gains and fastest router on hand-made cells (one model, task 60): simulated load
 # balancers 20, 21, 22, 23 ms (best 20), domain 18.6, eldr 18.0 -> ELDR gain (20 - 18) / 20 = 10.0%,
@@ -79,6 +89,52 @@ sys.exit(0 if good and ties else 1)
 PYEOF
 rc=$?
 check "the training split's gains and fastest router, and a candidate's routing inputs, by hand" "[ $rc -eq 0 ]"
+
+# The ablations' changes on hand-made cells (one model, task 60): simulated round robin 20 ms at P50, 30
+# at P99. tau=0: simulated 18 / 33 (-10% / +10%), measured 18.6 / 30.3 against its round robin's 20 / 30
+# (-7% / +1%): errors -3 and +9 points. tau=0.1: simulated 19 / 32.8 (-5% / +9.33%), measured 19 / 31.5
+# (-5% / +5%). The testbed's worst P99 is at tau=0.1, eldr-sim's at tau=0, 0.67 points above its tau=0.1:
+# right (within 1 point); with tau=0.1 simulated at 31.5 (+5%) the gap is 5 points: wrong. An ELDR row
+# without a round-robin row above it is one error line.
+$PY - "$TMP" <<'PYEOF'
+import os, sys
+sys.path.insert(0, "analysis")
+import fit_cost as f
+import validate as v
+rr = {"kind": "task", "rate": 60.0, "router": "round_robin", "tpot_sim": 20.0, "tpot_p99_sim": 30.0}
+def cell(setting, sim, sim99, meas, meas99):
+    return {"kind": "task", "rate": 60.0, "router": "eldr", "ablation": "locality_band", "setting": setting,
+            "tpot_sim": sim, "tpot_p99_sim": sim99, "tpot_meas": meas, "tpot_p99_meas": meas99,
+            "baseline": {"tpot_p50_ms": 20.0, "tpot_p99_ms": 30.0}}
+fits = [{"model": "m", "best": {"cells": [rr], "ablation_cells": [cell("tau=0", 18, 33, 18.6, 30.3),
+                                                                   cell("tau=0.1", 19, 32.8, 19, 31.5)]}}]
+_, rows, s = f.ablation_table(fits)
+want = [["m", "locality_band", "tau=0", "-7.0", "-10.0", "-3.0", "+1.0", "+10.0", "+9.0"],
+        ["m", "locality_band", "tau=0.1", "-5.0", "-5.0", "+0.0", "+5.0", "+9.3", "+4.3"]]
+good = rows == want and abs(s["p50_mean"] - 1.5) < 1e-9 and abs(s["p50_max"] - 3.0) < 1e-9 and s["cells"] == 2
+print(("ok   " if good else "FAIL ") + f"ablation table {rows} {s}")
+taus = v.worst_taus(f.ablation_rows(fits))
+right = len(taus) == 1 and taus[0][:3] == ("m", "tau=0.1", "tau=0") and abs(taus[0][3] - 2 / 3) < 1e-9 and taus[0][4]
+fits[0]["best"]["ablation_cells"][1]["tpot_p99_sim"] = 31.5
+taus = v.worst_taus(f.ablation_rows(fits))
+right &= abs(taus[0][3] - 5.0) < 1e-9 and not taus[0][4]
+print(("ok   " if right else "FAIL ") + f"worst-P99 tau {taus}")
+path = os.path.join(sys.argv[1], "abl.csv")
+with open(path, "w") as out:
+    out.write("model,ablation,setting,policy,rate_rps,requests,tpot_p50_ms,tpot_p95_ms,tpot_p99_ms,ttft_p50_ms\n"
+              "m,locality_band,tau=0,eldr,60,7200,20,21,22,60\n")
+try:
+    f.ec.load_ablations(f"task={path}")
+    err = None
+except f.ec.Fatal as e:
+    err = str(e)
+one = err is not None and err.endswith("line 2: no round_robin row of m locality_band at 60 req/s above it (each ELDR "
+                                       "cell is compared with its worker group's)")
+print(("ok   " if one else "FAIL ") + f"an ELDR row without its round robin: {err}")
+sys.exit(0 if good and right and one else 1)
+PYEOF
+rc=$?
+check "the ablations' changes, errors and worst tau, by hand" "[ $rc -eq 0 ]"
 
 # ELDR with and without its routing overhead, on the same requests: run_pair NAME ARGS... writes
 # $TMP/NAME-on and $TMP/NAME-off; overhead_diff NAME prints the per-request differences (TTFT in ms,
