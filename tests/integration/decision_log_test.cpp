@@ -71,7 +71,7 @@ TEST_CASE("decision log: ELDR rows explain the choice")
   }
 }
 
-TEST_CASE("decision log: other routers log the loads they saw; off by default")
+TEST_CASE("decision log: other routers log the loads they saw, off by default")
 {
   SmallRun s = run_small({{"router", "\"jsq\""}, {"output.decision_log", "true"}});
   check_common(s);

@@ -203,7 +203,7 @@ TEST_CASE("kmeans: deterministic for a seed")
   CHECK(a.centroids.values != c.centroids.values);
 }
 
-TEST_CASE("kmeans: max_iterations bounds the work; the result stays consistent")
+TEST_CASE("kmeans: max_iterations bounds the work, the result stays consistent")
 {
   Rng rng(25, "test.kmeans.maxit");
   const auto data = clustered(rng, random_directions(rng, 6, 30), std::vector<int>(6, 30), 4.0);

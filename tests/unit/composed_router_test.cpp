@@ -156,7 +156,7 @@ TEST_CASE("composed: the label-pool filter keeps the label's pool, any worker wi
   CHECK(r->home_workers(q, {}) == std::vector<int>{0, 1});
 }
 
-TEST_CASE("composed: KV-cache utilisation scores free memory; cached blocks nobody holds count as free")
+TEST_CASE("composed: KV-cache utilisation scores free memory, cached blocks nobody holds count as free")
 {
   // Capacities of 10 blocks: worker 0 holds 6 private blocks (score .4), worker 1 holds 2 (.8), worker
   // 2 had 9 released to the cache (evictable: score 1), worker 3 holds 5 (.5).

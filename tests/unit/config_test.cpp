@@ -368,7 +368,7 @@ TEST_CASE("config: multi-GPU instances (TP/EP) and their one-line errors")
   CHECK(contains(e, "topology.decode.placement_batch"));
 }
 
-TEST_CASE("config: Qwen3-235B-A22B needs multi-GPU instances; on 4 GPUs its weights leave room")
+TEST_CASE("config: Qwen3-235B-A22B needs multi-GPU instances, on 4 GPUs its weights leave room")
 {
   std::string e = input_error_of([] { load_experiment(kDefault, {{"model", "qwen3-235b-a22b"}}); });
   CHECK(contains(

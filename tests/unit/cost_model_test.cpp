@@ -554,7 +554,7 @@ TEST_CASE("multi-GPU cost: a one-GPU layout is bit for bit the single-GPU decode
   }
 }
 
-TEST_CASE("multi-GPU cost: TP4 + EP4 decode step by hand; all active experts on one rank is slower than spread")
+TEST_CASE("multi-GPU cost: TP4 + EP4 decode step by hand, all active experts on one rank is slower than spread")
 {
   CostModel c(toy_model8(), toy_hardware(), toy_calibration());
   const InstanceLayout l = four_gpus(4);

@@ -96,7 +96,7 @@ TEST_CASE("expected union: two requests by hand, joining and leaving")
   CHECK(expected_of(u, 1) == doctest::Approx(0.5 + 0.3125 + 0.0625 + 0.75).epsilon(1e-5));
 }
 
-TEST_CASE("expected union: a prompt's n tokens miss an expert with (1 - p)^n; shared positions count once")
+TEST_CASE("expected union: a prompt's n tokens miss an expert with (1 - p)^n, shared positions count once")
 {
   // Request 0: p = (0.5, 0.1, 0, 0.9); request 1: (0.2, 0.2, 0.2, 0.2). Three tokens of request 0:
   //   E[D] = (1 - 0.5^3) + (1 - 0.9^3) + 0 + (1 - 0.1^3) = 0.875 + 0.271 + 0.999 = 2.145.

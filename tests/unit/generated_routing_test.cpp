@@ -423,13 +423,13 @@ TEST_CASE("calibration: labels diverge most in the middle layers, where the prof
   CHECK(s.label_js_max_at < 40);
 }
 
-TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile's; other kinds inherit it")
+TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile's, other kinds inherit it")
 {
-  // models/routing/gpt-oss-120b.json: 1.0 for the profile, 1.3 for the language kind only.
+  // models/routing/gpt-oss-120b.json: 1.0 for the profile, 1.15 for the language kind only.
   Experiment x = generated("gpt-oss-120b", "language");
   CHECK(x.routing_profile.popularity_sigma == 1.0);
   CHECK(x.routing_profile.kinds.at("task").popularity_sigma == 1.0);
-  CHECK(x.routing_profile.kinds.at("language").popularity_sigma == 1.3);
+  CHECK(x.routing_profile.kinds.at("language").popularity_sigma == 1.15);
 
   // A larger skew concentrates the picks: more of a layer's tokens on its top expert, fewer distinct
   // experts in a mixed batch.
@@ -506,7 +506,7 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   CHECK(real.gate_per_pick_p50 == doctest::Approx(1.0 / 8).epsilon(0.3));
 }
 
-TEST_CASE("generated routing: shared sub-topics are topics every label has; own sub-topics are a label's")
+TEST_CASE("generated routing: shared sub-topics are topics every label has, own sub-topics are a label's")
 {
   // A prompt palette's logits are popularity + w(l) (label_strength u[label] + subtopic_strength v[sub]).
   // With shared sub-topics v does not depend on the label, so for labels a, b and sub-topics s, t the
@@ -593,7 +593,7 @@ TEST_CASE(
   CHECK(plain.distinct_mixed == committed.distinct_mixed);
 }
 
-TEST_CASE("generated routing: subtopic_zipf gives sub-topic k the share (k+1)^-s / sum; 0 leaves them equal")
+TEST_CASE("generated routing: subtopic_zipf gives sub-topic k the share (k+1)^-s / sum, 0 leaves them equal")
 {
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);

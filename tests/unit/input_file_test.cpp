@@ -65,7 +65,7 @@ Trace small_trace(const std::string& dir)
 
 }  // namespace
 
-TEST_CASE("input files: regular files are read whole; special files, directories and missing files are one error")
+TEST_CASE("input files: regular files are read whole, special files, directories and missing files are one error")
 {
   Scratch s("read");
   const std::string f = s.file("a.txt", std::string("hello\0world", 11));
@@ -95,7 +95,7 @@ TEST_CASE("input files: the streaming FNV-1a 64 is fnv1a64_hex's, in pieces too"
   CHECK(fnv1a64_text(fnv1a64(nullptr, 0)) == "cbf29ce484222325");
 }
 
-TEST_CASE("trace integrity: the manifest records the count and checksum; a cut or edited requests.jsonl is refused")
+TEST_CASE("trace integrity: the manifest records the count and checksum, a cut or edited requests.jsonl is refused")
 {
   Scratch s("integrity");
   const std::string dir = (s.dir / "t").string();
@@ -136,7 +136,7 @@ TEST_CASE("trace integrity: the manifest records the count and checksum; a cut o
   }
 }
 
-TEST_CASE("staged traces: written beside the target, swapped in whole; uncommitted ones leave nothing")
+TEST_CASE("staged traces: written beside the target, swapped in whole, uncommitted ones leave nothing")
 {
   Scratch s("staged");
   const std::string target = (s.dir / "t").string();

@@ -48,7 +48,7 @@ bool same_masks(const GatingSource& sa, const Request& a, int ta, const GatingSo
 
 }  // namespace
 
-TEST_CASE("prompt pool: every prompt once in a shuffled order, then repeats; repeats are identical")
+TEST_CASE("prompt pool: every prompt once in a shuffled order, then repeats, repeats are identical")
 {
   Shared s(std::vector<Override>{{"workload.distinct_prompts", "100"}});
   REQUIRE(s.w.requests.size() == 400);
@@ -97,7 +97,7 @@ TEST_CASE("system prompts: a shared prefix of whole blocks, then the request's o
   CHECK(third.size() == s.w.requests.size());
 }
 
-TEST_CASE("shared-prefix routing: shared prompt blocks route as their first holder's; the rest is the request's")
+TEST_CASE("shared-prefix routing: shared prompt blocks route as their first holder's, the rest is the request's")
 {
   Shared s(std::vector<Override>{{"workload.system_prompts", "2"}, {"workload.system_prompt_tokens", "48"}});
   const auto* shared = dynamic_cast<const SharedPrefixGating*>(s.routing.get());
@@ -213,7 +213,7 @@ TEST_CASE("chat template: every prompt holds the model's template, whose tokens 
   CHECK(affinity.size() == 50);  // the proxy hashes what the client sent: one key per prompt
 }
 
-TEST_CASE("signature cache: a warm prompt's profile equals its cold one; without it only the tail counts")
+TEST_CASE("signature cache: a warm prompt's profile equals its cold one, without it only the tail counts")
 {
   Shared s({{"workload.distinct_prompts", "40"},
             {"workload.system_prompts", "2"},

@@ -234,7 +234,7 @@ TEST_CASE("trace workload: a trace's prompt lengths are as served, with no chat 
     CHECK(w.requests[k].prompt_tokens == int(8 + (k + 2) % 5));
 }
 
-TEST_CASE("trace workload: without flags the first calibration_requests calibrate; measured_requests clips")
+TEST_CASE("trace workload: without flags the first calibration_requests calibrate, measured_requests clips")
 {
   ScratchDir d("firstn");
   write_trace_dir(d, 20, 0);

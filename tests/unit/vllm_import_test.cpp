@@ -62,7 +62,7 @@ std::string slurp(const std::string& path)
 
 }  // namespace
 
-TEST_CASE("vllm arrays: base64 decodes with and without padding; truncated or stray input is an error")
+TEST_CASE("vllm arrays: base64 decodes with and without padding, truncated or stray input is an error")
 {
   auto text = [](const std::string& s) {
     auto v = decode_base64(s, "f", "x");
@@ -103,7 +103,7 @@ TEST_CASE("vllm arrays: .npy of int16 and int32 (negative values sign-extended),
   CHECK(contains(err(b), "truncated"));
 }
 
-TEST_CASE("vllm arrays: nested lists and base64 strings give the same array; ragged lists name the element")
+TEST_CASE("vllm arrays: nested lists and base64 strings give the same array, ragged lists name the element")
 {
   const Json lists    = Json::parse("[[[1,2],[3,4],[5,6]],[[7,8],[9,10],[11,12]]]");
   const ExpertArray a = parse_expert_array(lists, "f", "x");

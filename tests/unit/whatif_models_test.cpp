@@ -139,7 +139,7 @@ TEST_CASE("whatif: deepseek-v3 decode step with the shared expert and dense laye
   CHECK(grown == doctest::Approx(3.25612e-3 + 2.23144e-3).epsilon(1e-5));
 }
 
-TEST_CASE("whatif: an fp8 model needs an fp8 peak; deepseek-v3 does not fit one GPU; mixtral not an H100")
+TEST_CASE("whatif: an fp8 model needs an fp8 peak, deepseek-v3 does not fit one GPU, mixtral not an H100")
 {
   // DeepSeek-V3's 673 GB of weights on one 192 GB MI300X: the capacity check rejects it (multi-GPU
   // instances are not modelled yet).

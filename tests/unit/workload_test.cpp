@@ -335,7 +335,7 @@ TEST_CASE("workload: bad length files are input errors")
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("workload labels: the shipped file holds the documented mixes; bad label files are input errors")
+TEST_CASE("workload labels: the shipped file holds the documented mixes, bad label files are input errors")
 {
   auto task = load_workload_labels("traces/workload_labels.json", "task");
   REQUIRE(task.size() == 4);
