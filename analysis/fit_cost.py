@@ -83,7 +83,11 @@ ROUTING = {
     "task.label_strength": (5.0, 0.25, 5.0, 3),
     "task.subtopic_strength": (5.0, 0.25, 5.0, 3),
     "task.request_mix_max": (2.5, 0.0, 1.0, 3),
+    # How unequal a label's sub-topics are in traffic (Zipf exponent): what makes pure locality overload
+    # the popular topics' workers, which the task ablations' tau = 0 cells show (docs/log/calibration.md).
+    "task.subtopic_zipf": (2.0, 0.0, 3.0, 2),
 }
+ROUTING_DEFAULTS = {"task.subtopic_zipf": 0.0}  # a profile without the key: its meaning when absent
 PARAMS.update(ROUTING)
 CORE = ["decode_bw_efficiency", "step_overhead_ms", "prefill_overhead_ms"]  # what --start gives
 # A coefficient that only acts with another key of the block is fitted where that key is set, from
@@ -216,7 +220,7 @@ class ModelFit:
     def routing_value(self, name):
         """A routing input's value in the model's profile (a kind's own, else the profile's)."""
         kind, key = name.split(".")
-        return float(self.profile["kinds"][kind].get(key, self.profile.get(key, 1.0)))
+        return float(self.profile["kinds"][kind].get(key, self.profile.get(key, ROUTING_DEFAULTS.get(name, 1.0))))
 
     def model_file_for(self, key, tag):
         """The candidate's model file and, when routing inputs are fitted, its routing profile."""

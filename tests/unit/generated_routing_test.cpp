@@ -326,10 +326,11 @@ TEST_CASE("calibration: qwen3-30b-a3b task routing meets its profile's targets (
   CHECK(s.top_share_mean > 4 * s.top_share_uniform);        // popularity skew several times uniform
 }
 
-// GPT-OSS-120B and Gemma-4-26B-A4B: their task locality is fitted to the main study of every router
-// (docs/routing-model.md, calibration step 10): one-label batches touch fewer experts than mixed ones,
-// but less so than the paper's pooled 17-21% (as in the real ESFT domains, 5.7-9.7%), and one
-// sub-topic's batches far fewer than one label's.
+// GPT-OSS-120B and Gemma-4-26B-A4B: their task locality is fitted to the main study of every router and
+// the task ablations (docs/routing-model.md, calibration step 10; docs/log/calibration.md, 2026-12-06):
+// one-label batches touch fewer experts than mixed ones, but less so than the paper's pooled 17-21% (as
+// in the real ESFT domains, 5.7-9.7%), and one sub-topic's batches fewer than one label's (11-12% and
+// 5-7% at this fit, where unequal sub-topics carry part of the locality).
 TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less (Pearson ~0.70)")
 {
   RoutingStats s = stats_of("gpt-oss-120b", "task");
@@ -339,7 +340,7 @@ TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less 
       CAPTURE(b.batch);
       CHECK(b.reduction() > 0.08);
       CHECK(b.reduction() < 0.18);
-      CHECK(b.subtopic_reduction() > 0.25);
+      CHECK(b.subtopic_reduction() > 0.08);
     }
 }
 
@@ -351,7 +352,7 @@ TEST_CASE("calibration: gemma-4-26b-a4b task routing: prefill predicts decode be
     CAPTURE(b.batch);
     CHECK(b.reduction() > 0.04);
     CHECK(b.reduction() < 0.14);
-    CHECK(b.subtopic_reduction() > 0.15);
+    CHECK(b.subtopic_reduction() > 0.04);
   }
 }
 
@@ -445,13 +446,14 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
 
 TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max override the profile's")
 {
-  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.015 (fitted to the main
-  // study of every router) for the task kind, the profile's drift and its own mix (0.3) for the language kind.
+  // models/routing/qwen3-30b-a3b.json: 0.45 and 1.0 for the profile, 0.75 and 0.126 (the mix fitted to the
+  // main study of every router and the task ablations) for the task kind, the profile's drift and its own
+  // mix (0.3) for the language kind.
   Experiment x = generated("qwen3-30b-a3b", "task");
   CHECK(x.routing_profile.phase_drift == 0.45);
   CHECK(x.routing_profile.request_mix_max == 1.0);
   CHECK(x.routing_profile.kinds.at("task").phase_drift == 0.75);
-  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.015);
+  CHECK(x.routing_profile.kinds.at("task").request_mix_max == 0.126);
   CHECK(x.routing_profile.kinds.at("language").phase_drift == 0.45);
   CHECK(x.routing_profile.kinds.at("language").request_mix_max == 0.3);
 

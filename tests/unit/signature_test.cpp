@@ -326,7 +326,7 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   std::map<std::tuple<int, int, std::vector<uint64_t>>, std::pair<size_t, std::vector<float>>> seen;
   int same_picks = 0, same_gates = 0;
   Request longer       = r;
-  longer.prompt_tokens = 1000;
+  longer.prompt_tokens = 3000;  // enough repeats of a layer's picks within one palette whatever the mix
   for (int t = 0; t < longer.prompt_tokens; ++t) {
     std::span<const float> tp   = gates->token_gates(longer, t).prob;
     std::span<const uint64_t> m = src.token_experts(longer, t);
