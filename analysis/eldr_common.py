@@ -91,15 +91,19 @@ def load_measured(specs, routers=False):
             if r["policy"] != "round_robin" and not routers:
                 continue
             d = measured_row(path, line, r, kind)
-            key = (r["model"], r["policy"], d["rate_rps"])
-            if key in seen:
-                raise Fatal(f"{path}: line {line}: rate_rps: {r['rate_rps']} req/s appears twice for {r['model']} "
-                            f"{r['policy']} (also line {seen[key]}; keep one)")
-            seen[key] = line
+            once(seen, (r["model"], r["policy"], d["rate_rps"]), path, line,
+                 f"rate_rps: {r['rate_rps']} req/s appears twice for {r['model']} {r['policy']}")
             by_model.setdefault(r["model"], []).append(d)
     for v in by_model.values():
         v.sort(key=lambda d: (d["kind"] or "", d["rate_rps"], d["policy"] != "round_robin", d["policy"]))
     return by_model
+
+
+def once(seen, key, path, line, problem):
+    """Records `key` at `line`; a key seen before is an error naming both lines."""
+    if key in seen:
+        raise Fatal(f"{path}: line {line}: {problem} (also line {seen[key]}; keep one)")
+    seen[key] = line
 
 
 def need_columns(path, header, columns, fmt):
@@ -157,11 +161,8 @@ def load_ablations(spec):
             raise Fatal(f"{path}: line {line}: no round_robin row of {r['model']} {r['ablation']} at "
                         f"{r['rate_rps']} req/s above it (each ELDR cell is compared with its worker group's)")
         d["baseline"] = base
-        key = (r["model"], r["setting"], d["rate_rps"])
-        if key in seen:
-            raise Fatal(f"{path}: line {line}: setting: {r['setting']} appears twice for {r['model']} at "
-                        f"{r['rate_rps']} req/s (also line {seen[key]}; keep one)")
-        seen[key] = line
+        once(seen, (r["model"], r["setting"], d["rate_rps"]), path, line,
+             f"setting: {r['setting']} appears twice for {r['model']} at {r['rate_rps']} req/s")
         by_model.setdefault(r["model"], []).append(d)
     return by_model
 
