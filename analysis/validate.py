@@ -20,14 +20,15 @@ Usage: /usr/bin/python3 analysis/validate.py [--out DIR] [--jobs N] [--seeds N] 
    configs/validate/claims.json` (239 points): each claim's simulated range over the models and rates it
    covers, against the published one. A claim holds when every simulated value has the published
    direction and lies within the published range widened by 2 points on each side. The signature
-   claims come from `eldrsim trace stats` on the default configuration, 3 models x 2 workloads
-   (Spearman x 100 as points). With --seeds N every claim is checked on the mean over seeds 1..N
+   claims come from `eldrsim fit` on the default configuration, 3 models x 2 workloads x 5 variants:
+   the Spearman of each variant's own greedy layer mask (x 100 as points). With --seeds N every claim is checked on the mean over seeds 1..N
    (the sweep's combined_seeds.csv, the Spearman figures averaged likewise); the round-robin cells
    stay at one seed, as the measurement is one run.
 
 Writes DIR (default results/validate) atomically: report.md (opening with a summary), rr_cells.csv,
 training_cells.csv, ablation_cells.csv, language_predictions.csv (the language study of every router as
-simulated: the test split, not measured here), claims.csv and the sweep's combined.csv (and combined_seeds.csv with
+simulated: the test split, not measured here), language_ablation_predictions.csv (the task ablations' settings
+on the language workload, likewise), claims.csv and the sweep's combined.csv (and combined_seeds.csv with
 --seeds); the directory is either the old one or the new
 one, never a mix. Exit 0 when it ran (whether or not the targets are met: the report says), 2 on bad
 input, 1 when a simulation failed.
@@ -94,6 +95,10 @@ def study_cells(args, measured, ablations, scratch):
         here = f.evaluate(f.start)
         # Beside the evaluation, not in it: the refits of the cross-validation stay as they were.
         here = dict(here, ablation_cells=f.simulate(here["x"], ablations.get(m, []), "ablations"))
+        # The same settings on the language workload: predictions only (its ablations are the test split).
+        language = [dict(r, kind="language", tpot_p50_ms=NAN, tpot_p99_ms=NAN, ttft_p50_ms=NAN)
+                    for r in ablations.get(m, [])]
+        here["language_ablation_cells"] = f.simulate(here["x"], language, "ablations-language")
         folds = [] if args.skip_loro else f.leave_one_rate_out(here)
         out.append({"model": m, "names": f.names, "best": here, "loro": folds})
     return out
@@ -290,13 +295,17 @@ class Claims:
                      self.router_gain(sub, "eldr", "round_robin", "tpot_p50_ms"), pub, pub)
 
 
+NAN = float("nan")
+
 SIGNATURE_VARIANTS = ["counts", "counts_idf", "sqrt_counts", "binary", "gate_prob"]
 
 
 def signature_claims(stats):
-    """stats: {(model, kind): trace stats' "spearman" object}. The section-9 row "counts x IDF correlate
-    best with decode overlap (Spearman 0.76 on average), gate-probability signatures 0.62", as three
-    claims on the means over the models and workloads, in Spearman points (x 100)."""
+    """stats: {(model, kind): {variant: Spearman}}, each the score of the variant's own greedy layer mask
+    (what ELDR's fit maximizes, DESIGN section 1). The section-9 row "counts x IDF correlate best with
+    decode overlap (Spearman 0.76 on average), gate-probability signatures 0.62", as claims on the means
+    over the models and workloads and, per model, counts x IDF above gate probabilities, in Spearman
+    points (x 100)."""
     claims = Claims([])
     cells = sorted(stats)
     points = {v: [(f"{m} {k}", 100 * stats[(m, k)][v]) for m, k in cells] for v in SIGNATURE_VARIANTS}
@@ -312,6 +321,17 @@ def signature_claims(stats):
                                         "the best other variant's)", "published": "above 0", "sim": f"{lead:+.1f}",
                                "ok": lead > 0, "note": f"best other: {rival} ({mean[rival]:.1f})",
                                "cells": [("lead", lead)]})
+        models = list(dict.fromkeys(m for m, _ in cells))
+        per_model = []
+        for m in models:
+            kinds = [k for mm, k in cells if mm == m]
+            per_model.append((m, 100 * sum(stats[(m, k)]["counts_idf"] - stats[(m, k)]["gate_prob"]
+                                           for k in kinds) / len(kinds)))
+        claims.results.append({"claim": "signatures per model: counts x IDF above gate probabilities (Spearman x 100, mean over "
+                                        "workloads, counts x IDF minus gate probabilities)",
+                               "published": "above 0", "sim": ", ".join(f"{x:+.1f}" for _, x in per_model),
+                               "ok": all(x > 0 for _, x in per_model), "note": ", ".join(
+                                   f"{m} {x:+.1f}" for m, x in per_model), "cells": per_model})
     return claims.results
 
 
@@ -321,30 +341,32 @@ def claim_seeds(args):
 
 
 def run_signature_stats(args, stage):
-    """trace stats for every model and workload (and seed), in parallel; {(model, kind): spearman object},
-    each variant's figure the mean over the seeds."""
+    """Each variant's signature correlation for every model and workload (and seed), in parallel: the
+    Spearman of the greedy layer mask `eldrsim fit` chooses on the calibration split (its mask_spearman);
+    {(model, kind): {variant: Spearman}}, each the mean over the seeds."""
     seeds = claim_seeds(args)
-    jobs = [(m, k, seed) for m in ec.CALIBRATED_MODELS for k in ("task", "language") for seed in seeds]
+    jobs = [(m, k, seed, v) for m in ec.CALIBRATED_MODELS for k in ("task", "language") for seed in seeds
+            for v in SIGNATURE_VARIANTS]
 
     def one(job):
-        m, k, seed = job
-        out = os.path.join(stage, f"stats-{m}-{k}-{seed}.json")
-        cmd = [args.eldrsim, "trace", "stats", ec.DEFAULT_CONFIG, "--set", f"model={m}", "--set",
-               f"workload.kind={k}", "--set", f"seed={seed}", "--json", out]
+        m, k, seed, v = job
+        out = os.path.join(stage, f"fit-{m}-{k}-{seed}-{v}.json")
+        cmd = [args.eldrsim, "fit", ec.DEFAULT_CONFIG, "--set", f"model={m}", "--set", f"workload.kind={k}",
+               "--set", f"seed={seed}", "--set", f"eldr.variant={v}", "--out", out]
         p = ec.run_child(cmd, cwd=ec.REPO)
         if p.returncode != 0:
             msg = (p.stderr or "").strip().splitlines()
-            raise ec.Fatal(f"trace stats for {m} {k} failed (exit {p.returncode}): {msg[-1] if msg else 'no message'}", 1)
+            raise ec.Fatal(f"fit of {m} {k} {v} failed (exit {p.returncode}): {msg[-1] if msg else 'no message'}", 1)
         with open(out) as f:
             j = json.load(f)
         os.remove(out)
-        if any(v not in j.get("spearman", {}) for v in SIGNATURE_VARIANTS):
-            raise ec.Fatal(f"trace stats for {m} {k}: the JSON lacks a signature variant's Spearman", 1)
-        return job, j["spearman"]
+        if not isinstance(j.get("mask_spearman"), (int, float)):
+            raise ec.Fatal(f"fit of {m} {k} {v}: the model file lacks mask_spearman", 1)
+        return job, float(j["mask_spearman"])
 
     runs = dict(ec.run_many([lambda job=job: one(job) for job in jobs], args.jobs))
-    return {(m, k): {v: sum(runs[(m, k, seed)][v] for seed in seeds) / len(seeds) for v in SIGNATURE_VARIANTS}
-            for m, k, _ in jobs}
+    return {(m, k): {v: sum(runs[(m, k, seed, v)] for seed in seeds) / len(seeds) for v in SIGNATURE_VARIANTS}
+            for m, k, _, _ in jobs}
 
 
 def run_claims(args, stage):
@@ -582,6 +604,28 @@ def language_predictions(sweep_rows):
     return cells
 
 
+LANGUAGE_ABLATION_HEADER = ["model", "ablation", "setting", "tpot_p50_sim_ms", "tpot_p99_sim_ms", "rr_tpot_p50_sim_ms",
+                            "rr_tpot_p99_sim_ms", "p50_change_pct", "p99_change_pct"]
+
+
+def language_ablation_rows(fits):
+    """The task ablations' settings run on the language workload at 60 req/s, each against the simulated
+    language round-robin cell of its rate: predictions of the test split, one CSV row per cell."""
+    rows = []
+    for f in fits:
+        rr = {c["rate"]: c for c in f["best"]["cells"] if c["kind"] == "language" and c["router"] == "round_robin"}
+        for c in f["best"].get("language_ablation_cells", []):
+            base = rr.get(c["rate"])
+            if base is None:
+                raise ec.Fatal(f"{f['model']}: no simulated language round-robin cell at {c['rate']:g} req/s for "
+                               f"the language ablation {c['setting']}", 1)
+            rows.append([f["model"], c["ablation"], c["setting"], f"{c['tpot_sim']:.4f}", f"{c['tpot_p99_sim']:.4f}",
+                         f"{base['tpot_sim']:.4f}", f"{base['tpot_p99_sim']:.4f}",
+                         f"{ec.change_pct(c['tpot_sim'], base['tpot_sim']):.2f}",
+                         f"{ec.change_pct(c['tpot_p99_sim'], base['tpot_p99_sim']):.2f}"])
+    return rows
+
+
 def summary_lines(fits, train, claims, ablations=None):
     """The report's summary: one line per question (docs/calibration.md section 5 quotes them)."""
     rr = fit_cost.error_summary([c for f in rr_only(fits) for c in f["best"]["cells"]])
@@ -674,6 +718,19 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
             w = csv.writer(f)
             w.writerow(ABLATION_CSV_HEADER)
             w.writerows(abl_csv)
+    lang_abl = language_ablation_rows(fits_all)
+    if lang_abl:
+        md += ["## Predictions: the ablations on the language workload (60 req/s)", "",
+               "Not measured in the repository (the test split): the task ablations' settings run on the language "
+               "workload, each ELDR cell's TPOT change in percent against the simulated language round-robin cell; "
+               "every figure is in `language_ablation_predictions.csv`.", "",
+               ec.md_table(["model", "ablation", "setting", "P50 change %", "P99 change %"],
+                           [[r[0], r[1], r[2], f"{float(r[7]):+.1f}", f"{float(r[8]):+.1f}"] for r in lang_abl],
+                           ["---", "---", "---", "---:", "---:"]), ""]
+        with open(os.path.join(stage, "language_ablation_predictions.csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(LANGUAGE_ABLATION_HEADER)
+            w.writerows(lang_abl)
     language = language_predictions(sweep_rows)
     if language:
         md += ["## Predictions: the language study of every router", "",
@@ -706,8 +763,8 @@ def write_report(stage, args, fits, lomo, claims, sweep_rows, fingerprint, secon
         md += ["## Published router claims (docs/design.md section 9)", "",
                f"From `eldrsim sweep configs/validate/claims.json"
                + (f" --seeds {args.seeds}` (every figure the mean over the seeds)" if args.seeds > 1 else "`")
-               + " and, for the signatures, `eldrsim trace stats` "
-               f"(3 models x 2 workloads). Percent lower = (other - this) / other. A claim "
+               + " and, for the signatures, `eldrsim fit` "
+               f"(3 models x 2 workloads x 5 variants: the Spearman of each variant's own greedy layer mask). Percent lower = (other - this) / other. A claim "
                f"holds when every simulated value has the published direction and lies within the published range "
                f"+-{TOLERANCE:g} points. {held} of {len(claims)} hold.", "",
                "| claim | published | simulated (range over cells) | holds | note |", "| --- | --- | --- | --- | --- |"]

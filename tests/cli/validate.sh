@@ -25,7 +25,7 @@ rc=$?
 check "validate.py's own usage errors: one line, exit 2" "[ $rc = 2 ] && [ \$(wc -l <'$TMP/err') = 1 ] && grep -q '^eldrsim: error: validate.py: --jobs' '$TMP/err'"
 
 # Short runs (10 s after 200 warm-up requests), no claims, no cross-validation: the 30 round-robin cells,
-# the 90 of the training split and the 24 ELDR cells of the task ablations, ~60 s.
+# the 90 of the training split, the 24 ELDR cells of the task ablations and their 24 language predictions, ~90 s.
 OUT="$TMP/val"
 # An earlier validate's results (its marker): replaced whole, its stale file gone.
 mkdir -p "$OUT" && echo stale >"$OUT/stale-file" && touch "$OUT/.eldrsim-validate"
@@ -51,8 +51,24 @@ check "report.md has the task ablations' section, its targets and its summary li
    grep -q '^| P50 change, mean abs error, 24 ELDR cells |' '$OUT/report.md' && \
    grep -q '^| gpt-oss-120b signature=gate_prob: P50 change error |' '$OUT/report.md' && \
    grep -q '^- Task ablations (training, 60 req/s): ' '$OUT/report.md'"
+section() { awk -v h="$1" '/^## /{on = ($0 == h)} on' "$OUT/report.md"; }
+ABL_ROW='^\| [^|]+ \| (locality_band|kmeans_balance|signature_variant) \| '
 check "the ablations' table has the 24 ELDR cells" \
-  "[ \$(grep -cE '^\| [^|]+ \| (locality_band|kmeans_balance|signature_variant) \| ' '$OUT/report.md') -eq 24 ]"
+  "[ \$(section '## Task ablations (training, 60 req/s)' | grep -cE '$ABL_ROW') -eq 24 ]"
+check "the language ablations are predicted: 24 ELDR cells in their section and CSV, 8 a model" \
+  "[ \$(section '## Predictions: the ablations on the language workload (60 req/s)' | grep -cE '$ABL_ROW') -eq 24 ] && \
+   [ \$(tail -n +2 '$OUT/language_ablation_predictions.csv' | cut -d, -f1,3 | sort -u | wc -l) -eq 24 ] && \
+   [ \$(tail -n +2 '$OUT/language_ablation_predictions.csv' | cut -d, -f1 | sort | uniq -c | awk '\$1 == 8' | wc -l) -eq 3 ]"
+# Each predicted change recomputed from its own row's times (all against the one language round robin
+# of the model, so a model's rows share it).
+check "the language ablations' changes are their times' changes, each model against one round robin" \
+  "$PY -c \"
+import csv, sys
+rows = list(csv.DictReader(open('$OUT/language_ablation_predictions.csv')))
+ok = all(abs(100 * (float(r[q + '_sim_ms']) / float(r['rr_' + q + '_sim_ms']) - 1) - float(r[q[5:] + '_change_pct'])) < 0.006
+         for r in rows for q in ('tpot_p50', 'tpot_p99'))
+ok &= all(len({r['rr_tpot_p50_sim_ms'] for r in rows if r['model'] == m}) == 1 for m in {r['model'] for r in rows})
+sys.exit(0 if ok and len(rows) == 24 else 1)\""
 check "ablation_cells.csv has the 24 ELDR cells, 8 a model" \
   "[ \$(tail -n +2 '$OUT/ablation_cells.csv' | cut -d, -f1,3 | sort -u | wc -l) -eq 24 ] && \
    [ \$(tail -n +2 '$OUT/ablation_cells.csv' | cut -d, -f1 | sort | uniq -c | awk '\$1 == 8' | wc -l) -eq 3 ]"
@@ -331,7 +347,8 @@ check "the fastest router of each cell" "[ \$((rc & 2)) -eq 0 ]"
 # The signature claims on hand-made trace stats: two cells, counts x IDF 80 and 72 (mean 76: holds),
 # gate probabilities 62 and 60 (mean 61, within 62 +- 2: holds), the best other variant raw counts at
 # 70 and 74 (mean 72): counts x IDF leads by 4.0 (holds). With a third cell where counts x IDF is 40
-# and raw counts 90 the means are 64 and 78: neither holds, and the lead is -14.0.
+# and raw counts 90 the means are 64 and 78: neither holds, and the lead is -14.0. Per model, counts x
+# IDF minus gate probabilities: a 18, b 12 (holds); then c -21 (does not).
 $PY - <<'PYEOF'
 import sys
 sys.path.insert(0, "analysis")
@@ -345,10 +362,10 @@ def check(stats, want):
     print(("ok   " if good else "FAIL ") + f"signature claims {got} (want {want})")
     return good
 ok = check(stats, {"signature (counts x IDF)": (76.0, True), "signature (gate probabilities)": (61.0, True),
-                   "signatures": (4.0, True)})
+                   "signatures": (4.0, True), "signatures per model": (12.0, True)})
 stats[("c", "language")] = cell(0.90, 0.40, 0.61)
 ok &= check(stats, {"signature (counts x IDF)": (64.0, False), "signature (gate probabilities)": (61.0, True),
-                    "signatures": (-14.0, False)})
+                    "signatures": (-14.0, False), "signatures per model": (-21.0, False)})
 none = v.signature_claims({})
 empty = len(none) == 2 and all(c["sim"] == "no points" and not c["ok"] for c in none)
 ok &= empty
