@@ -2,8 +2,11 @@
 # add to them. The scripts set ELDRSIM (the binary) and TMP (a scratch directory) first.
 failures=0
 pass=0
+skipped=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { failures=$((failures + 1)); echo "FAIL $1"; }
+# A check this machine cannot run: said, counted apart, never a pass.
+skip() { skipped=$((skipped + 1)); echo "SKIP $1"; }
 # check NAME TEST: ok when the shell code TEST succeeds.
 check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
 
@@ -53,8 +56,35 @@ drop_sanitizer_noise() {
     -e '/^For details see https:\/\/github.com\/google\/sanitizers\/issues\/189$/d' "$@"
 }
 
+# interrupt_mid_way PID: SIGTERM to a background job at the point where it is now, however fast the
+# machine: stopped first, so it cannot finish between the caller's check and the signal; then
+# continued to handle it. Returns the job's exit status.
+interrupt_mid_way() {
+  kill -STOP "$1" 2>/dev/null
+  kill -TERM "$1" 2>/dev/null
+  kill -CONT "$1" 2>/dev/null
+  wait "$1"
+}
+
+# served_from_trace RUN_DIR TRACE_DIR [N]: the run served the trace's requests: every request of
+# RUN_DIR/requests.csv finished, each (prompt, output) length pair one of the trace's (as a multiset),
+# and N measured requests when N is given (at least one otherwise). Silent; the exit status says.
+served_from_trace() {
+  /usr/bin/python3 - "$@" <<'PYEOF'
+import collections, csv, json, sys
+run, trace = sys.argv[1], sys.argv[2]
+rows = list(csv.DictReader(open(f"{run}/requests.csv")))
+have = collections.Counter((j["prompt_tokens"], j["output_tokens"]) for j in map(json.loads, open(f"{trace}/requests.jsonl")))
+used = collections.Counter((int(r["prompt_tokens"]), int(r["output_tokens"])) for r in rows)
+measured = sum(r["measured"] == "1" for r in rows)
+assert measured == int(sys.argv[3]) if len(sys.argv) > 3 else measured > 0, f"{measured} measured requests"
+assert all(r["finish_s"] != "" for r in rows), "unfinished requests"
+assert not used - have, f"lengths not in the trace: {list((used - have).items())[:3]}"
+PYEOF
+}
+
 # The counts; succeeds when nothing failed (the script's last command, so its exit status).
 finish() {
-  echo "$pass passed, $failures failed"
+  echo "$pass passed, $failures failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped (not checked here)")"
   [ "$failures" -eq 0 ]
 }

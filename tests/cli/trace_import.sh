@@ -43,16 +43,17 @@ fi
 expect_success "import azure code" "read 500 rows, wrote 500 requests" -- \
   trace import azure traces/azure2023_code.csv --out "$TMP/azure" --limit 500
 if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/azure" \
-  --set workload.calibration_requests=100 --requests 300 --out "$TMP/run-azure"; then
-  ok "an imported Azure trace runs"
+  --set workload.calibration_requests=100 --requests 300 --out "$TMP/run-azure" &&
+  served_from_trace "$TMP/run-azure" "$TMP/azure" 300; then
+  ok "an imported Azure trace runs: 300 of its requests, all finished"
 else
   bad "run of the imported Azure trace"
 fi
 expect_success "import mooncake with --max-prompt" "clipped 217 prompts to --max-prompt" -- \
   trace import mooncake --out "$TMP/moon" --limit 400 --max-prompt 8192
 if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/moon" \
-  --set workload.calibration_requests=0 --out "$TMP/run-moon"; then
-  ok "an imported Mooncake trace runs"
+  --set workload.calibration_requests=0 --out "$TMP/run-moon" && served_from_trace "$TMP/run-moon" "$TMP/moon" 400; then
+  ok "an imported Mooncake trace runs: its 400 requests, all finished"
 else
   bad "run of the imported Mooncake trace"
 fi

@@ -116,8 +116,8 @@ check "the damaged routing file keeps its size" '[ "$(stat -c %s "$TMP/rflip/rou
 expect_error "routing.bin edited in place" "rflip/routing.bin: contents differ from the checksum" "cut or edited" -- \
   run configs/default.json "${GEN_RUN[@]}" --set workload.routing=trace --set workload.trace="$TMP/rflip" --out "$TMP/x"
 if "$ELDRSIM" run configs/default.json "${GEN_RUN[@]}" --set workload.routing=trace --set workload.trace="$TMP/gen-r" \
-  --out "$TMP/run-gen" 2>"$TMP/stderr"; then
-  ok "the intact trace runs"
+  --out "$TMP/run-gen" 2>"$TMP/stderr" && served_from_trace "$TMP/run-gen" "$TMP/gen-r"; then
+  ok "the intact trace runs: its requests, all finished"
 else
   bad "the intact trace runs: $(cat "$TMP/stderr")"
 fi
@@ -149,8 +149,9 @@ PYEOF
 expect_error "an import failing after its routing file is written" "keep/requests.jsonl: line 6: arrival_s" -- \
   trace import vllm "$TMP/late.jsonl" --model deepseek-v2-lite --out "$TMP/keep"
 check "the old trace is still whole (its own routing.bin)" 'diff -r "$TMP/before" "$TMP/keep" >/dev/null'
-if "$ELDRSIM" run configs/esft.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/keep" --out "$TMP/run-keep"; then
-  ok "the old trace still runs"
+if "$ELDRSIM" run configs/esft.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/keep" --out "$TMP/run-keep" &&
+  served_from_trace "$TMP/run-keep" "$TMP/before"; then
+  ok "the old trace still runs: its requests, all finished"
 else
   bad "the old trace still runs"
 fi
@@ -161,8 +162,9 @@ else
   bad "a trace without routing imported over one with routing.bin"
 fi
 check "no routing.bin remains" '[ ! -e "$TMP/replaced/routing.bin" ] && grep -q "\"routing_file\": null" "$TMP/replaced/trace.json"'
-if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/replaced" --out "$TMP/run-replaced"; then
-  ok "the replacing trace runs"
+if "$ELDRSIM" run configs/default.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/replaced" --out "$TMP/run-replaced" &&
+  served_from_trace "$TMP/run-replaced" "$TMP/replaced"; then
+  ok "the replacing trace runs: the Azure requests, all finished"
 else
   bad "the replacing trace runs"
 fi
@@ -195,18 +197,19 @@ for target in "$TMP/killed-new" "$TMP/killed-old"; do
   [ "$target" = "$TMP/killed-old" ] && cp -r "$TMP/good" "$target" && cp -r "$TMP/good" "$TMP/killed-before"
   "$REAL" trace import azure "$TMP/big.csv" --out "$target" -q 2>"$TMP/kill.err" &
   pid=$!
-  # Wait for the staging directory, then interrupt (the import reads for seconds after that).
+  # Wait for the staging directory (the import reads for seconds after that), then stop the process
+  # there, so the signal lands mid-import however fast the machine: SIGSTOP, SIGTERM, SIGCONT.
+  seen=0
   for _ in $(seq 1 400); do
-    ls -A "$TMP" | grep -qF .eldr-trace-tmp && break
-    [ -d "$target" ] && ls -A "$target" | grep -qF .eldr-trace-tmp && break
+    ls -A "$TMP" | grep -qF .eldr-trace-tmp && seen=1 && break
+    [ -d "$target" ] && ls -A "$target" | grep -qF .eldr-trace-tmp && seen=1 && break
     sleep 0.02
   done
-  kill -TERM $pid
-  wait $pid
+  interrupt_mid_way $pid
   rc=$?
   name=$(basename "$target")
-  if [ $rc -eq 0 ]; then  # a machine fast enough to finish first: nothing was interrupted
-    ok "$name: the import finished before the signal (not interrupted, nothing to check)"
+  if [ $seen -eq 0 ] || [ $rc -eq 0 ]; then
+    bad "$name: the import was not interrupted mid-way (staging seen: $seen, exit $rc)"
     continue
   fi
   check "$name: SIGTERM stops the import: exit 143, one line saying what was kept" \
@@ -226,15 +229,15 @@ cp -r "$TMP/good" "$TMP/gen-killed"
   --set workload.measured_requests=1500 --set workload.warmup_requests=0 --set workload.calibration_requests=0 \
   --set workload.output_tokens=64 --set workload.prompt_max_tokens=256 >/dev/null 2>"$TMP/kill.err" &
 pid=$!
+seen=0
 for _ in $(seq 1 400); do
-  ls -A "$TMP" "$TMP/gen-killed" | grep -qE '\.eldr-trace-tmp|\.tmp\.' && break
+  ls -A "$TMP" "$TMP/gen-killed" | grep -qE '\.eldr-trace-tmp|\.tmp\.' && seen=1 && break
   sleep 0.02
 done
-kill -TERM $pid
-wait $pid
+interrupt_mid_way $pid
 rc=$?
-if [ $rc -eq 0 ]; then
-  ok "trace gen finished before the signal (not interrupted, nothing to check)"
+if [ $seen -eq 0 ] || [ $rc -eq 0 ]; then
+  bad "trace gen was not interrupted mid-way (staging seen: $seen, exit $rc)"
 else
   check "trace gen: no temporary file or staging directory left" \
     '[ -z "$(ls -A "$TMP" "$TMP/gen-killed" | grep -E "\.eldr-trace-tmp|\.tmp\.")" ]'

@@ -220,7 +220,7 @@ TEST_CASE("balanced assignment: bad input is rejected")
 TEST_CASE("balanced assignment: equals brute force on 300 tiny instances")
 {
   Rng rng(7, "test.assignment.tiny");
-  int checked = 0;
+  int bound = 0;  // instances whose capacities keep some point from its cheapest cluster
   for (int t = 0; t < 300; ++t) {
     const int n = 1 + int(rng.below(7));
     const int k = 1 + int(rng.below(3));
@@ -231,10 +231,15 @@ TEST_CASE("balanced assignment: equals brute force on 300 tiny instances")
     const auto cap = random_capacities(rng, n, k, t % 3);
     const auto a   = balanced_assignment(cost, n, k, cap);
     check_feasible(a, cost, n, k, cap);
-    CHECK(a.total_cost == doctest::Approx(brute_force(cost, n, k, cap)).epsilon(1e-12));
-    ++checked;
+    const double optimum = brute_force(cost, n, k, cap);
+    CHECK(a.total_cost == doctest::Approx(optimum).epsilon(1e-12));
+    double greedy = 0;
+    for (int i = 0; i < n; ++i)
+      greedy += *std::min_element(cost.begin() + long(i) * k, cost.begin() + long(i + 1) * k);
+    bound += optimum > greedy + 1e-9;
   }
-  CHECK(checked == 300);
+  MESSAGE(bound << " of 300 tiny instances needed non-greedy placements");
+  CHECK(bound > 50);
 }
 
 TEST_CASE("balanced assignment: equals Boost.Graph's min-cost flow on 240 random instances")
@@ -244,7 +249,7 @@ TEST_CASE("balanced assignment: equals Boost.Graph's min-cost flow on 240 random
   // (points that agree on a favourite cluster, so the capacities bind hard). On integer-valued
   // doubles every step of balanced_assignment is exact, so the totals must be equal, not close.
   Rng rng(11, "test.assignment.oracle");
-  int checked = 0, with_moves = 0;
+  int with_moves = 0;
   for (int t = 0; t < 240; ++t) {
     const int n    = 1 + int(rng.below(t < 200 ? 120 : 400));
     const int k    = 1 + int(rng.below(t % 4 == 0 ? 24 : 16));
@@ -280,10 +285,8 @@ TEST_CASE("balanced assignment: equals Boost.Graph's min-cost flow on 240 random
         break;
       }
     }
-    ++checked;
   }
-  CHECK(checked == 240);
-  MESSAGE(with_moves << " of " << checked << " oracle instances needed non-greedy placements");
+  MESSAGE(with_moves << " of 240 oracle instances needed non-greedy placements");
   CHECK(with_moves > 150);
 }
 

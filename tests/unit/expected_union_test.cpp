@@ -7,6 +7,7 @@
 #include "sim/gating/generated_gating.hpp"
 #include "sim/gating/shared_prefix_gating.hpp"
 #include "sim/workload/workload_factory.hpp"
+#include "tests/unit/test_cpu.hpp"
 
 #include <doctest/doctest.h>
 
@@ -223,16 +224,13 @@ TEST_CASE("workload.union: expected by default for generated routing, sampled fo
   CHECK_THROWS_AS(load_experiment("configs/default.json", {{"workload.union", "exact"}}), InputError);
 }
 
-TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
+TEST_CASE("expected union: the default kernels equal a plain computation, and the AVX-512 ones their bits")
 {
   // Decode changes (joins, leaves, rebuilds) and prefill batches of one and of several owners, on the
   // default scenario's laws and on a layer of 45 experts (45 = 2 x 16 + 8 + 5: the 16-, 8- and 1-lane
-  // loops all run), under kernel 0 and kernel 1: every per-layer result must be bit for bit the same.
-  if (!detail::use_expected_union_kernel(1)) {
-    MESSAGE("this CPU has no AVX-512F: only the default kernels ran");
-    return;
-  }
-  detail::use_expected_union_kernel(-1);
+  // loops all run). The default kernels (kernel 0: baseline or AVX2) are held against the definition
+  // computed plainly in double on every CPU; where the CPU has AVX-512F (and ELDRSIM_TEST_PORTABLE is
+  // unset, test_cpu.hpp) the AVX-512 kernels must give kernel 0's results bit for bit.
   const Scenario s = scenario(300);
   std::vector<std::vector<float>> tables;
   std::mt19937_64 rng(11);
@@ -243,21 +241,34 @@ TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
     tables.push_back(t);
   }
   const TableSource odd(45, tables);
+  // The same changes for every path: which requests are in the decode batch after each round.
+  std::vector<std::vector<size_t>> batches;
+  {
+    std::mt19937_64 order(5);
+    std::vector<size_t> in;
+    for (int round = 0; round < 900; ++round) {
+      if (in.size() < 60 && (in.empty() || order() % 3 != 0))
+        in.push_back(size_t(round % 300));
+      else
+        in.erase(in.begin() + long(order() % in.size()));
+      batches.push_back(in);
+    }
+  }
   auto run = [&](const GatingSource& src) {
     const RoutingShape& shape = src.shape();
     std::vector<double> out, d(size_t(shape.layers));
     ExpectedUnion u(shape.layers, shape.experts);
-    std::mt19937_64 order(5);
     std::vector<size_t> in;
-    for (int round = 0; round < 900; ++round) {
-      if (in.size() < 60 && (in.empty() || order() % 3 != 0)) {
-        in.push_back(size_t(round % 300));
-        u.join(src.token_law(s.w.requests[in.back()], 1));
-      } else {
-        const size_t i = size_t(order() % in.size());
-        u.leave(src.token_law(s.w.requests[in[i]], 1));
-        in.erase(in.begin() + long(i));
-      }
+    for (const std::vector<size_t>& next : batches) {
+      if (next.size() > in.size())
+        u.join(src.token_law(s.w.requests[next.back()], 1));
+      else
+        for (size_t i = 0; i < in.size(); ++i)
+          if (i == next.size() || in[i] != next[i]) {
+            u.leave(src.token_law(s.w.requests[in[i]], 1));
+            break;
+          }
+      in = next;
       u.distinct(d);
       out.insert(out.end(), d.begin(), d.end());
     }
@@ -270,17 +281,64 @@ TEST_CASE("expected union: the AVX-512 kernels give the other kernels' bits")
     }
     return out;
   };
+  // The definition, in double: sum over experts of 1 - prod (1 - p)^n (n = 1 for a decode token, the
+  // prompt's length for a prompt without shared tokens: the table source's).
+  auto plain = [&](const GatingSource& src, bool prefill) {
+    const RoutingShape& shape = src.shape();
+    std::vector<double> out;
+    auto add = [&](const std::vector<std::pair<size_t, int>>& members, int phase) {
+      for (int l = 0; l < shape.layers; ++l) {
+        double sum = 0;
+        for (int e = 0; e < shape.experts; ++e) {
+          double miss = 1;
+          for (const auto& [r, n] : members)
+            miss *= std::pow(1.0 - double(src.token_law(s.w.requests[r], phase)
+                                              .probability(size_t(l) * size_t(shape.experts) + size_t(e))),
+                             n);
+          sum += 1 - miss;
+        }
+        out.push_back(sum);
+      }
+    };
+    for (const std::vector<size_t>& in : batches) {
+      std::vector<std::pair<size_t, int>> members;
+      for (size_t r : in)
+        members.emplace_back(r, 1);
+      add(members, 1);
+    }
+    for (size_t n = 1; prefill && n <= 4; ++n) {
+      std::vector<std::pair<size_t, int>> members;
+      for (size_t i = 0; i < n; ++i)
+        members.emplace_back(i * 7, s.w.requests[i * 7].prompt_tokens);
+      add(members, 0);
+    }
+    return out;
+  };
+  const bool wide = test_cpu::vector_path_avx512f();
+  if (!wide)
+    MESSAGE(
+        "AVX-512F not used (absent, or ELDRSIM_TEST_PORTABLE set): the default kernels against the plain sums only");
   for (const GatingSource* src :
        {static_cast<const GatingSource*>(s.src.get()), static_cast<const GatingSource*>(&odd)}) {
     REQUIRE(detail::use_expected_union_kernel(0));
     const std::vector<double> base = run(*src);
+    // The generated source's prompts share template tokens (counted once): only its decode part has
+    // the plain form; the table source's prompts share nothing.
+    const std::vector<double> want = plain(*src, src == &odd);
+    REQUIRE(base.size() >= want.size());
+    size_t off = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      off += std::abs(base[i] - want[i]) > 1e-4 * (1 + want[i]);
+    CHECK(off == 0);
+    if (!wide)
+      continue;
     REQUIRE(detail::use_expected_union_kernel(1));
-    const std::vector<double> wide = run(*src);
-    detail::use_expected_union_kernel(-1);
-    REQUIRE(base.size() == wide.size());
+    const std::vector<double> vec = run(*src);
+    REQUIRE(base.size() == vec.size());
     size_t differ = 0;
     for (size_t i = 0; i < base.size(); ++i)
-      differ += std::memcmp(&base[i], &wide[i], sizeof(double)) != 0;
+      differ += std::memcmp(&base[i], &vec[i], sizeof(double)) != 0;
     CHECK(differ == 0);
   }
+  detail::use_expected_union_kernel(-1);
 }
