@@ -37,6 +37,7 @@ std::vector<TaskLabel> load_workload_labels(const std::string& path, const std::
         l.datasets.push_back(s.get<std::string>());
       }
     }
+    l.minor = e.boolean("minor", false);
     e.finish();
     labels.push_back(std::move(l));
   }

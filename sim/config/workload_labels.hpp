@@ -10,6 +10,9 @@ struct TaskLabel {
   std::string name;
   double weight = 0;                  // relative share of the traffic
   std::vector<std::string> datasets;  // rows of the task lengths file its prompts come from (task kind)
+  // The label gathers several labels, each too small for a pool of its own (language: 'rest', the
+  // languages after fr): the domain oracle puts it in its misc pool whatever its summed share.
+  bool minor = false;
 };
 
 // The labels of `kind` in `path`; a missing kind, an empty or repeated name or a weight <= 0 is an

@@ -8,7 +8,7 @@
 namespace eldr {
 
 DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::vector<std::string>& labels,
-                              int workers)
+                              int workers, const std::vector<bool>& minor)
 {
   const double total = double(std::accumulate(label_counts.begin(), label_counts.end(), 0L));
   if (total <= 0)
@@ -18,8 +18,9 @@ DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::
   std::vector<double> share;
   double misc = 0;
   for (size_t c = 0; c < label_counts.size(); ++c) {
-    double s = double(label_counts[c]) / total;
-    if (s >= 1.0 / workers) {
+    double s            = double(label_counts[c]) / total;
+    const bool is_minor = c < minor.size() && minor[c];
+    if (s >= 1.0 / workers && !is_minor) {
       p.pool_of_label[c] = int(share.size());
       p.names.push_back(c < labels.size() ? labels[c] : std::to_string(c));
       share.push_back(s);
@@ -69,7 +70,7 @@ DomainPools domain_pools_for(const RouterSetup& setup)
   for (const Request& r : w.calibration)
     if (r.label < counts.size())
       ++counts[r.label];
-  return make_domain_pools(counts, w.labels, setup.decode_workers);
+  return make_domain_pools(counts, w.labels, setup.decode_workers, w.minor_labels);
 }
 
 }  // namespace eldr

@@ -1,7 +1,8 @@
 #pragma once
 // The domain oracle's pools: it knows each request's label. Decode workers are split into contiguous
-// pools sized by each label's share of the calibration split (labels under 1/K share a "misc" pool;
-// pool sizes floor(K x share), leftovers by largest remainder). The oracle (router "domain": the
+// pools sized by each label's share of the calibration split (labels under 1/K, and labels that
+// gather such labels (Workload::minor_labels), share a "misc" pool; pool sizes floor(K x share),
+// leftovers by largest remainder). The oracle (router "domain": the
 // label-pool filter, then the shortest queue) sends a request to its label's pool; labels without a
 // pool (a misc pool of zero workers, or unknown) go anywhere.
 #include "sim/routing/router_setup.hpp"
@@ -17,9 +18,10 @@ struct DomainPools {
   std::vector<std::string> names;  // per pool: the label, or "misc"
 };
 
-// Pools for K workers from label counts (index = label).
+// Pools for K workers from label counts (index = label); `minor` (by label, may be shorter): labels
+// that go to the misc pool whatever their share.
 DomainPools make_domain_pools(const std::vector<long>& label_counts, const std::vector<std::string>& labels,
-                              int workers);
+                              int workers, const std::vector<bool>& minor = {});
 
 // The pools for the run's decode workers from its workload's calibration split; throws
 // std::invalid_argument without one.

@@ -27,6 +27,7 @@ struct Request {
 
 struct Workload {
   std::vector<std::string> labels;
+  std::vector<bool> minor_labels;    // per label: it gathers labels too small for a pool (TaskLabel::minor)
   std::vector<Request> requests;     // served, in arrival order; ids are indices
   std::vector<Request> calibration;  // never served: what routers may fit on (ids index this vector)
   // Prompt block hashes of every request (calibration and served), for prefix caching: block i's

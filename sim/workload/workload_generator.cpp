@@ -224,6 +224,13 @@ class RequestDrawer {
       v.push_back(l.name);
     return v;
   }
+  std::vector<bool> minor_labels() const
+  {
+    std::vector<bool> v;
+    for (const auto& l : labels_)
+      v.push_back(l.minor);
+    return v;
+  }
   // `mix`: label weights by index (a drift schedule's piece); null: the labels' own weights.
   Request draw(Rng& content, const std::vector<double>* mix = nullptr) const
   {
@@ -341,6 +348,7 @@ Workload generate_workload(const WorkloadSpec& spec, uint64_t seed)
   PromptSharing sharing(spec, drawer, seed);
   Workload w;
   w.labels          = drawer.label_names();
+  w.minor_labels    = drawer.minor_labels();
   w.template_tokens = spec.template_tokens();
   if (w.template_tokens > 0) {
     Request t;

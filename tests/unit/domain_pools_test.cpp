@@ -47,6 +47,26 @@ TEST_CASE("domain pools: labels under 1/K share a misc pool")
   CHECK(p.pool_of_label == std::vector<int>{0, 1, 2, 2});
 }
 
+TEST_CASE("domain pools: WildChat's languages on 16 workers, 'rest' minor, by hand")
+{
+  // Shares .468, .300, .095, .022, .115 (traces/workload_labels.json). 'rest' gathers languages each
+  // under 1/16, so it joins fr in misc (.137) although its own share is over 1/16: 16 x share = en
+  // 7.488, zh 4.8, ru 1.52, misc 2.192 -> floors 7, 4, 1, 2 (14 workers); the 2 leftovers to the
+  // largest remainders .8 (zh) and .52 (ru): en 7, zh 5, ru 2, misc 2.
+  const std::vector<std::string> names{"en", "zh", "ru", "fr", "rest"};
+  DomainPools p = make_domain_pools({468, 300, 95, 22, 115}, names, 16, {false, false, false, false, true});
+  CHECK(p.names == std::vector<std::string>{"en", "zh", "ru", "misc"});
+  CHECK(p.size == std::vector<int>{7, 5, 2, 2});
+  CHECK(p.first == std::vector<int>{0, 7, 12, 14});
+  CHECK(p.pool_of_label == std::vector<int>{0, 1, 2, 3, 3});
+  // Without the flag 'rest' has a pool of its own (16 x .115 = 1.84) and fr's misc share (.352) gets
+  // no worker: fr goes anywhere.
+  DomainPools q = make_domain_pools({468, 300, 95, 22, 115}, names, 16);
+  CHECK(q.names == std::vector<std::string>{"en", "zh", "ru", "rest", "misc"});
+  CHECK(q.size == std::vector<int>{7, 5, 2, 2, 0});
+  CHECK(q.pool_of_label == std::vector<int>{0, 1, 2, -1, 3});
+}
+
 TEST_CASE("domain pools: a misc pool too small for a worker sends its labels anywhere")
 {
   // K = 4: shares .49, .49, .02 -> floors 1, 1, 0; leftovers 2 to remainders .96, .96: misc gets none.

@@ -353,6 +353,13 @@ TEST_CASE("workload labels: the shipped file holds the documented mixes, bad lab
   }
   CHECK(total == doctest::Approx(100.0));
   CHECK((lang[0].name == "en" && lang[1].name == "zh"));
+  // 'rest' gathers the languages after fr: minor, the domain oracle's misc pool; no other label is.
+  CHECK(lang[4].name == "rest");
+  CHECK(lang[4].minor);
+  for (size_t i = 0; i < 4; ++i)
+    CHECK_FALSE(lang[i].minor);
+  for (const auto& l : task)
+    CHECK_FALSE(l.minor);
 
   auto dir = std::filesystem::temp_directory_path() / ("eldr-unit-labels-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -376,6 +383,8 @@ TEST_CASE("workload labels: the shipped file holds the documented mixes, bad lab
             .find("task.labels[0].datasets: must be a list") == 0);
   CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 1, "colour": 3}]}})", "task")
             .find("task.labels[0].colour") == 0);
+  CHECK(error_of(R"({"task": {"labels": [{"name": "a", "weight": 1, "minor": "yes"}]}})", "task")
+            .find("task.labels[0].minor") == 0);
   std::filesystem::remove_all(dir);
 }
 
