@@ -50,13 +50,14 @@ echo "999999@$HOST eldrsim run" >"$TMP/.r.lock"
 rc=$?
 check "a lock file nobody holds is taken over" '[ $rc = 0 ] && [ ! -e "$TMP/.r.lock" ]'
 # One more of its kind: a trace written into a directory another process is writing.
-flock "$TMP/.t.lock" -c "echo '4242@elsewhere eldrsim trace' >'$TMP/.t.lock'; sleep 600" &
-BG=$!
-wait_for_holder "$TMP/.t.lock" 4242 || sleep 0.5
+# (This shell holds the lock, as another host's process would, on its own open file.)
+exec {held}>"$TMP/.t.lock"
+echo '4242@elsewhere eldrsim trace' >&$held
+flock -x "$held"
 expect_error "trace gen into a directory being written is refused, naming the holder" \
   "$TMP/t: --out: being written by eldrsim trace (pid 4242 on elsewhere)" -- \
   trace gen configs/default.json --set workload.measured_requests=20 --out "$TMP/t"
-kill "$BG"; wait "$BG" 2>/dev/null; BG=
+exec {held}>&-
 
 # 2. Two sweeps into one OUT: the second is refused while the first runs; the first completes whole.
 SMALL='"workload.measured_requests": 150, "workload.warmup_requests": 0'
@@ -80,15 +81,14 @@ check "the first sweep completes (exit 0, 12 rows), and lets go" \
   '[ $rc = 0 ] && [ $(wc -l <"$TMP/o/combined.csv") = 13 ] && [ ! -e "$TMP/.o.lock" ]'
 
 # 3. A Slurm array's tasks share OUT; a whole sweep waits for none of them: it is refused.
-flock -s "$TMP/.p.lock" -c "sleep 600" &
-BG=$!
-for _ in $(seq 1 100); do [ -e "$TMP/.p.lock" ] && break; sleep 0.1; done
+exec {held}>"$TMP/.p.lock"
+flock -s "$held"
 "$ELDRSIM" sweep "$TMP/s.json" --out "$TMP/p" --point 0 -q
 rc=$?
 check "an array task runs beside another task (a shared lock)" '[ $rc = 0 ] && [ $(ls -d "$TMP"/p/s/*=* | wc -l) = 1 ]'
 expect_error "a whole sweep into the array's OUT is refused" \
   "$TMP/p: --out: being written by the tasks of an \`eldrsim sweep\` job array (--point)" -- \
   sweep "$TMP/s.json" --out "$TMP/p" -q
-kill "$BG"; wait "$BG" 2>/dev/null; BG=
+exec {held}>&-
 
 finish
