@@ -160,10 +160,12 @@ def panels(df):
 
 def varying_keys(d):
     """The point keys of combined.csv (its columns before the metrics) whose value differs between rows,
-    but for the sweep, the point's name and the seed (which tables average and say so)."""
+    but for the sweep, the point's name and the seed (which tables average and say so). An empty cell is no
+    value (ELDR's tau in another router's run): a key varies when its values do."""
     keys = d.attrs.get("keys") or [c for c in d.columns if c in ("config", "model", "workload", "router", "rate_rps",
                                                                "prefill", "decode", "tau", "kmeans", "variant")]
-    return [k for k in keys if k not in ("sweep", "point", "seed") and d[k].astype(str).nunique() > 1]
+    given = {k: d[k].map(label_of) for k in keys if k not in ("sweep", "point", "seed")}
+    return [k for k, v in given.items() if v[v != ""].nunique() > 1]
 
 
 def label_of(v):

@@ -158,7 +158,7 @@ def load_combined(path):
             r[k[:-len("_mean")]] = r[k]
         for k in ("rate_rps", "decode", "tau", "tpot_p50_ms", "tpot_p99_ms", "ttft_p50_ms"):
             try:
-                r[k] = float(r[k])
+                r[k] = float("nan") if k == "tau" and r[k] == "" else float(r[k])  # tau: empty for other routers
             except (KeyError, TypeError, ValueError):
                 raise ec.Fatal(f"{ec.display_path(path)}: line {line}: {k}: not a number: {r.get(k)!r}", 1) from None
         r["settings"] = dict(kv.split("=", 1) for kv in r["point"].split("__") if "=" in kv)

@@ -5,6 +5,9 @@
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/csv.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
+#include "sim/common/output_lock.hpp"
+#include "sim/common/output_place.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
@@ -58,10 +61,10 @@ fs::path fit_file(const std::string& out, const SweepPoint& p)
   return fs::absolute(fs::path(out) / ".eldr-fits" / (p.fit_key + ".json"));
 }
 
-// A point is done when its directory (only ever renamed into place whole) records the same run and
-// its files check out as `table` and `compare` check them (result_check.hpp): a file cut or edited
-// since is not a result. `why`: what is wrong with a directory that records this run but fails the
-// check (empty when the point is simply not there).
+// A point is done when its directory (only ever renamed into place whole) records the same run (the
+// same content of everything the point reads: SweepPoint::identity) and its files check out as
+// `table` and `compare` check them (result_check.hpp): a file cut or edited since is not a result.
+// `why`: what is wrong with a directory that is there (empty when the point is simply not there).
 bool point_done(const std::string& out, const SweepPoint& p, std::string* why = nullptr)
 {
   fs::path d = point_dir(out, p);
@@ -69,10 +72,16 @@ bool point_done(const std::string& out, const SweepPoint& p, std::string* why = 
   if (!fs::is_regular_file(d / "summary.json", ec) || !fs::is_regular_file(d / "point.json", ec))
     return false;
   try {
-    Json j = load_json_file((d / "point.json").string());
-    if (!j.is_object() || !j.contains("identity") || j["identity"] != p.identity())
+    Json j           = load_json_file((d / "point.json").string());
+    const Json ident = p.identity();
+    if (!j.is_object() || !j.contains("identity") || j["identity"] != ident) {
+      if (why)
+        *why = identity_change(j.is_object() ? j.value("identity", Json()) : Json(), ident);
       return false;  // another run's results: replaced
-  } catch (const InputError&) {
+    }
+  } catch (const InputError& e) {
+    if (why)
+      *why = e.what();
     return false;
   }
   try {
@@ -103,12 +112,15 @@ void remove_stale_temporaries(const std::string& out, const SweepPlan& plan)
       continue;
     for (const auto& e : fs::directory_iterator(d, ec)) {
       std::string n = e.path().filename().string();
-      if (!n.starts_with(".tmp.") && !n.starts_with(".old.") && !n.starts_with(".routing-cache@"))
+      // "..tmp.": what a point's run left beside its output (its staging directory, its lock).
+      if (!n.starts_with(".tmp.") && !n.starts_with("..tmp.") && !n.starts_with(".old.") &&
+          !n.starts_with(".routing-cache@"))
         continue;
       auto at = n.find('@');
       if (at == std::string::npos || n.compare(at, host.size(), host) != 0)
         continue;  // another host's
-      long pid = std::atol(n.substr(n.rfind('@') + 1).c_str());
+      // The sweep's pid (in "..tmp." names, the first: its point's run adds its own after it).
+      long pid = std::atol(n.c_str() + at + host.size());
       if (pid > 0 && pid != long(::getpid()) && ::kill(pid_t(pid), 0) == 0)
         continue;  // another sweep still running on this directory
       fs::remove_all(e.path(), ec);
@@ -184,17 +196,36 @@ void check_outputs(const SweepPlan& plan, const std::string& out, bool report)
     check_replaceable_directory((fs::path(out) / "report").string(), "--report", kReportMarker, "a report");
 }
 
+fs::path aside(const fs::path& final_dir)
+{
+  return final_dir.parent_path() / (".old." + final_dir.filename().string() + owner_suffix());
+}
+
 // Moves a finished temporary directory into place; a previous (stale) result goes away whole.
 void publish(const fs::path& tmp, const fs::path& final_dir)
 {
   std::error_code ec;
   if (fs::exists(final_dir, ec)) {
-    fs::path old = final_dir.parent_path() / (".old." + final_dir.filename().string() + owner_suffix());
+    const fs::path old = aside(final_dir);
     fs::rename(final_dir, old);
     fs::rename(tmp, final_dir);
     fs::remove_all(old, ec);
   } else
     fs::rename(tmp, final_dir);
+}
+
+// A directory of eldr-sim's own (a point, a report) that no longer describes what the sweep's inputs
+// give goes away whole (renamed aside first), so that nothing reads it as current: `compare`, the
+// report, a reader of combined.csv. True when there was one.
+bool withdraw(const fs::path& dir)
+{
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    return false;
+  const fs::path old = aside(dir);
+  fs::rename(dir, old, ec);
+  fs::remove_all(ec ? dir : old, ec);
+  return true;
 }
 
 std::string fmt_duration(double s)
@@ -321,6 +352,9 @@ bool usable_fit(const fs::path& file, Progress& progress)
   }
 }
 
+// A point that ran again and failed: its earlier directory recorded other inputs (or failed its check).
+const char kWithdrawn[] = "; its earlier results, of other inputs, removed";
+
 // Runs the given points (indices into plan.points) that are not done yet. Returns the failures.
 size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs, bool fit,
                   bool quiet)
@@ -388,8 +422,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       std::error_code ec;
       fs::create_directories(failed_log.parent_path(), ec);
       write_file_atomically(failed_log.string(), "not run: its ELDR fit failed (" + failed_fits[p.fit_key] + ")\n");
-      progress.finished(false,
-                        p.sweep + "/" + p.name + " FAILED: its ELDR fit failed (" + failed_fits[p.fit_key] + ")");
+      progress.finished(false, p.sweep + "/" + p.name + " FAILED: its ELDR fit failed (" + failed_fits[p.fit_key] +
+                                   ")" + (withdraw(final_dir) ? kWithdrawn : ""));
       continue;
     }
     fs::path tmp      = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
@@ -402,38 +436,39 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       if (!fs::create_directories(tmp, ec) && ec)
         throw InputError(out, "", "cannot create a point's directory: " + ec.message());
     };
-    tasks.push_back(
-        {prepare, run_argv(self, p, tmp.string(), model, cache.dir), log,
-         [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
-           const SweepPoint& q = plan.points[i];
-           const int code      = e.code;
-           const double cpu = e.cpu_s, wall = e.wall_s;
-           std::error_code ec;
-           if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
-             fs::remove_all(tmp, ec);
-             return;
-           }
-           // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
-           if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
-             // Timings stay here, out of combined.csv (which is byte-identical across runs).
-             Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
-             cpu_total += cpu;
-             write_file_atomically((tmp / "point.json").string(),
-                                   rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
-             publish(tmp, final_dir);
-             fs::remove(failed_log, ec);
-             progress.finished(true, q.sweep + "/" + q.name);
-           } else {
-             ++failures;
-             fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
-             fs::remove_all(tmp, ec);
-             const std::string how =
-                 code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
-             // A killed run wrote nothing about it: the log says what happened.
-             append_line(failed_log, "eldrsim sweep: the run ended: " + how);
-             progress.finished(false, q.sweep + "/" + q.name + " FAILED (" + how + "), see " + failed_log.string());
-           }
-         }});
+    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model, cache.dir), log,
+                     [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
+                       const SweepPoint& q = plan.points[i];
+                       const int code      = e.code;
+                       const double cpu = e.cpu_s, wall = e.wall_s;
+                       std::error_code ec;
+                       if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
+                         fs::remove_all(tmp, ec);
+                         return;
+                       }
+                       // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
+                       if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
+                         // Timings stay here, out of combined.csv (which is byte-identical across runs).
+                         Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
+                         cpu_total += cpu;
+                         write_file_atomically((tmp / "point.json").string(),
+                                               rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+                         publish(tmp, final_dir);
+                         fs::remove(failed_log, ec);
+                         progress.finished(true, q.sweep + "/" + q.name);
+                       } else {
+                         ++failures;
+                         fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
+                         fs::remove_all(tmp, ec);
+                         const std::string how = code == 0 || code == 3
+                                                     ? "exit " + std::to_string(code) + " without summary.json"
+                                                     : how_it_ended(e);
+                         // A killed run wrote nothing about it: the log says what happened.
+                         append_line(failed_log, "eldrsim sweep: the run ended: " + how);
+                         progress.finished(false, q.sweep + "/" + q.name + " FAILED (" + how + "), see " +
+                                                      failed_log.string() + (withdraw(final_dir) ? kWithdrawn : ""));
+                       }
+                     }});
   }
   size_t ran = tasks.size();
   if (int sig = run_tasks(std::move(tasks), jobs))
@@ -486,33 +521,78 @@ double metric(const Json& s, const Metric& m)
   return v->is_number() ? v->get<double>() : NAN;
 }
 
-std::string param_value(const SweepPoint& p, const std::string& key)
+// What a point's run recorded: summary.json (what the simulation used, its resolved config) and
+// point.json's identity (its base config and overrides). The parameter columns come from here, never
+// from the config files as they are now.
+struct Recorded {
+  Json summary, identity;
+};
+
+// A recorded value as a cell: strings bare, numbers as the metrics are, nothing for null or absent.
+std::string recorded_cell(const Json* v)
 {
-  for (const auto& q : p.params)
-    if (q.key == key)
-      return param_text(q.value);
-  return "";
+  if (!v || v->is_null())
+    return "";
+  if (v->is_string())
+    return v->get<std::string>();
+  if (v->is_number_float())
+    return num(v->get<double>());
+  return v->dump();
+}
+
+const Json* recorded_at(const Json& j, std::initializer_list<const char*> path)
+{
+  const Json* v = &j;
+  for (const char* k : path) {
+    if (!v->is_object() || !v->contains(k))
+      return nullptr;
+    v = &(*v)[k];
+  }
+  return v;
+}
+
+// A config key as the point recorded it: the value its run used (summary.json's resolved config), else
+// the one its overrides gave (point.json: a grid value of a key its router does not read, eldr.tau
+// beside round_robin, keeps the rows apart as the grid made them), else nothing.
+std::string recorded_key(const Recorded& r, const std::string& dotted)
+{
+  const Json* v = recorded_at(r.summary, {"config"});
+  for (size_t b = 0, e = 0; v && b <= dotted.size(); b = e + 1) {
+    e = std::min(dotted.find('.', b), dotted.size());
+    v = v->is_object() && v->contains(dotted.substr(b, e - b)) ? &(*v)[dotted.substr(b, e - b)] : nullptr;
+  }
+  if (v)
+    return recorded_cell(v);
+  std::string cell;
+  if (const Json* o = recorded_at(r.identity, {"overrides"}); o && o->is_array())
+    for (const Json& kv : *o)  // the last one wins, as when applied
+      if (kv.is_array() && kv.size() == 2 && kv[0] == dotted && kv[1].is_string()) {
+        const Json given = Json::parse(kv[1].get<std::string>(), nullptr, false);
+        cell             = given.is_discarded() ? kv[1].get<std::string>() : recorded_cell(&given);
+      }
+  return cell;
 }
 
 // The parameter columns of a point (without metrics), with or without the seed.
-void param_cells(std::string& row, const SweepPlan& plan, const SweepPoint& p, bool with_seed)
+void param_cells(std::string& row, const SweepPlan& plan, const SweepPoint& p, const Recorded& r, bool with_seed)
 {
+  const Json& s = r.summary;
   csv_cell(row, p.sweep);
   csv_cell(row, with_seed ? p.name : p.group);
-  csv_cell(row, p.config_label);
-  csv_cell(row, p.model);
-  csv_cell(row, p.workload);
-  csv_cell(row, p.router);
-  csv_cell(row, num(p.rate_rps));
-  csv_cell(row, std::to_string(p.prefill));
-  csv_cell(row, std::to_string(p.decode));
-  csv_cell(row, num(p.tau));
-  csv_cell(row, p.kmeans);
-  csv_cell(row, p.variant);
+  csv_cell(row, recorded_cell(recorded_at(r.identity, {"config"})));
+  csv_cell(row, recorded_cell(recorded_at(s, {"model"})));
+  csv_cell(row, recorded_key(r, "workload.kind"));
+  csv_cell(row, recorded_cell(recorded_at(s, {"router"})));
+  csv_cell(row, recorded_cell(recorded_at(s, {"rate_rps"})));
+  csv_cell(row, recorded_cell(recorded_at(s, {"prefill_instances"})));
+  csv_cell(row, recorded_cell(recorded_at(s, {"decode_instances"})));
+  csv_cell(row, recorded_key(r, "eldr.tau"));
+  csv_cell(row, recorded_key(r, "eldr.kmeans"));
+  csv_cell(row, recorded_key(r, "eldr.variant"));
   if (with_seed)
-    csv_cell(row, std::to_string(p.seed));
+    csv_cell(row, recorded_cell(recorded_at(s, {"seed"})));
   for (const auto& k : plan.extra_keys)
-    csv_cell(row, param_value(p, k));
+    csv_cell(row, recorded_key(r, k));
 }
 
 std::string param_header(const SweepPlan& plan, bool with_seed)
@@ -525,6 +605,19 @@ std::string param_header(const SweepPlan& plan, bool with_seed)
   return h;
 }
 
+// Whether `file` holds exactly `text` (false when it cannot be read).
+bool same_text(const fs::path& file, const std::string& text)
+{
+  std::error_code ec;
+  if (fs::file_size(file, ec) != text.size() || ec)
+    return false;
+  try {
+    return read_input_file(file.string()) == text;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 // combined.csv (one row per point) and, with several seeds, combined_seeds.csv (mean and 95%
 // interval over seeds). Returns the number of points without results.
 size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
@@ -535,41 +628,58 @@ size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
   csv += "\n";
   size_t missing = 0;
   std::vector<std::string> group_order;
-  std::map<std::string, std::pair<size_t, std::vector<std::vector<double>>>> groups;  // first point, values per metric
+  struct Group {                              // the points that differ only by seed
+    size_t first;                             // its first point
+    Recorded rec;                             // that point's record: the parameter columns
+    std::vector<std::vector<double>> values;  // per metric
+  };
+  std::map<std::string, Group> groups;
   for (size_t i = 0; i < plan.points.size(); ++i) {
     const SweepPoint& p = plan.points[i];
     if (!point_done(out, p)) {
       ++missing;
       continue;
     }
-    Json s = load_json_file((point_dir(out, p) / "summary.json").string());  // checked by point_done
+    // Both checked by point_done.
+    const Recorded rec = {load_json_file((point_dir(out, p) / "summary.json").string()),
+                          load_json_file((point_dir(out, p) / "point.json").string())["identity"]};
+    const Json& s      = rec.summary;
     std::string row;
-    param_cells(row, plan, p, true);
+    param_cells(row, plan, p, rec, true);
     std::string gkey = p.sweep + "/" + p.group;
-    auto [it, fresh] = groups.try_emplace(gkey, i, std::vector<std::vector<double>>(std::size(kMetrics)));
+    auto [it, fresh] = groups.try_emplace(gkey, Group{i, rec, std::vector<std::vector<double>>(std::size(kMetrics))});
     if (fresh)
       group_order.push_back(gkey);
     for (size_t k = 0; k < std::size(kMetrics); ++k) {
       double v = metric(s, kMetrics[k]);
       csv_cell(row, num(v));
       if (std::isfinite(v))
-        it->second.second[k].push_back(v);
+        it->second.values[k].push_back(v);
     }
     csv += row + "\n";
   }
   fs::create_directories(out);
-  write_file_atomically((fs::path(out) / "combined.csv").string(), csv);
+  const fs::path combined = fs::path(out) / "combined.csv";
+  const fs::path report   = fs::path(out) / "report";
+  std::error_code ec;
+  // A report made from other results than these goes: it would be read as this sweep's.
+  if (holds_marker(report.string(), kReportMarker) && !same_text(combined, csv) && withdraw(report) && !quiet)
+    std::fprintf(stderr, "sweep: %s described other results: removed (`eldrsim report %s` writes it again)\n",
+                 report.c_str(), out.c_str());
+  write_file_atomically(combined.string(), csv);
+  if (plan.seeds <= 1)  // another sweep's into this OUT: not these points' intervals
+    fs::remove(fs::path(out) / "combined_seeds.csv", ec);
   if (plan.seeds > 1) {
     std::string s = param_header(plan, false) + ",seeds";
     for (const auto& m : kMetrics)
       s += std::string(",") + m.column + "_mean," + m.column + "_ci95_lo," + m.column + "_ci95_hi";
     s += "\n";
     for (const auto& g : group_order) {
-      const auto& [first, values] = groups[g];
+      const Group& group = groups.at(g);
       std::string row;
-      param_cells(row, plan, plan.points[first], false);
-      csv_cell(row, std::to_string(values[0].size()));
-      for (const auto& v : values) {
+      param_cells(row, plan, plan.points[group.first], group.rec, false);
+      csv_cell(row, std::to_string(group.values[0].size()));
+      for (const auto& v : group.values) {
         MeanInterval mi = mean_ci95(v);
         csv_cell(row, mi.n ? num(mi.mean) : "");
         csv_cell(row, mi.n ? num(mi.lo) : "");
@@ -684,10 +794,15 @@ int sweep(const SweepCli& o)
   }
   check_outputs(plan, out, o.report);
   ensure_writable_directory(out);
+  // One sweep writes OUT at a time; the tasks of a Slurm array (--point) and merges share it.
+  OutputLock lock(out, "--out", "eldrsim sweep",
+                  o.point >= 0 || o.merge ? OutputLock::Mode::shared : OutputLock::Mode::exclusive);
   if (o.merge) {
     const size_t missing = merge(plan, out, o.quiet);
-    if (missing == 0 && o.report)
+    if (missing == 0 && o.report) {
+      lock.release();
       exec_analysis_script(project_root(out), "report.py", {out});
+    }
     return missing == 0 ? 0 : 1;
   }
   int jobs = o.jobs > 0 ? o.jobs : usable_cpus();
@@ -726,8 +841,10 @@ int sweep(const SweepCli& o)
   size_t missing = merge(plan, out, o.quiet);
   if (failures > 0)  // even when quiet: errors never are
     std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
-  if (failures == 0 && missing == 0 && o.report)
+  if (failures == 0 && missing == 0 && o.report) {
+    lock.release();
     exec_analysis_script(project_root(out), "report.py", {out});  // its exit status is the command's
+  }
   return failures == 0 && missing == 0 ? 0 : 1;
 }
 

@@ -2,6 +2,7 @@
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
+#include "sim/common/output_lock.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -232,6 +233,14 @@ StagingPlace make_staging(const std::string& target, const StagedKind& kind)
     throw InputError(target, "", kind.not_a_directory);
   const std::string tag = kind.tag + owner_suffix();
   StagingPlace p;
+  if (!fs::is_directory(st)) {
+    fs::create_directories(dir.parent_path(), ec);
+    if (ec)
+      throw InputError(target, "", "cannot create the directory above it: " + ec.message());
+  }
+  p.lock = std::make_shared<OutputLock>(target, "--out", "");
+  if (p.lock->held())  // an interrupt removes it too
+    p.temporaries.push_back(p.lock->file());
   if (fs::is_directory(st)) {
     // A symbolic link to a directory is written through (swapping would replace the link).
     p.mode    = holds_only(dir, kind) && !fs::is_symlink(fs::symlink_status(dir, ec)) ? StagingMode::swap
@@ -239,10 +248,7 @@ StagingPlace make_staging(const std::string& target, const StagedKind& kind)
     p.staging = p.mode == StagingMode::swap ? (dir.parent_path() / ("." + dir.filename().string() + tag)).string()
                                             : (dir / tag).string();
   } else {
-    p.mode = StagingMode::absent;
-    fs::create_directories(dir.parent_path(), ec);
-    if (ec)
-      throw InputError(target, "", "cannot create the directory above it: " + ec.message());
+    p.mode    = StagingMode::absent;
     p.staging = (dir.parent_path() / ("." + dir.filename().string() + tag)).string();
   }
   remove_stale_staging(fs::path(p.staging).parent_path(), kind.tag);
@@ -267,6 +273,7 @@ StagedDirectory::StagedDirectory(const std::string& target) : target_(target)
   StagingPlace p = make_staging(target, kResults);
   staging_       = p.staging;
   mode_          = p.mode;
+  lock_          = p.lock;
   note_ =
       std::make_unique<InterruptNote>(target + ": no results written" + (p.had_output ? ", earlier ones intact" : ""),
                                       std::move(p.temporaries), std::vector<std::string>{staging_});

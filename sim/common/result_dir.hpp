@@ -8,6 +8,8 @@
 
 namespace eldr {
 
+class OutputLock;
+
 // The exit statuses of every command, for --help and the docs.
 inline constexpr const char kExitCodesHelp[] =
     "Exit status:\n"
@@ -74,9 +76,11 @@ struct StagingPlace {
   StagingMode mode = StagingMode::absent;
   bool had_output  = false;
   std::vector<std::string> temporaries;  // the staged files and their atomic-write temporaries
+  std::shared_ptr<OutputLock> lock;      // held until the output is in place (output_lock.hpp)
 };
 
-// Chooses the mode for `target` (absent; swap when it holds only `kind`'s files and is no symbolic
+// Takes the output's lock (another process writing `target`: an InputError naming it), chooses the
+// mode for `target` (absent; swap when it holds only `kind`'s files and is no symbolic
 // link; else in place), removes staging directories of `kind` that killed processes left beside the
 // new one, and makes the staging directory: an InputError naming `target` otherwise.
 StagingPlace make_staging(const std::string& target, const StagedKind& kind);
@@ -113,6 +117,7 @@ class StagedDirectory {
   std::string target_, staging_;
   StagingMode mode_;
   bool committed_ = false;
+  std::shared_ptr<OutputLock> lock_;
   std::unique_ptr<InterruptNote> note_;  // removes the staging directory on an interrupt
 };
 

@@ -1,14 +1,14 @@
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/input_file.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/eldr/eldr_spec.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 namespace eldr {
 
@@ -85,42 +85,40 @@ std::string point_name(const std::vector<SweepParam>& params)
   return name;
 }
 
-bool key_changes_fit(const std::string& key)
-{
-  static const std::set<std::string> run_only = {"router",
-                                                 "workload.rate_rps",
-                                                 "workload.duration_s",
-                                                 "workload.measured_requests",
-                                                 "workload.warmup_requests",
-                                                 "workload.warmup_rate_rps",
-                                                 "workload.drain_after_warmup",
-                                                 "eldr.tau",
-                                                 "eldr.min_two_candidates",
-                                                 "eldr.refit",
-                                                 "eldr.refit_window_s",
-                                                 "eldr.refit_interval_s",
-                                                 "eldr.refit_iterations",
-                                                 "description"};
-  return !run_only.contains(key) && !key.starts_with("output.");
-}
-
 Json SweepPoint::identity() const
 {
   Json o = Json::array();
   for (const auto& [k, v] : overrides)
     o.push_back({k, v});
-  return {{"sweep", sweep}, {"point", name}, {"config", config_label}, {"overrides", o}};
+  return {
+      {"sweep", sweep},        {"point", name}, {"config", config_label}, {"overrides", o}, {"resolved", resolved_hash},
+      {"inputs", input_hashes}};
+}
+
+std::string identity_change(const Json& recorded, const Json& now)
+{
+  const std::string unrecorded = "its point.json does not record what it read (an earlier eldrsim wrote it)";
+  if (!recorded.is_object() || !recorded.contains("resolved") || !recorded.contains("inputs") ||
+      !recorded["inputs"].is_object() || !now.is_object() || !now.contains("inputs"))
+    return unrecorded;
+  std::string out;
+  auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  for (const char* k : {"sweep", "point", "config", "overrides"})
+    if (recorded.value(k, Json()) != now.value(k, Json()))
+      add(std::string("the ") + k);
+  if (recorded["resolved"] != now["resolved"])
+    add("the resolved config");
+  const Json &was = recorded["inputs"], &is = now["inputs"];
+  for (const auto& [f, h] : is.items())
+    if (!was.contains(f) || was[f] != h)
+      add(f);
+  for (const auto& [f, h] : was.items())
+    if (!is.contains(f))
+      add(f + " (no longer read)");
+  return out.empty() ? unrecorded : "changed since it ran: " + out;
 }
 
 namespace {
-
-std::string read_text(const std::string& path)
-{
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // A path in a sweep file: absolute as is; else relative to the sweep file's directory if it exists
 // there; else relative to the project root (configs/default.json from anywhere).
@@ -152,9 +150,65 @@ std::string project_label(const std::string& path)
   return rel.empty() || rel.begin()->string() == ".." ? abs.string() : rel.string();
 }
 
+// Config keys that do not change ELDR's offline fit (the run's router, load, band and refit).
+const char* const kRunOnlyKeys[] = {"router",
+                                    "workload.rate_rps",
+                                    "workload.duration_s",
+                                    "workload.measured_requests",
+                                    "workload.warmup_requests",
+                                    "workload.warmup_rate_rps",
+                                    "workload.drain_after_warmup",
+                                    "eldr.tau",
+                                    "eldr.min_two_candidates",
+                                    "eldr.refit",
+                                    "eldr.refit_window_s",
+                                    "eldr.refit_interval_s",
+                                    "eldr.refit_iterations",
+                                    "description"};
+
+// `dotted` removed from a nested object ("eldr.tau": j["eldr"]["tau"]).
+void erase_dotted(Json& j, const std::string& dotted)
+{
+  Json* o         = &j;
+  std::string key = dotted;
+  for (auto dot = key.find('.'); dot != std::string::npos && o->is_object(); dot = key.find('.')) {
+    if (!o->contains(key.substr(0, dot)))
+      return;
+    o   = &(*o)[key.substr(0, dot)];
+    key = key.substr(dot + 1);
+  }
+  if (o->is_object())
+    o->erase(key);
+}
+
 struct Loader {
   SweepOptions options;
   SweepPlan plan;
+  std::map<std::string, std::string> content_hashes;  // path -> hash: each input read once a sweep
+
+  // FNV-1a 64 of a file's bytes; of a directory (a trace), of its files' names and hashes in order.
+  std::string content_hash(const std::string& path)
+  {
+    if (auto it = content_hashes.find(path); it != content_hashes.end())
+      return it->second;
+    std::error_code ec;
+    std::string h;
+    if (fs::is_directory(path, ec)) {
+      std::vector<std::string> files;
+      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec))
+        if (it->is_regular_file(ec))
+          files.push_back(it->path().lexically_relative(path).string());
+      std::sort(files.begin(), files.end());
+      std::string list;
+      for (const auto& f : files)
+        list += f + '\0' + content_hash((fs::path(path) / f).string()) + '\n';
+      h = hash_hex(list);
+    } else
+      h = fnv1a64_text(fnv1a64_file(path));
+    return content_hashes[path] = h;
+  }
+
   std::set<std::string> open_files;                // include cycles
   std::map<std::string, std::string> sweep_names;  // name -> file
 
@@ -329,15 +383,21 @@ struct Loader {
     p.variant           = eldr.variant;
     p.seed              = x.seed;
     p.fit_eldr          = x.router == "eldr" && eldr.model_file.empty();
-    if (p.fit_eldr) {
-      std::map<std::string, std::string> keys;  // last value wins, as when applied
-      for (const auto& [k, v] : p.overrides)
-        if (key_changes_fit(k))
-          keys[k] = v;
-      std::string text = p.config_label + "\n" + hash_hex(read_text(p.config));
-      for (const auto& [k, v] : keys)
-        text += "\n" + k + "=" + v;
-      p.fit_key = hash_hex(text);
+    // The config's own bytes are in the resolved config (a comment or a key's order is no change).
+    std::string files;
+    for (const auto& f : x.input_files)
+      if (f != x.config_file) {
+        const std::string label = project_label(f), h = content_hash(f);
+        p.input_hashes[label] = h;
+        files += label + "=" + h + "\n";
+      }
+    p.resolved_hash = hash_hex(x.resolved.dump());
+    if (p.fit_eldr) {  // the fit reads the same, less what only the run uses
+      Json fit_config = x.resolved;
+      for (const char* k : kRunOnlyKeys)
+        erase_dotted(fit_config, k);
+      fit_config.erase("output");
+      p.fit_key = hash_hex(fit_config.dump() + "\n" + files);
     }
   }
 };

@@ -15,6 +15,7 @@
 #include "sim/common/json_reader.hpp"
 #include "sim/config/experiment.hpp"
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,10 +58,20 @@ struct SweepPoint {
   std::string kmeans, variant;
   uint64_t seed = 0;
   bool fit_eldr = false;  // router eldr without a model file: fit once and reuse (fit_key)
-  std::string fit_key;    // same key: same fitted model
-  // The run's identity, stored with its results: resuming redoes a point whose identity changed.
+  std::string fit_key;    // same key: same fitted model (the content of what the fit reads)
+  // What the point reads, by content: the resolved config (every value the run uses) and every file
+  // it reads besides the config (model, cluster, hardware, scheduler, trace, lengths, ELDR model file),
+  // by project label, each its FNV-1a 64.
+  std::string resolved_hash;
+  std::map<std::string, std::string> input_hashes;
+  // The run's identity, stored with its results (point.json): resuming redoes a point whose identity
+  // changed, whatever changed (an override, the config, a file it reads).
   Json identity() const;
 };
+
+// Why a recorded identity is not a point's, for a note: "changed since it ran: " and what differs
+// ("the overrides", "the resolved config", "models/x.yaml", ...), or that it records no contents.
+std::string identity_change(const Json& recorded, const Json& now);
 
 struct SweepPlan {
   std::string file;
@@ -77,9 +88,6 @@ struct SweepOptions {
 
 // Reads and validates a sweep file (InputError naming file, field and problem).
 SweepPlan load_sweep(const std::string& path, const SweepOptions& options = {});
-
-// Config keys that do not change ELDR's offline fit (the run's router, load, band and refit).
-bool key_changes_fit(const std::string& key);
 
 // 16 hex digits of FNV-1a 64.
 std::string hash_hex(const std::string& text);

@@ -27,6 +27,7 @@ StagedTrace::StagedTrace(const std::string& target) : target_(target)
   staging_       = p.staging;
   mode_          = p.mode;
   target_        = p.target;
+  lock_          = p.lock;
   // An interrupt removes the staged files (and their temporaries), then the staging directory.
   note_ = std::make_unique<InterruptNote>(
       target_ + (p.had_output ? ": no trace written, the earlier one is intact" : ": no trace written"),

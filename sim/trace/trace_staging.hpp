@@ -33,6 +33,7 @@ class StagedTrace {
   std::string target_, staging_;
   StagingMode mode_;
   bool committed_ = false;
+  std::shared_ptr<OutputLock> lock_;  // released after note_ (declared before it)
   std::unique_ptr<InterruptNote> note_;
 };
 
