@@ -38,7 +38,10 @@ check "the verdict says why" 'grep -q "REGRESSION: P50 +[0-9.]*% > 2%" "$TMP/slo
 
 "$ELDRSIM" compare "$TMP/slow" "$TMP/base" --allow-different >"$TMP/better.out" 2>&1
 rc=$?
-check "an improvement passes" '[ $rc = 0 ]'
+# Both runs faster: PASS, each row a lower P50 (baseline>current, a negative change) and no verdict.
+check "an improvement passes, each run's P50 lower" \
+  '[ $rc = 0 ] && grep -q "^PASS: 0 of 2 runs regressed" "$TMP/better.out" && \
+   [ $(grep -cE "^cmp/router=[a-z_]+ +[0-9.]+>[0-9.]+ +-[0-9.]+%" "$TMP/better.out") = 2 ] && ! grep -q REGRESSION "$TMP/better.out"'
 
 "$ELDRSIM" compare "$TMP/base" "$TMP/slow" --allow-different --tol-p50 1000 --tol-p95 1000 --tol-p99 1000 --ks-d 1 >"$TMP/tol.out" 2>&1
 rc=$?
@@ -54,9 +57,9 @@ mkdir -p "$TMP/part/cmp" && cp -r "$TMP/same/cmp/router=eldr" "$TMP/part/cmp/"
 "$ELDRSIM" compare "$TMP/base" "$TMP/part" >"$TMP/part.out" 2>&1
 rc=$?
 check "a run missing from the current results is listed" '[ $rc = 0 ] && grep -q "cmp/router=round_robin: only in the baseline" "$TMP/part.out"'
-"$ELDRSIM" compare "$TMP/base" "$TMP/part" --require-all >/dev/null 2>&1
+"$ELDRSIM" compare "$TMP/base" "$TMP/part" --require-all >"$TMP/req.out" 2>&1
 rc=$?
-check "--require-all fails on it" '[ $rc = 1 ]'
+check "--require-all fails on it" '[ $rc = 1 ] && grep -qE "^FAIL: 1 baseline runs? missing from the current results" "$TMP/req.out"'
 
 one_line_error() {  # NAME PATTERN ARGS...
   local name=$1 pattern=$2

@@ -66,7 +66,9 @@ check "... requests.csv, decisions.csv, steps.csv, windows.csv read back through
   'csv_ok "$TMP/lab1" requests.csv decisions.csv steps.csv windows.csv'
 check "... compare reads them (two such runs: PASS)" \
   '"$ELDRSIM" compare "$TMP/lab1" "$TMP/lab2" >"$TMP/cmp.out" 2>&1 && grep -q "^PASS" "$TMP/cmp.out"'
-check "... table reads them" '"$ELDRSIM" table "$TMP/lab1" "$TMP/lab2" >/dev/null'
+check "... table reads them: a row of numbers per run" \
+  '"$ELDRSIM" table "$TMP/lab1" "$TMP/lab2" >"$TMP/tab.out" && \
+   [ $(grep -cE "^[a-z_]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ " "$TMP/tab.out") = 2 ]'
 check "plain fields stay unquoted" '! grep -q "\"" "$TMP/lab1/steps.csv" && head -1 "$TMP/lab1/requests.csv" | grep -q "^id,label,measured,"'
 # A sweep over such a trace, with grid values that need quoting in combined.csv.
 cat >"$TMP/labsweep.json" <<JSON
@@ -84,7 +86,8 @@ assert len(rows) == 7 and len({len(r) for r in rows}) == 1, rows
 col = rows[0].index(\"description\")
 assert {r[col] for r in rows[1:]} == {\"a,b\", \"say \\\"hi\\\"\r\nbye\", \"cr\ronly\"}, [r[col] for r in rows]
 " "$TMP/labsw/combined.csv"'
-check "... and compare reads the sweep's runs" '"$ELDRSIM" compare "$TMP/labsw" "$TMP/labsw" >/dev/null 2>&1'
+check "... and compare reads the sweep's 6 runs" \
+  '"$ELDRSIM" compare "$TMP/labsw" "$TMP/labsw" >"$TMP/labcmp.out" 2>&1 && grep -q "^PASS: 0 of 6 runs regressed" "$TMP/labcmp.out"'
 
 # ---------------------------------------------------------------- 2. sweep resume verifies what it reads
 cat >"$TMP/rs.json" <<JSON
