@@ -3,6 +3,7 @@
 #include "sim/common/input_file.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/eldr/eldr_spec.hpp"
+#include "sim/routing/router_registry.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -150,8 +151,10 @@ std::string project_label(const std::string& path)
   return rel.empty() || rel.begin()->string() == ".." ? abs.string() : rel.string();
 }
 
-// Config keys that do not change ELDR's offline fit (the run's router, load, band and refit).
+// Config keys that do not change the expert-locality fit (the run's router and its composition, load,
+// band and refit).
 const char* const kRunOnlyKeys[] = {"router",
+                                    "composed",
                                     "workload.rate_rps",
                                     "workload.duration_s",
                                     "workload.measured_requests",
@@ -382,7 +385,7 @@ struct Loader {
     p.kmeans            = eldr.kmeans;
     p.variant           = eldr.variant;
     p.seed              = x.seed;
-    p.fit_eldr          = x.router == "eldr" && eldr.model_file.empty();
+    p.fit_eldr          = fits_locality_model(x);
     // The config's own bytes are in the resolved config (a comment or a key's order is no change).
     std::string files;
     for (const auto& f : x.input_files)

@@ -12,14 +12,18 @@ namespace eldr {
 
 namespace {
 
-// The experiment's own composition (router "composed").
+// The experiment's own composition (router "composed"); without an experiment (unit tests), or
+// without the section: the declared defaults.
+Composition composed_section(const Experiment* x)
+{
+  static const Json kNone = Json::object();
+  const Json& section     = x && x->router_sections.contains("composed") ? x->router_sections["composed"] : kNone;
+  return read_composition(section, x ? x->config_file : "(defaults)");
+}
+
 std::unique_ptr<DecodeRouter> from_composed_section(const RouterSetup& setup)
 {
-  // Without an experiment (unit tests), or without the section: the declared defaults.
-  static const Json kNone = Json::object();
-  const Experiment* x     = setup.experiment;
-  const Json& section     = x && x->router_sections.contains("composed") ? x->router_sections["composed"] : kNone;
-  return make_composed_router(read_composition(section, x ? x->config_file : "(defaults)"), setup);
+  return make_composed_router(composed_section(setup.experiment), setup);
 }
 
 // One entry per decode router, in the order `eldrsim routers` lists them. The built-in policies are
@@ -88,6 +92,22 @@ Composition builtin_composition(const RouterEntry& e)
   Json section    = Json::parse(e.composition);
   section["name"] = e.name;
   return read_composition(section, std::string("the router table's ") + e.name);
+}
+
+std::optional<Composition> decode_composition(const Experiment& x)
+{
+  const RouterEntry* e = find_decode_router(x.router);
+  if (e && e->composition)
+    return builtin_composition(*e);
+  if (x.router == "composed")
+    return composed_section(&x);
+  return std::nullopt;
+}
+
+bool fits_locality_model(const Experiment& x)
+{
+  const std::optional<Composition> c = decode_composition(x);
+  return c && c->uses_expert_locality() && eldr_spec(x).model_file.empty();
 }
 
 std::unique_ptr<DecodeRouter> make_prefill_router(const RouterSetup& setup)

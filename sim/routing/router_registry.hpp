@@ -8,6 +8,7 @@
 #include "sim/routing/router_setup.hpp"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,6 +47,15 @@ std::unique_ptr<DecodeRouter> make_prefill_router(const RouterSetup& setup);
 
 // A built-in router's composition (std::logic_error for a router that is not one).
 Composition builtin_composition(const RouterEntry& e);
+
+// The composition the experiment's decode router runs: a built-in policy's, or the config's composed
+// section for "composed"; nullopt for a router of its own making (the examples).
+std::optional<Composition> decode_composition(const Experiment& x);
+
+// Whether a run of the experiment fits the expert-locality model (IDF, layer mask, centroids) on its
+// calibration split at start: its decode composition has an expert-locality mechanism and no model
+// file is given. What a sweep fits once and shares between the points whose fit inputs agree.
+bool fits_locality_model(const Experiment& x);
 
 // The table as the config reader sees it: the names with their descriptions, and the sections.
 const RouterCatalog& router_catalog();

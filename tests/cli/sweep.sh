@@ -33,6 +33,20 @@ check "no temporaries left" '[ -z "$(find "$TMP/a" -name ".tmp.*")" ]'
 check "-j 1 gives a byte-identical combined.csv" 'cmp -s "$TMP/a/combined.csv" "$TMP/b/combined.csv"'
 "$ELDRSIM" sweep "$TMP/small.json" --out "$TMP/c" -j 2 -q --no-fit
 check "shared ELDR fits give the same results as fits on the fly" 'cmp -s "$TMP/a/combined.csv" "$TMP/c/combined.csv" && cmp -s "$TMP/a/small/router=eldr__rate_rps=20/requests.csv" "$TMP/c/small/router=eldr__rate_rps=20/requests.csv"'
+# A composition with the expert-locality scorer shares the fit too (its composed section is the run's,
+# not the fit's): once for a weight grid, with the results of fits on the fly.
+cat >"$TMP/cw.json" <<JSON
+{ "name": "cw", "base": "configs/default.json",
+  "set": { $SMALL, "router": "composed", "composed.scheduler": "configs/scheduler/llm-d-decode-expert-locality.yaml" },
+  "grid": { "composed.scorers.expert-locality-scorer.weight": [0, 1, 2] } }
+JSON
+"$ELDRSIM" sweep "$TMP/cw.json" --out "$TMP/cw" -j 2 2>"$TMP/cw.err"
+"$ELDRSIM" sweep "$TMP/cw.json" --out "$TMP/cw-nofit" -j 2 -q --no-fit
+check "a composition with the expert-locality scorer: one shared fit for its weight grid, same results" \
+  'grep -q "fitting ELDR 1 time for 3 points" "$TMP/cw.err" && [ $(ls "$TMP"/cw/.eldr-fits/*.json | wc -l) = 1 ] && \
+   cmp -s "$TMP/cw/combined.csv" "$TMP/cw-nofit/combined.csv" && \
+   cmp -s "$TMP/cw/cw/weight=1/requests.csv" \
+     "$TMP/cw-nofit/cw/weight=1/requests.csv"'
 
 # Rerun: everything is done, nothing is run again.
 stamp() { stat -c %i:%Y "$TMP/a/small/$1/summary.json"; }
