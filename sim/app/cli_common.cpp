@@ -1,5 +1,6 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/json_reader.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/common/utf8.hpp"
 
@@ -113,9 +114,32 @@ void add_input_checks(CLI::App& app)
         return {};
       },
       "");
+  // Numbers read as the config's JSON reads them (CLI11 alone reads 010 as octal 8, 0x10 as 16, and a
+  // seed of 2^64 as the largest long).
+  static const CLI::Validator decimal([](std::string& text) { return number_text_problem(text, false); }, "");
+  static const CLI::Validator decimal_integer(
+      [](std::string& text) -> std::string {
+        if (std::string problem = number_text_problem(text, true); !problem.empty())
+          return problem;
+        long v         = 0;
+        const char* at = text.c_str() + (text[0] == '+');
+        if (std::from_chars(at, text.c_str() + text.size(), v).ec == std::errc::result_out_of_range)
+          return integer_beyond_text(text[0] == '-', text);
+        return {};
+      },
+      "");
+  static const CLI::Validator unsigned_integer(
+      [](std::string& text) { return text.starts_with("-") ? "must be at least 0, got " + text : std::string(); }, "");
   for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_type_name().starts_with("FLOAT"))
+    const std::string type = opt->get_type_name();
+    if (type.starts_with("FLOAT")) {
       opt->check(finite);
+      opt->check(decimal);
+    }
+    if (type.starts_with("INT") || type.starts_with("UINT"))
+      opt->check(decimal_integer);
+    if (type.starts_with("UINT"))
+      opt->check(unsigned_integer);
     if (opt->get_type_name().starts_with("TEXT"))
       opt->check(text);
     if (opt->get_type_name().find(":POSITIVE") != std::string::npos)  // "FLOAT:POSITIVE": the validators' descriptions

@@ -85,6 +85,8 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
   try {
     value = parse_json_guarded(text, file, "--set " + path);
   } catch (const Json::parse_error&) {
+    if (looks_numeric(text))  // 010, 0x10, 1.: not a number as JSON reads one, and never a string
+      throw InputError(file, "--set " + path, number_text_problem(text, false));
     value = text;  // bare words are strings: --set model=gpt-oss-120b
   } catch (const Json::exception&) {
     throw InputError(file, "--set " + path, "value '" + text + "' is not a usable JSON value (a number too large?)");

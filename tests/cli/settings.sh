@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Every setting takes effect or is an error, and compositions are named by what they are:
+# Every setting takes effect or is an error, numbers mean what they say:
 #  - eldr.variant/kmeans against the model file's (recorded when absent, refused when they differ);
 #  - --router, --scheduler and --set of the same key with different values; a router's section under
 #    another router; prefill scorers that are constant without prefix caching, a prefill section naming
 #    no plugin, weights too small to keep their digits; a composition of no scorer is noted;
 #  - compare and table name a composition by what it is and refuse two different ones;
 #  - a routing cache that cannot be written is a note, and the run goes on.
+#  - numbers, in options and --set values, are decimal as JSON writes them, with one range message;
+#    calibrate checks its settings and measured rows before simulating;
 # Usage: settings.sh PATH/TO/eldrsim   (run from the project root)
 set -u
 ELDRSIM=${1:?usage: settings.sh PATH/TO/eldrsim}
@@ -126,5 +128,49 @@ check "... with notes naming the file" \
 rc=$?
 check "fit with a cache directory that cannot be made: the fit goes on, with a note" \
   '[ $rc = 0 ] && [ -s "$TMP/fit-nocache.json" ] && grep -q "^eldrsim: note: .*routing cache" "$TMP/fit-nocache.err"'
+
+# --- 4. One reading of numbers: decimal, as JSON writes them, and the same range message everywhere.
+expect_error "--seed 010 is not octal" "--seed" "decimal integer" "got 010" -- run "$DEFAULT" "${SMALL[@]}" --seed 010 \
+  --out "$OUT"
+expect_error "--requests 010 is not octal" "--requests" "no leading zeros" -- run "$DEFAULT" "${SMALL[@]}" \
+  --requests 010 --out "$OUT"
+expect_error "--rate 0x10 is not hex" "--rate" "decimal number" "no 0x" -- run "$DEFAULT" "${SMALL[@]}" --rate 0x10 \
+  --out "$OUT"
+expect_error "trace stats --requests 0x20" "--requests" "decimal integer" -- trace stats "$DEFAULT" --requests 0x20
+expect_error "--seed 2^63" "--seed" "must be at most 9223372036854775807, got 9223372036854775808" \
+  -- run "$DEFAULT" "${SMALL[@]}" --seed 9223372036854775808 --out "$OUT"
+expect_error "--seed 2^64" "--seed" "must be at most 9223372036854775807, got 18446744073709551616" \
+  -- run "$DEFAULT" "${SMALL[@]}" --seed 18446744073709551616 --out "$OUT"
+expect_error "--set seed=2^63: the same message" "--set: seed: must be at most 9223372036854775807, got 9223372036854775808" \
+  -- run "$DEFAULT" "${SMALL[@]}" --set seed=9223372036854775808 --out "$OUT"
+expect_error "--set seed=2^64" "--set: seed: must be at most 9223372036854775807" \
+  -- run "$DEFAULT" "${SMALL[@]}" --set seed=18446744073709551616 --out "$OUT"
+expect_error "--set workload.rate_rps=0x10" "--set: workload.rate_rps: must be a decimal number" \
+  -- run "$DEFAULT" "${SMALL[@]}" --set workload.rate_rps=0x10 --out "$OUT"
+expect_error "--set seed=010" "--set: seed: must be a decimal number" "got 010" \
+  -- run "$DEFAULT" "${SMALL[@]}" --set seed=010 --out "$OUT"
+"$ELDRSIM" run "$DEFAULT" "${SMALL[@]}" --seed 10 --rate 60.5 --out "$TMP/decimal" 2>/dev/null
+check "decimal values still run" '[ "$(json_at "$TMP/decimal/summary.json" "[\"config\"][\"seed\"]")" = 10 ]'
+
+# calibrate checks its settings and its measured rows before the first simulation.
+CAL=(calibrate traces/calibration/rr_task_tpot.csv --model qwen3-30b-a3b --out "$TMP/cal.json")
+expect_error "calibrate --start out of the fit's bounds" "--start: decode_bw_efficiency must be between 0.05 and 1.0" \
+  "got -1.0" -- "${CAL[@]}" --start -1 0.5 5
+expect_error "calibrate --duration beyond the key's range" "--duration: must be between 1e-06 and 1e+07" \
+  -- "${CAL[@]}" --duration 1e9
+expect_error "calibrate --duration too long for the measured rates" "--duration" "requests a run may hold" \
+  -- "${CAL[@]}" --duration 500000
+expect_error "calibrate --warmup beyond the key's range" "--warmup" "must be between 0 and 10000000" \
+  -- "${CAL[@]}" --warmup 20000000
+$PY - traces/calibration/rr_task_tpot.csv "$TMP/swapped.csv" <<'PYEOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+rows[1]["tpot_p50_ms"], rows[1]["tpot_p99_ms"] = rows[1]["tpot_p99_ms"], rows[1]["tpot_p50_ms"]
+w = csv.DictWriter(open(sys.argv[2], "w", newline=""), fieldnames=list(rows[0]))
+w.writeheader()
+w.writerows(rows)
+PYEOF
+expect_error "calibrate: a row whose TPOT P99 is below its P50" "swapped.csv: line 3" "is below tpot_p" \
+  -- calibrate "$TMP/swapped.csv" --model qwen3-30b-a3b --out "$TMP/cal.json"
 
 finish
