@@ -66,6 +66,7 @@ def split_data_spec(spec):
 
 # workload.rate_rps's range in the simulator's config reader (sim/config/experiment.cpp), both ends allowed.
 RATE_MIN, RATE_MAX = 1e-6, 1e7
+MAX_RUN_REQUESTS = 10_000_000  # requests one run may hold (kMaxRunRequests, sim/config/experiment.cpp)
 MEASURED_FORMAT = "the format of traces/calibration/rr_task_tpot.csv"
 MEASURED_COLUMNS = ["model", "policy", "rate_rps", "tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"]
 
@@ -120,6 +121,10 @@ def measured_row(path, line, r, kind):
                                 range_name=" req/s (the simulator's range of workload.rate_rps)")
     for k in ("tpot_p50_ms", "tpot_p95_ms", "tpot_p99_ms", "ttft_p50_ms"):
         d[k] = number_cell(path, line, k, r[k], 0.0, lo_open=True)
+    for lo, hi in (("tpot_p50_ms", "tpot_p95_ms"), ("tpot_p95_ms", "tpot_p99_ms")):
+        if d[hi] < d[lo]:
+            raise Fatal(f"{path}: line {line}: {hi}: {r[hi]} is below {lo} {r[lo]} (a higher percentile is never "
+                        f"lower; are the columns swapped?)")
     if r.get("requests", "") != "":
         d["requests"] = number_cell(path, line, "requests", r["requests"], 0.0)
     return d

@@ -893,12 +893,22 @@ def main(argv=None):
         args.calibration_out = os.path.abspath(args.calibration_out)
         if len(models) != 1:
             ap.error("--calibration-out needs exactly one model in --models")
+    for name, v in zip(CORE, args.start or []):  # the fit's bounds: a start outside would be moved silently
+        lo, hi = PARAMS[name][1], PARAMS[name][2]
+        if not lo <= v <= hi:
+            raise ec.Fatal(f"--start: {name} must be {f'between {lo!r} and {hi!r}' if hi < np.inf else f'at least {lo!r}'}"
+                           f", got {v!r}")
     ec.check_input_file(args.config, "config")
     measured = ec.load_measured(args.data)
     if args.routers:
         measured = with_router_rows(measured, ec.load_measured(args.routers, routers=True))
     ablations = ec.load_ablations(args.ablations) if args.ablations else {}
     for m in models:
+        for r in measured.get(m, []):  # each evaluation runs rate x --duration requests: checked before the first
+            if r["rate_rps"] * args.duration > ec.MAX_RUN_REQUESTS:
+                raise ec.Fatal(f"--duration: {args.duration:g} s at {r['rate_rps']:g} req/s ({r['file']}: line "
+                               f"{r['line']}) is more than the {ec.MAX_RUN_REQUESTS} requests a run may hold; give a "
+                               f"shorter --duration")
         if m not in measured:
             files = " ".join(ec.split_data_spec(d)[1] for d in args.data)
             have = ", ".join(sorted(measured)) or "none"

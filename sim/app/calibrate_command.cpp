@@ -75,6 +75,11 @@ int calibrate(const CalibrateOptions& o)
   };
   if (!(o.duration > 0))
     throw InputError("--duration", "", "must be above 0, got " + num(o.duration));
+  // The fit's runs set these keys (and the rate, from each measured row: fit_cost.py checks rate x
+  // duration): checked now, not when the first simulation fails.
+  load_with_options(config, {{"--duration", {"workload.duration_s", num(o.duration)}},
+                             {"--warmup", {"workload.warmup_requests", std::to_string(o.warmup)}},
+                             {"--duration", {"workload.rate_rps", "1e-6"}}});
 
   std::string report = o.report;
   if (report.empty()) {

@@ -1,5 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/input_error.hpp"
+#include "sim/common/json_reader.hpp"
+#include "sim/common/result_dir.hpp"
 #include "sim/common/utf8.hpp"
 
 #include <cerrno>
@@ -26,6 +28,63 @@ std::vector<Override> parse_sets(const std::vector<std::string>& sets)
     v.emplace_back(s.substr(0, eq), s.substr(eq + 1));
   }
   return v;
+}
+
+// An override's value as the config reads it (apply_override's rule: JSON, else a bare word).
+static Json override_value(const std::string& text)
+{
+  try {
+    return Json::parse(text);
+  } catch (const Json::exception&) {
+    return text;
+  }
+}
+
+std::vector<OptionOverride> option_overrides(const std::vector<std::string>& sets,
+                                             const std::vector<OptionOverride>& dedicated)
+{
+  std::vector<OptionOverride> all;
+  for (Override& o : parse_sets(sets))
+    all.push_back({"--set", std::move(o)});
+  for (const OptionOverride& d : dedicated) {
+    for (const OptionOverride& e : all)
+      if (e.value.first == d.value.first && override_value(e.value.second) != override_value(d.value.second))
+        throw InputError(d.option, "",
+                         "sets " + d.value.first + " to " + d.value.second + ", but " + e.option + " sets it to " +
+                             e.value.second + ": give one of them");
+    all.push_back(d);
+  }
+  return all;
+}
+
+// Whether an error about config key `field` is about the value an override of `key` gave: the same
+// key, one inside it, or (a section's error) the section holding it.
+static bool about_key(const std::string& field, const std::string& key)
+{
+  auto inside = [](const std::string& a, const std::string& b) {
+    return a.size() > b.size() && a.starts_with(b) && (a[b.size()] == '.' || a[b.size()] == '[');
+  };
+  return field == key || inside(field, key) || inside(key, field);
+}
+
+Experiment load_with_options(const std::string& config, const std::vector<OptionOverride>& overrides)
+{
+  std::vector<Override> plain;
+  for (const OptionOverride& o : overrides)
+    plain.push_back(o.value);
+  try {
+    return load_experiment(config, plain);
+  } catch (const InputError& e) {
+    if (e.file() != config)
+      throw;
+    if (e.field().starts_with("--set"))  // apply_override's own errors (a key path it cannot use)
+      throw InputError("--set", e.field().size() > 6 ? e.field().substr(6) : "", e.problem());
+    // The last override of a key is the one that took effect.
+    for (auto o = overrides.rbegin(); o != overrides.rend(); ++o)
+      if (about_key(e.field(), o->value.first))
+        throw InputError(o->option, o->option == "--set" || e.field() != o->value.first ? e.field() : "", e.problem());
+    throw;
+  }
 }
 
 // Options checked by CLI11's PositiveNumber (its lower limit, the smallest double, prints as 0).
@@ -55,9 +114,32 @@ void add_input_checks(CLI::App& app)
         return {};
       },
       "");
+  // Numbers read as the config's JSON reads them (CLI11 alone reads 010 as octal 8, 0x10 as 16, and a
+  // seed of 2^64 as the largest long).
+  static const CLI::Validator decimal([](std::string& text) { return number_text_problem(text, false); }, "");
+  static const CLI::Validator decimal_integer(
+      [](std::string& text) -> std::string {
+        if (std::string problem = number_text_problem(text, true); !problem.empty())
+          return problem;
+        long v         = 0;
+        const char* at = text.c_str() + (text[0] == '+');
+        if (std::from_chars(at, text.c_str() + text.size(), v).ec == std::errc::result_out_of_range)
+          return integer_beyond_text(text[0] == '-', text);
+        return {};
+      },
+      "");
+  static const CLI::Validator unsigned_integer(
+      [](std::string& text) { return text.starts_with("-") ? "must be at least 0, got " + text : std::string(); }, "");
   for (CLI::Option* opt : app.get_options()) {
-    if (opt->get_type_name().starts_with("FLOAT"))
+    const std::string type = opt->get_type_name();
+    if (type.starts_with("FLOAT")) {
       opt->check(finite);
+      opt->check(decimal);
+    }
+    if (type.starts_with("INT") || type.starts_with("UINT"))
+      opt->check(decimal_integer);
+    if (type.starts_with("UINT"))
+      opt->check(unsigned_integer);
     if (opt->get_type_name().starts_with("TEXT"))
       opt->check(text);
     if (opt->get_type_name().find(":POSITIVE") != std::string::npos)  // "FLOAT:POSITIVE": the validators' descriptions
@@ -133,6 +215,30 @@ void exec_analysis_script(const std::string& root, const std::string& script, co
   std::fflush(stdout);
   ::execv(python.c_str(), argv.data());
   throw InputError(python, "", std::string("cannot run: ") + std::strerror(errno));
+}
+
+std::string composition_hash(const Json& summary)
+{
+  if (!summary.contains("router") || summary["router"] != "composed" || !summary.contains("config") ||
+      !summary["config"].is_object() || !summary["config"].contains("composed") ||
+      !summary["config"]["composed"].is_object())
+    return "";
+  Json c = summary["config"]["composed"];
+  c.erase("scheduler");
+  return fnv1a64_hex(c.dump()).substr(0, 8);
+}
+
+std::string run_router_label(const Json& summary)
+{
+  const std::string router =
+      summary.contains("router") && summary["router"].is_string() ? summary["router"].get<std::string>() : "";
+  const std::string hash = composition_hash(summary);
+  if (hash.empty())
+    return router;
+  const Json& c = summary["config"]["composed"];
+  if (c.contains("name") && c["name"].is_string() && c["name"] != "composed")
+    return "composed:" + c["name"].get<std::string>();
+  return "composed:" + hash;
 }
 
 std::string this_binary()

@@ -47,7 +47,8 @@ struct Run {
 const char* const kIdentityFields[] = {
     "router", "model", "hardware", "seed", "rate_rps", "prefill_instances", "decode_instances", "requests"};
 const char kIdentityHelp[] =
-    "Runs are comparable when they agree on router, model, hardware, seed, rate_rps, prefill and decode "
+    "Runs are comparable when they agree on router (for a composition: its plugins, parameters and name), model, "
+    "hardware, seed, rate_rps, prefill and decode "
     "instances, the number of measured requests, and (when both summaries hold their config) workload kind and "
     "trace; otherwise compare names the differences and exits 2 (--allow-different compares anyway)";
 
@@ -56,6 +57,12 @@ Json run_identity(const Json& s)
   Json id = Json::object();
   for (const char* k : kIdentityFields)
     id[k] = s.contains(k) ? s[k] : Json(nullptr);
+  // Two compositions are two policies: named by what they are, and the same name with other plugins
+  // or weights differs too.
+  if (const std::string hash = composition_hash(s); !hash.empty()) {
+    id["router"]      = run_router_label(s);
+    id["composition"] = hash;
+  }
   if (s.contains("config") && s["config"].is_object() && s["config"].contains("workload") &&
       s["config"]["workload"].is_object()) {
     const Json& w        = s["config"]["workload"];
@@ -153,7 +160,7 @@ std::map<std::string, Run> find_runs(const std::string& root)
     std::string key = fs::relative(d, root, ec).lexically_normal().string();
     Json s          = read_verified_summary(d.string());
     Run r;
-    r.router   = s.contains("router") && s["router"].is_string() ? s["router"].get<std::string>() : key;
+    r.router   = s.contains("router") && s["router"].is_string() ? run_router_label(s) : key;
     r.dir      = d.string();
     r.identity = run_identity(s);
     long rows  = 0;

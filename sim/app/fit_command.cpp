@@ -27,7 +27,7 @@ int fit(const FitOptions& o)
   const InterruptNote note(o.out + ": not written" +
                                (std::filesystem::exists(o.out, ec) ? ", the earlier file intact" : ""),
                            {atomic_temporary(o.out)});
-  Experiment x = load_experiment(o.config, parse_sets(o.sets));
+  Experiment x = load_with_options(o.config, option_overrides(o.sets, {}));
   check_output_apart(o.out, "--out", experiment_inputs(x));
   Workload w   = make_workload(x);
   auto routing = make_gating_source(x, w, o.routing_cache);

@@ -36,28 +36,27 @@ struct RunOptions {
   std::vector<std::string> cfg;
 };
 
-std::vector<Override> collect_overrides(const RunOptions& o)
+std::vector<OptionOverride> collect_overrides(const RunOptions& o)
 {
-  std::vector<Override> v = parse_sets(o.sets);
-  // The dedicated flags win over --set: they are the more specific request.
+  std::vector<OptionOverride> v;
   if (!o.scheduler.empty()) {
     // Relative to where the command runs, like the config's own path.
-    v.emplace_back("router", Json("composed").dump());
-    v.emplace_back("composed.scheduler", Json(std::filesystem::absolute(o.scheduler).string()).dump());
+    v.push_back({"--scheduler", {"router", Json("composed").dump()}});
+    v.push_back({"--scheduler", {"composed.scheduler", Json(std::filesystem::absolute(o.scheduler).string()).dump()}});
   }
   if (!o.router.empty())
-    v.emplace_back("router", Json(o.router).dump());
+    v.push_back({"--router", {"router", Json(o.router).dump()}});
   if (o.rate > 0)
-    v.emplace_back("workload.rate_rps", Json(o.rate).dump());
+    v.push_back({"--rate", {"workload.rate_rps", Json(o.rate).dump()}});
   if (o.requests > 0)
-    v.emplace_back("workload.measured_requests", Json(o.requests).dump());
+    v.push_back({"--requests", {"workload.measured_requests", Json(o.requests).dump()}});
   if (o.seed >= 0)
-    v.emplace_back("seed", Json(o.seed).dump());
+    v.push_back({"--seed", {"seed", Json(o.seed).dump()}});
   if (o.steps)
-    v.emplace_back("output.steps_csv", "true");
+    v.push_back({"--steps", {"output.steps_csv", "true"}});
   if (o.decisions)
-    v.emplace_back("output.decision_log", "true");
-  return v;
+    v.push_back({"--decisions", {"output.decision_log", "true"}});
+  return option_overrides(o.sets, v);
 }
 
 int run(const RunOptions& o)
@@ -68,7 +67,7 @@ int run(const RunOptions& o)
     check_log_setting(s);
   for (const std::string& s : o.cfg)
     check_cfg_setting(s);
-  Experiment x    = load_experiment(o.config, collect_overrides(o));
+  Experiment x    = load_with_options(o.config, collect_overrides(o));
   std::string out = o.out;
   if (out.empty())
     out = "results/" + std::filesystem::path(o.config).stem().string() + "-" + x.router;

@@ -38,7 +38,7 @@ int table(const std::vector<std::string>& dirs)
   for (const auto& d : dirs) {
     std::string file   = (std::filesystem::path(d) / "summary.json").string();
     Json j             = read_verified_summary(d);
-    std::string router = j.contains("router") && j["router"].is_string() ? j["router"].get<std::string>() : d;
+    std::string router = j.contains("router") && j["router"].is_string() ? run_router_label(j) : d;
     char buf[256];
     std::snprintf(buf, sizeof buf, "%-14s %10s %10s %10s %10s %9s %9s", router.c_str(),
                   field(j, file, "%.2f", "tpot_ms", "p50").c_str(), field(j, file, "%.2f", "tpot_ms", "p99").c_str(),

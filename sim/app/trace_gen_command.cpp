@@ -48,7 +48,7 @@ void token_ids(const GatingSource& src, const GateSource* gate_source, const Req
 
 int gen(const GenOptions& o)
 {
-  Experiment x = load_experiment(o.config, parse_sets(o.sets));
+  Experiment x = load_with_options(o.config, option_overrides(o.sets, {}));
   if (x.workload.kind == WorkloadKind::trace)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   check_output_apart(o.out, "--out", experiment_inputs(x));

@@ -34,7 +34,7 @@ int stats(const StatsOptions& o)
 {
   if (!o.json.empty())
     check_output_file(o.json);
-  Experiment x = load_experiment(o.config, parse_sets(o.sets));
+  Experiment x = load_with_options(o.config, option_overrides(o.sets, {}));
   if (!o.json.empty())
     check_output_apart(o.json, "--json", experiment_inputs(x));
   Workload w  = make_workload(x);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <unordered_set>
 
@@ -163,6 +164,30 @@ std::string range_text(long min, long max)
   return "between " + std::to_string(min) + " and " + std::to_string(max);
 }
 
+std::string number_text_problem(const std::string& text, bool integer)
+{
+  static const std::regex whole(R"([+-]?(0|[1-9][0-9]*))");
+  static const std::regex real(R"([+-]?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?)");
+  if (std::regex_match(text, integer ? whole : real))
+    return "";
+  const bool digits_only = !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
+  return std::string("must be a decimal ") + (integer ? "integer" : "number") + " (" +
+         (integer && !digits_only ? "no fraction or exponent, " : "") + "no leading zeros, no 0x), got " + text;
+}
+
+bool looks_numeric(const std::string& text)
+{
+  // What strtod or strtol would read whole: hex, leading zeros, "1." and ".5" (never a word like "1st").
+  static const std::regex numeric(R"([+-]?(0[xX][0-9a-fA-F]+|[0-9]*\.?[0-9]+([eE][+-]?[0-9]+)?|[0-9]+\.))");
+  return std::regex_match(text, numeric);
+}
+
+std::string integer_beyond_text(bool negative, const std::string& got)
+{
+  return negative ? "must be at least " + std::to_string(std::numeric_limits<long>::min()) + ", got " + got
+                  : "must be at most " + std::to_string(std::numeric_limits<long>::max()) + ", got " + got;
+}
+
 double JsonReader::number(const std::string& key, double def, double min, double max)
 {
   const Json* v = find(key);
@@ -188,10 +213,13 @@ long JsonReader::integer(const std::string& key, long def, long min, long max)
   const Json* v = find(key);
   if (!v)
     return def;
+  // 2^64 and beyond parse as floating point: whole, but too large all the same.
+  if (v->is_number_float() && std::abs(v->get<double>()) >= 0x1p63 && std::isfinite(v->get<double>()))
+    fail(key, integer_beyond_text(v->get<double>() < 0, v->dump()));
   if (!v->is_number_integer())
     fail(key, std::string("must be an integer, got ") + (v->is_number() ? v->dump() : v->type_name()));
   if (v->is_number_unsigned() && v->get<unsigned long>() > (unsigned long)std::numeric_limits<long>::max())
-    fail(key, "must be " + range_text(min, max) + ", got " + v->dump());
+    fail(key, integer_beyond_text(false, v->dump()));
   long x = v->get<long>();
   if (x < min || x > max)
     fail(key, "must be " + range_text(min, max) + ", got " + std::to_string(x));

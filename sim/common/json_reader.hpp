@@ -33,6 +33,15 @@ std::string shortest_number(double v);
 // "between MIN and MAX", "at least MIN", "at most MAX" (an infinite bound is no bound).
 std::string range_text(double min, double max);
 std::string range_text(long min, long max);  // the same for integers, in plain digits
+// The problem with a number's text, empty when it is a decimal number as JSON writes one (a leading '+'
+// allowed): the one reading of numbers for config files, --set values and command-line options, so that
+// 010 is never octal 8 and 0x10 never 16. `integer`: no fraction or exponent either.
+std::string number_text_problem(const std::string& text, bool integer);
+// Whether `text` was meant as a number (C's readers would take it whole: 010, 0x10, 1., .5): a --set
+// value that fails JSON's reading of numbers is then an error, not a string.
+bool looks_numeric(const std::string& text);
+// The problem with an integer beyond what the reader holds (a long), `got` as written: the limit passed.
+std::string integer_beyond_text(bool negative, const std::string& got);
 
 class JsonReader {
  public:

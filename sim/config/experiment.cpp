@@ -85,6 +85,8 @@ void apply_override(Json& doc, const Override& o, const std::string& file)
   try {
     value = parse_json_guarded(text, file, "--set " + path);
   } catch (const Json::parse_error&) {
+    if (looks_numeric(text))  // 010, 0x10, 1.: not a number as JSON reads one, and never a string
+      throw InputError(file, "--set " + path, number_text_problem(text, false));
     value = text;  // bare words are strings: --set model=gpt-oss-120b
   } catch (const Json::exception&) {
     throw InputError(file, "--set " + path, "value '" + text + "' is not a usable JSON value (a number too large?)");
@@ -498,6 +500,14 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
     ConfigReader section = r.section(name);
     rs.read(section, root);
     section.finish();
+    if (rs.check_with)
+      rs.check_with(section, x);
+    // A section only its own router reads would do nothing under another: a sweep of its values would
+    // give identical points labelled differently.
+    if (name != x.router && !rs.every_run && !rs.shared && doc.contains(name) && doc[name].is_object() &&
+        !doc[name].empty())
+      r.fail(name, "applies only to router '" + name + "', but the run's router is '" + x.router + "': set router " +
+                       name + ", or remove the " + name + " keys");
     x.router_sections[name] = x.resolved[name];
     if (name != x.router && !(rs.every_run && !x.resolved[name].empty()))
       x.resolved.erase(name);

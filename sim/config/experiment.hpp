@@ -153,6 +153,11 @@ struct RouterSection {
   void (*read)(ConfigReader& section, const std::string& root);  // checks it; `root` resolves file names
   bool every_run = false;  // used whichever router runs (the prefill router's): kept in the resolved config
                            // whenever it records a value
+  bool shared = false;     // read by other routers' plugins too (eldr's: the composed locality plugins); a
+                           // section neither shared nor every_run is an error under another router
+  // Checks the section (as given, in `section`) against the rest of the experiment, read before the
+  // routers' sections (serving, workload, topology); may be null.
+  void (*check_with)(const ConfigReader& section, const Experiment& x) = nullptr;
 };
 
 // What the config reader knows of the routers (the router table, sim/routing/router_registry.hpp,

@@ -318,7 +318,13 @@ void GeneratedGating::save_built(const std::string& file, const std::string& key
   append_array(out, pool_.data(), pool_.size());
   const uint64_t sum = fnv1a64(out.data(), out.size());
   out.append(reinterpret_cast<const char*>(&sum), sizeof sum);
-  write_file_atomically(file, out);
+  // The cache only saves later runs the build: one that cannot be written (a full disk, a directory
+  // in the file's place) is a note, and this run goes on with what it built.
+  try {
+    write_file_atomically(file, out);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "eldrsim: note: %s; going on without the routing cache file\n", e.what());
+  }
 }
 
 void GeneratedGating::build_logits(const RoutingProfile& p, const std::string& kind,

@@ -41,29 +41,29 @@ expect_error "unknown top-level key" "$TMP/top_level_typo.json" ": routr: unknow
   run "$TMP/top_level_typo.json" "${SMALL[@]}"
 expect_error "rate as a string" "$TMP/rate_string.json" "workload.rate_rps" "must be a number" -- \
   run "$TMP/rate_string.json" "${SMALL[@]}"
-expect_error "negative rate via --set" "$DEFAULT" "workload.rate_rps" "got -5" -- \
+expect_error "negative rate via --set: blames --set" "--set: workload.rate_rps" "got -5" -- \
   run "$DEFAULT" --set workload.rate_rps=-5 "${SMALL[@]}"
 expect_error "zero decode instances" "$TMP/zero_decode.json" "topology.decode.instances" -- \
   run "$TMP/zero_decode.json" "${SMALL[@]}"
-expect_error "zero decode instances via --set" "$DEFAULT" "topology.decode.instances" -- \
+expect_error "zero decode instances via --set" "--set: topology.decode.instances" -- \
   run "$DEFAULT" --set topology.decode.instances=0 "${SMALL[@]}"
 expect_error "more instances than GPUs" "$TMP/too_many.json" "topology.decode.instances" "do not fit" -- \
   run "$TMP/too_many.json" "${SMALL[@]}"
-expect_error "unknown router" "$DEFAULT" "router" "unknown value 'foo'" -- \
+expect_error "unknown router: blames --router" "--router: unknown value 'foo'" -- \
   run "$DEFAULT" --router foo "${SMALL[@]}"
 expect_error "missing config file" "$TMP/nowhere.json" "file not found" -- \
   run "$TMP/nowhere.json" "${SMALL[@]}"
-expect_error "model that does not exist" "$DEFAULT" ": model: " "nope.json" -- \
+expect_error "model that does not exist" "--set: model: " "nope.json" -- \
   run "$DEFAULT" --set model=nope "${SMALL[@]}"
 expect_error "malformed JSON" "$TMP/malformed.json" "invalid JSON" -- \
   run "$TMP/malformed.json" "${SMALL[@]}"
 expect_error "number beyond a double" "$TMP/overflow.json" "invalid JSON: number overflow parsing '1e500'" -- \
   run "$TMP/overflow.json" "${SMALL[@]}"
-expect_error "number beyond a double via --set" "$DEFAULT" "--set workload.rate_rps" "not a usable JSON value" -- \
+expect_error "number beyond a double via --set" "--set: workload.rate_rps" "not a usable JSON value" -- \
   run "$DEFAULT" --set workload.rate_rps=1e500 "${SMALL[@]}"
 expect_error "--set without =" "--set" "workload.rate_rps" "KEY=VALUE" -- \
   run "$DEFAULT" --set workload.rate_rps "${SMALL[@]}"
-expect_error "--set into a non-object" "$DEFAULT" "model.name" -- \
+expect_error "--set into a non-object" "--set: model.name" -- \
   run "$DEFAULT" --set model.name=x "${SMALL[@]}"
 expect_error "kv memory too small for the weights" "qwen3-30b-a3b.json" "(weights)" -- \
   run "$DEFAULT" --set serving.kv_memory_fraction=0.2 "${SMALL[@]}"

@@ -30,7 +30,7 @@ open(f"{tmp}/long_router.json", "w").write(base.replace('"router": "round_robin"
 PY
 expect_error "100,000 nested objects" "deep_object.json" "nested deeper than 100 levels" -- run "$TMP/deep_object.json" "${SMALL[@]}"
 expect_error "100,000 nested arrays" "deep_array.json" "nested deeper than 100 levels" -- run "$TMP/deep_array.json" "${SMALL[@]}"
-expect_error "50,000 nested arrays via --set" "--set description" "nested deeper than 100 levels" -- \
+expect_error "50,000 nested arrays via --set" "--set: description" "nested deeper than 100 levels" -- \
   run "$DEFAULT" --set "description=$(cat "$TMP/deep_value.txt")" "${SMALL[@]}"
 expect_error "a --set key path of 60,000 segments" "--set: key path" "nests deeper than 100 levels" -- \
   run "$DEFAULT" --set "$(/usr/bin/python3 -c "print('.'.join(['a'] * 60000))")=1" "${SMALL[@]}"
@@ -48,8 +48,8 @@ for v in nan NaN inf -inf infinity 1e999; do
   expect_error "--rate $v" "--rate" "$v" -- run "$DEFAULT" --rate "$v" "${SMALL[@]}"
 done
 expect_error "--tol-p50 nan" "--tol-p50" "nan" -- compare "$TMP" "$TMP" --tol-p50 nan
-expect_error "--set router=null" "$DEFAULT" "router: is null" -- run "$DEFAULT" --set router=null "${SMALL[@]}"
-expect_error "--set workload=null" "$DEFAULT" "workload: is null" -- run "$DEFAULT" --set workload=null -q --out "$OUT"
+expect_error "--set router=null" "--set: router: is null" -- run "$DEFAULT" --set router=null "${SMALL[@]}"
+expect_error "--set workload=null" "--set: workload: is null" -- run "$DEFAULT" --set workload=null -q --out "$OUT"
 expect_error "--set workload.rate_rps=NaN (a string)" "workload.rate_rps" "must be a number" -- \
   run "$DEFAULT" --set workload.rate_rps=NaN "${SMALL[@]}"
 expect_error "measured_requests=0 is not the default" "workload.measured_requests: must be between 1 and" "got 0" -- \
@@ -68,7 +68,7 @@ printf '{"router": "jsq", "router": "jsq"}\n' >"$TMP/dup_top.json"
 expect_error "a duplicate top-level key" "dup_top.json: router: duplicate key" -- run "$TMP/dup_top.json" "${SMALL[@]}"
 printf '{"x": [{"a": 1}, {"a": 1, "a": 2}]}\n' >"$TMP/dup_list.json"
 expect_error "a duplicate key inside a list" "dup_list.json: x[1].a: duplicate key" -- run "$TMP/dup_list.json" "${SMALL[@]}"
-expect_error "a duplicate key via --set" "--set workload: rate_rps: duplicate key" -- \
+expect_error "a duplicate key via --set" "--set: workload: rate_rps: duplicate key" -- \
   run "$DEFAULT" --set 'workload={"rate_rps": 1, "rate_rps": 2}' "${SMALL[@]}"
 printf '{"name": "n", "name": "m"}\n' >"$TMP/dup_sweep.json"
 expect_error "a duplicate key in a sweep file" "dup_sweep.json: name: duplicate key" -- sweep "$TMP/dup_sweep.json" --list

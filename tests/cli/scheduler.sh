@@ -68,9 +68,10 @@ expect_error "a reference to no plugin" "ref.yaml" "schedulingProfiles[0].plugin
   -- "${RUN[@]}" --scheduler "$TMP/ref.yaml" --out "$TMP/x"
 printf 'kind: EndpointPickerConfig\nplugins: [\n' >"$TMP/broken.yaml"
 expect_error "broken YAML" "broken.yaml" "YAML" -- "${RUN[@]}" --scheduler "$TMP/broken.yaml" --out "$TMP/x"
-expect_error "a missing file" "composed.scheduler" "not found" -- "${RUN[@]}" --scheduler "$TMP/none.yaml" --out "$TMP/x"
-expect_error "a value the composed reader rejects, from the config" "configs/default.json" \
-  "composed.picker.max-score-picker.tie_break" \
+expect_error "a missing file, blamed on --scheduler" "--scheduler: file not found" -- "${RUN[@]}" \
+  --scheduler "$TMP/none.yaml" --out "$TMP/x"
+expect_error "a value the composed reader rejects, blamed on --set" \
+  "--set: composed.picker.max-score-picker.tie_break: unknown value 'first'" \
   -- "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode.yaml --set composed.picker.max-score-picker.tie_break=first --out "$TMP/x"
 check "no results directory is left by the errors" "[ ! -e '$TMP/x' ]"
 

@@ -78,7 +78,7 @@ expect_error "a subnormal rate in --set" "rate_rps" "got 1e-320" -- \
 # rate x duration beyond what a run can hold is refused at once (it was std::bad_alloc, or 22 GB at 1e6).
 expect_error "rate x duration too many requests" "workload.rate_rps" "1200000000 requests" "measured_requests" -- \
   run "$DEFAULT" -q --set workload.rate_rps=1e7 --out "$OUT"
-expect_error "the same through --rate and duration_s" "workload.rate_rps" "requests" -- \
+expect_error "the same through --rate and duration_s" "--rate: rate_rps x duration_s" "requests" -- \
   run "$DEFAULT" -q --rate 1e5 --set workload.duration_s=1e3 --out "$OUT"
 expect_error "measured_requests above the bound" "measured_requests" -- \
   run "$DEFAULT" -q --set workload.measured_requests=20000000 --out "$OUT"

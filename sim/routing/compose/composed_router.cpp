@@ -2,6 +2,7 @@
 #include "sim/routing/eldr/eldr_router.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 namespace eldr {
@@ -15,6 +16,13 @@ ComposedRouter::ComposedRouter(Composition c, const RouterSetup& setup)
     pools_ = domain_pools_for(setup);
   can_empty_ = std::any_of(c_.filters.begin(), c_.filters.end(),
                            [](const FilterStep& f) { return f.type == FilterType::load_threshold; });
+  // Every scorer off (weight 0, a sweep's first point, say): the picker sees equal totals. Legitimate,
+  // but rarely what was meant, so said once.
+  if (c_.scorers.empty() && c_.picker.type == PickerType::max_score)
+    std::fprintf(stderr, "eldrsim: note: router %s: no scorer has a weight above 0, so max-score-picker picks %s\n",
+                 c_.name.c_str(),
+                 c_.picker.ties == TieBreak::random ? "at random among the candidates"
+                                                    : "the lowest-numbered candidate");
 }
 
 ComposedRouter::~ComposedRouter() = default;

@@ -133,6 +133,12 @@ KeyTable prefill_keys()
   return keys;
 }
 
+// The smallest weight above 0: weights span at most 1e12 (up to 1e6), so weighted scores stay normal
+// numbers and scaling every weight keeps the policy.
+constexpr double kMinWeight = 1e-6;
+
+constexpr const char* kPluginKinds[] = {"filters", "scorers", "picker"};
+
 // A plugin of the decode router that a section's table leaves out (the prefill router's).
 constexpr const char* kNotHere =
     "not for the prefill router: expert locality needs the prompt's experts, known only once it is prefilled";
@@ -167,6 +173,12 @@ Composition read_steps(ConfigReader& r)
       scorers.fail(type, kNotHere);
     ConfigReader s      = scorers.section(type);
     const double weight = s.number("weight");
+    // Totals are compared across candidates: a weight so small that weight x score loses its digits (or
+    // goes subnormal) would make a policy and the same policy scaled differ.
+    if (weight > 0 && weight < kMinWeight)
+      s.fail("weight", "must be 0 (the scorer off) or at least 1e-6 (smaller weights lose the score's digits; scale "
+                       "every weight up instead), got " +
+                           s.json()["weight"].dump());
     s.finish();
     if (weight > 0)  // weight 0 is the policy without the scorer (a sweep's first point), its state unbuilt
       c.scorers.push_back({ScorerType(i), weight});
@@ -258,6 +270,16 @@ void check_composed_section(ConfigReader& r, const std::string& root)
 void check_prefill_section(ConfigReader& r, const std::string& /*root*/)
 {
   if (r.has("filters") || r.has("scorers") || r.has("picker")) {
+    const Json& given = r.json();
+    const bool named  = std::any_of(kPluginKinds, std::end(kPluginKinds), [&](const char* kind) {
+      return given.contains(kind) && !(given[kind].is_object() && given[kind].empty());
+    });
+    if (!named)  // {"scorers": {}} would replace the ring by a random choice, {} keeps it
+      r.fail(given.contains("scorers")   ? "scorers"
+             : given.contains("filters") ? "filters"
+                                         : "picker",
+             "names no plugin: remove it to keep the front end's consistent-hash ring, or name a filter, scorer or "
+             "picker");
     read_section(r);
     return;
   }
@@ -269,10 +291,26 @@ void check_prefill_section(ConfigReader& r, const std::string& /*root*/)
   r.finish();
 }
 
+// Scorers of the prefill router that read the prefill workers' prefix caches: without them every
+// worker scores the same, and the router picks at random.
+void check_prefill_with(const ConfigReader& r, const Experiment& x)
+{
+  if (x.serving.prefix_cache || !r.json().contains("scorers") || !r.json()["scorers"].is_object())
+    return;
+  for (const char* type : {"kv-cache-utilization-scorer", "prefix-cache-scorer"}) {
+    const Json& scorers = r.json()["scorers"];
+    if (scorers.contains(type) && !(scorers[type].contains("weight") && scorers[type]["weight"] == 0))
+      r.fail(std::string("scorers.") + type,
+             "scores every prefill worker the same without serving.prefix_cache (a prefill worker keeps no KV "
+             "between prompts), so prefill would be routed at random: set serving.prefix_cache true, or remove it");
+  }
+}
+
 }  // namespace
 
 const RouterSection kComposedSection = {"composed", kComposedKeys, check_composed_section};
-const RouterSection kPrefillSection  = {"prefill_router", prefill_keys(), check_prefill_section, true};
+const RouterSection kPrefillSection  = {"prefill_router",  prefill_keys(), check_prefill_section, true, false,
+                                        check_prefill_with};
 
 bool Composition::uses_expert_locality() const
 {

@@ -37,16 +37,16 @@ const ConfigKey kEldrKeys[] = {
      .type = K::text,
      .def  = "\"\"",
      .help = "a fitted model from `eldrsim fit`; empty: fit on the workload's calibration split"},
-    {.path    = "eldr.variant",
-     .type    = K::choice,
-     .def     = "\"counts_idf\"",
-     .choices = kVariants,
-     .help    = "the prompt signature"},
-    {.path    = "eldr.kmeans",
-     .type    = K::choice,
-     .def     = "\"balanced\"",
-     .choices = kKmeans,
-     .help    = "the clustering of calibration prompts into one profile per decode worker"},
+    {.path         = "eldr.variant",
+     .type         = K::choice,
+     .default_note = "counts_idf; with model_file: the file's",
+     .choices      = kVariants,
+     .help         = "the prompt signature"},
+    {.path         = "eldr.kmeans",
+     .type         = K::choice,
+     .default_note = "balanced; with model_file: the file's",
+     .choices      = kKmeans,
+     .help         = "the clustering of calibration prompts into one profile per decode worker"},
     {.path = "eldr.tau",
      .type = K::number,
      .def  = "0.1",
@@ -133,16 +133,39 @@ const ConfigKey kEldrKeys[] = {
      .help = "per request, after its prefill batch: reading its experts, its signature and the decision"},
 };
 
-EldrSpec read_eldr_spec(ConfigReader& e, const std::string& root)
+// A fit setting that a model file fixes: absent, the file's value (recorded, so the run's config says
+// what ran); given, it must be the file's (the fit is not redone, so another value would not take effect).
+std::string fitted_choice(ConfigReader& e, const std::string& key, const std::string& own_default, const Json* model,
+                          const std::string& model_file)
+{
+  if (!model)
+    return e.choice(key, own_default);
+  JsonReader m(*model, model_file);
+  const std::string fitted = m.string(key, own_default);
+  const std::string given  = e.choice(key, fitted);
+  if (given != fitted)
+    e.fail(key, "'" + given + "' differs from the model file's '" + fitted + "' (" + model_file +
+                    "): the file's fit is used as it is; remove " + e.key_path(key) +
+                    " or fit again with it (eldrsim fit)");
+  return given;
+}
+
+// `check_model_file`: compare the fit settings with the model file's (when the config is read; the
+// resolved section read again later already holds the file's values).
+EldrSpec read_eldr_spec(ConfigReader& e, const std::string& root, bool check_model_file)
 {
   namespace fs = std::filesystem;
   EldrSpec spec;
+  Json model;
   if (std::string file = e.text("model_file"); !file.empty()) {
     spec.model_file = fs::path(file).is_absolute() || fs::exists(file) ? file : (fs::path(root) / file).string();
     require_file(spec.model_file, e, "model_file");
+    if (check_model_file)
+      model = load_json_file(spec.model_file);
   }
-  spec.variant            = e.choice("variant");
-  spec.kmeans             = e.choice("kmeans");
+  const Json* fitted      = model.is_object() ? &model : nullptr;
+  spec.variant            = fitted_choice(e, "variant", "counts_idf", fitted, spec.model_file);
+  spec.kmeans             = fitted_choice(e, "kmeans", "balanced", fitted, spec.model_file);
   spec.tau                = e.number("tau");
   spec.min_two            = e.boolean("min_two_candidates");
   spec.refit              = e.choice("refit");
@@ -162,19 +185,19 @@ EldrSpec read_eldr_spec(ConfigReader& e, const std::string& root)
 
 void check_eldr_section(ConfigReader& e, const std::string& root)
 {
-  read_eldr_spec(e, root);
+  read_eldr_spec(e, root, true);
 }
 
 // `section` (an object) outlives the call.
 EldrSpec spec_from(const Json& section, const std::string& file, const std::string& root)
 {
   ConfigReader r(section, file, kEldrKeys, nullptr, "eldr");
-  return read_eldr_spec(r, root);
+  return read_eldr_spec(r, root, false);
 }
 
 }  // namespace
 
-const RouterSection kEldrSection = {"eldr", kEldrKeys, check_eldr_section};
+const RouterSection kEldrSection = {"eldr", kEldrKeys, check_eldr_section, false, true};
 
 EldrSpec eldr_spec(const Experiment& x)
 {
