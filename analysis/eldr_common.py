@@ -4,6 +4,7 @@ Runs `eldrsim run` as separate processes (one SimGrid engine per process), a few
 reads the measured round-robin calibration curve. Standard library + numpy/pandas only.
 """
 import argparse
+import atexit
 import csv
 import errno
 import hashlib
@@ -450,6 +451,43 @@ def _on_signal(signum, frame):
         pass
     os.write(2, (error_line(f"interrupted by {signal.Signals(signum).name}: {_STATE['kept']}") + "\n").encode())
     os._exit(128 + signum)
+
+
+def count(n, noun, plural=None):
+    """'1 run', '2 runs': a count with its noun agreeing."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def ignore_signals():
+    """For the last lines of a command whose work is done and whose outputs are in place: a signal then would
+    only turn a success into a failure (or, during the interpreter's exit, end it with no line)."""
+    if threading.current_thread() is threading.main_thread():
+        for s in _SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+
+
+def current_umask():
+    mask = os.umask(0o22)
+    os.umask(mask)
+    return mask
+
+
+def quiet_matplotlib_cache():
+    """Before matplotlib is imported: where its config directory is not writable (HOME read-only, say), a
+    temporary one removed at exit, as matplotlib would make, but without its multi-line warning."""
+    if os.environ.get("MPLCONFIGDIR"):
+        return
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    wanted = os.path.join(config, "matplotlib")
+    try:
+        os.makedirs(wanted, exist_ok=True)
+        if os.access(wanted, os.W_OK | os.X_OK):
+            return
+    except OSError:
+        pass
+    tmp = tempfile.mkdtemp(prefix="eldr-matplotlib-")
+    atexit.register(shutil.rmtree, tmp, True)
+    os.environ["MPLCONFIGDIR"] = tmp
 
 
 def install_signal_handlers():

@@ -35,6 +35,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import eldr_common as ec  # noqa: E402
 
+ec.quiet_matplotlib_cache()
 import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
@@ -129,7 +130,7 @@ def check_points(results, df, path):
             if done and (sweep, point) not in have:
                 lost.append(f"{sweep}/{point}")
     if lost:
-        raise InputProblem(f"{path}: rows: {len(lost)} points with results are missing from it (first: {lost[0]}): "
+        raise InputProblem(f"{path}: rows: {ec.count(len(lost), 'point')} with results missing from it (first: {lost[0]}): "
                            f"the file is cut or stale; rerun `eldrsim sweep` with the same --out to merge it again")
 
 
@@ -525,13 +526,19 @@ def main(argv=None):
     # Written into a temporary sibling and renamed into place: the report directory is the old one or the
     # new one, whole; a failure or a signal leaves no temporary behind.
     out = ec.register_temp(tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(final)}.tmp-"))
+    os.chmod(out, 0o777 & ~ec.current_umask())  # mkdtemp's 0700 would outlive the rename: the umask, as every output
     try:
         build(args, df, seeds, out)
-    except (ec.Fatal, OSError):
+    except ec.Fatal:
         raise
+    except OSError as e:  # named by the report's own path: not the temporary one, nor none (a full disk)
+        where = str(e.filename).replace(out, final, 1) if e.filename else final
+        raise InputProblem(f"{where}: cannot write the report: {e.strerror or e} (the old report, if any, is left "
+                           f"as it was)") from None
     except Exception as e:  # noqa: BLE001 (whatever pandas or matplotlib raise: one line, exit 2)
         raise InputProblem(f"{args.results}: {describe(e)}") from None
     ec.publish_dir(out, final, ec.REPORT_MARKER, "a report")
+    ec.ignore_signals()  # the report is whole: an interrupt now has nothing left to stop
     print(f"report: {os.path.join(final, 'report.md')} and report.html")
     return 0
 
@@ -546,12 +553,12 @@ def describe(e):
 def build(args, df, seeds, out):
     rep = Report(f"eldr-sim sweep report: {os.path.basename(os.path.normpath(args.results))}")
     nseeds = df["seed"].nunique()
-    rep.text(f"{len(df)} runs in {df['sweep'].nunique()} sweeps ({', '.join(dict.fromkeys(df['sweep']))})"
+    rep.text(f"{ec.count(len(df), 'run')} in {ec.count(df['sweep'].nunique(), 'sweep')} ({', '.join(dict.fromkeys(df['sweep']))})"
              + (f", {nseeds} seeds per point: tables give the mean and its 95% interval [lo, hi]" if nseeds > 1 else "")
              + ". TPOT is per measured request; P50/P99 as in summary.json.")
     unfinished = df[df.get("unfinished", 0) > 0] if "unfinished" in df else df.iloc[0:0]
     if len(unfinished):
-        rep.text(f"Warning: {len(unfinished)} runs left measured requests unfinished: "
+        rep.text(f"Warning: {ec.count(len(unfinished), 'run')} left measured requests unfinished: "
                  + ", ".join(unfinished["sweep"] + "/" + unfinished["point"]))
     done = set()
     stems = {"tpot_vs_rate"}  # the figures' names so far: each numeric key's figure gets one of its own

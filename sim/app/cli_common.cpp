@@ -241,6 +241,20 @@ std::string run_router_label(const Json& summary)
   return "composed:" + hash;
 }
 
+void write_staged(const std::string& staging, const std::string& final, const std::function<void()>& write)
+{
+  try {
+    write();
+  } catch (const InputError& e) {
+    auto shown = [&](std::string text) {
+      for (size_t at = text.find(staging); at != std::string::npos; at = text.find(staging, at + final.size()))
+        text.replace(at, staging.size(), final);
+      return text;
+    };
+    throw InputError(shown(e.file()), e.field(), shown(e.problem()) + " (" + final + " left as it was)");
+  }
+}
+
 std::string this_binary()
 {
   std::error_code ec;

@@ -50,6 +50,9 @@ std::string run_router_label(const Json& summary);
 // A short hash of a composed run's resolved composition (its plugins, parameters and name; the scheduler
 // file's path left out, it differs between machines); empty for other runs and summaries without it.
 std::string composition_hash(const Json& summary);
+// Runs `write` (which writes into the staging directory `staging` of output `final`); an InputError it
+// throws names `final` in place of the staging directory, which the user never sees.
+void write_staged(const std::string& staging, const std::string& final, const std::function<void()>& write);
 // This binary's own path (/proc/self/exe), for scripts that run it.
 std::string this_binary();
 

@@ -18,6 +18,7 @@ struct FitOptions {
   std::string out;
   std::vector<std::string> sets;
   std::string routing_cache;
+  bool quiet = false;
 };
 
 int fit(const FitOptions& o)
@@ -36,11 +37,12 @@ int fit(const FitOptions& o)
   std::string mask;
   for (int l : m.mask)
     mask += (mask.empty() ? "" : " ") + std::to_string(l);
-  std::printf("fit: %s signatures of %d calibration requests, mask of %zu layers [%s] (Spearman %.3f), %d %s "
-              "centroids after %d K-means iterations -> %s\n",
-              std::string(to_string(m.variant)).c_str(), m.calibration_requests, m.mask.size(), mask.c_str(),
-              m.mask_spearman, m.centroids.rows, m.kmeans == KMeansVariant::balanced ? "balanced" : "vanilla",
-              m.kmeans_iterations, o.out.c_str());
+  if (!o.quiet)
+    std::printf("fit: %s signatures of %d calibration requests, mask of %zu layers [%s] (Spearman %.3f), %d %s "
+                "centroids after %d K-means iterations -> %s\n",
+                std::string(to_string(m.variant)).c_str(), m.calibration_requests, m.mask.size(), mask.c_str(),
+                m.mask_spearman, m.centroids.rows, m.kmeans == KMeansVariant::balanced ? "balanced" : "vanilla",
+                m.kmeans_iterations, o.out.c_str());
   return 0;
 }
 
@@ -58,6 +60,7 @@ Command add_fit_command(CLI::App& app)
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (as `run`)");
+  sub->add_flag("--quiet,-q", o->quiet, "No summary line");
   return {sub, [o] { return fit(*o); }};
 }
 

@@ -3,11 +3,33 @@
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/config/config_key.hpp"
 
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <vector>
+
+// The command word at argv[i] of `app` (and, for a command with its own commands, the next one): an
+// unknown one is named, with the closest, instead of CLI11's "A subcommand is required".
+static std::string unknown_command(CLI::App& app, int argc, char** argv, int i, const std::string& before)
+{
+  if (i >= argc || argv[i][0] == '-' || app.get_subcommands({}).empty())
+    return "";
+  std::vector<std::string> names;
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == argv[i])
+      return unknown_command(*sub, argc, argv, i + 1, before + argv[i] + " ");
+    names.push_back(sub->get_name());
+  }
+  std::string line = "unknown command '" + before + argv[i] + "'";
+  if (const std::string near = eldr::closest_name(argv[i], names); !near.empty())
+    line += " (did you mean '" + before + near + "'?)";
+  std::string list;
+  for (const std::string& n : names)
+    list += (list.empty() ? "" : ", ") + n;
+  return line + "; commands: " + list + " (see --help)";
+}
 
 int main(int argc, char** argv)
 {
@@ -34,6 +56,10 @@ int main(int argc, char** argv)
     if (c.sub->get_footer().empty())
       c.sub->footer(eldr::kExitCodesHelp);
   eldr::app::add_input_checks(app);
+  if (const std::string unknown = unknown_command(app, argc, argv, 1, ""); !unknown.empty()) {
+    std::fprintf(stderr, "eldrsim: error: %s\n", eldr::printable_line(unknown).c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -99,7 +99,7 @@ int run(const RunOptions& o)
     std::fprintf(stderr, "eldrsim: internal error: invariant violated: %s (no results written)\n", broken->c_str());
     return 1;
   }
-  write_results(staged.staging(), x, w, rec);
+  write_staged(staged.staging(), out, [&] { write_results(staged.staging(), x, w, rec); });
   staged.commit();
   RunSummary s = summarize_run(x, w, rec);
   if (!o.quiet && s.tpot_ms.count == 0)

@@ -31,11 +31,40 @@ std::string field(const Json& j, const std::string& file, const char* fmt, const
   return buf;
 }
 
+// A directory of runs (a sweep's OUT) is not one run: the runs in it, and the command for all of them.
+void refuse_directory_of_runs(const std::string& dir)
+{
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || fs::exists(fs::path(dir) / "summary.json", ec))
+    return;
+  std::string first;
+  long runs = 0;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it.depth() > 3 || it->path().filename().string().starts_with(".")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (it->path().filename() == "summary.json") {
+      if (first.empty() || it->path().parent_path().string() < first)
+        first = it->path().parent_path().string();
+      ++runs;
+    }
+  }
+  if (runs > 0)
+    throw InputError(dir, "",
+                     "a directory of " + std::to_string(runs) + (runs == 1 ? " run" : " runs") +
+                         " (a sweep's results?), not one run: give the runs' directories (e.g. " + first +
+                         "), or see them all with `eldrsim report " + dir + "`");
+}
+
 int table(const std::vector<std::string>& dirs)
 {
   // Everything is read and checked before the first line is printed.
   std::vector<std::string> rows;
   for (const auto& d : dirs) {
+    refuse_directory_of_runs(d);
     std::string file   = (std::filesystem::path(d) / "summary.json").string();
     Json j             = read_verified_summary(d);
     std::string router = j.contains("router") && j["router"].is_string() ? run_router_label(j) : d;

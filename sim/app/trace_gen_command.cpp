@@ -25,6 +25,7 @@ struct GenOptions {
   std::vector<std::string> sets;
   bool routing          = false;
   double max_routing_mb = 512;
+  bool quiet            = false;
 };
 
 // The ids a token picked per layer (ascending) and, with a gate source, their gate probabilities
@@ -120,10 +121,11 @@ int gen(const GenOptions& o)
   }
   if (writer)
     writer->close();
-  write_trace(stage.dir(), m, out, o.out);
+  write_staged(stage.dir(), o.out, [&] { write_trace(stage.dir(), m, out, o.out); });
   stage.commit();
-  std::printf("trace gen: %zu requests (%zu calibration) -> %s%s\n", out.size(), calibration, o.out.c_str(),
-              writer ? (", routing " + std::to_string(long(mb)) + " MB").c_str() : "");
+  if (!o.quiet)
+    std::printf("trace gen: %zu requests (%zu calibration) -> %s%s\n", out.size(), calibration, o.out.c_str(),
+                writer ? (", routing " + std::to_string(long(mb)) + " MB").c_str() : "");
   return 0;
 }
 
@@ -142,6 +144,7 @@ Command add_trace_gen_command(CLI::App& trace)
                 "the trace replays the exact routing");
   sub->add_option("--max-routing-mb", o->max_routing_mb, "Refuse a larger routing file (default 512)")
       ->check(CLI::PositiveNumber);
+  sub->add_flag("--quiet,-q", o->quiet, "No summary line");
   return {sub, [o] { return gen(*o); }};
 }
 

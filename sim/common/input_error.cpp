@@ -32,19 +32,36 @@ std::string printable_line(const std::string& text)
   return out;
 }
 
+// A cut of `text` at byte `at` or before, not inside a UTF-8 sequence.
+static size_t char_boundary(const std::string& text, size_t at)
+{
+  while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80)
+    --at;
+  return at;
+}
+
+// `text` (a path, a key) kept to about `max` bytes by dropping its middle: both ends say which it is.
+static std::string shorten_middle(const std::string& text, size_t max)
+{
+  if (text.size() <= max)
+    return text;
+  const size_t head = char_boundary(text, max / 2 - 2);
+  const size_t tail = char_boundary(text, text.size() - (max - max / 2 - 1));
+  return text.substr(0, head) + "..." + text.substr(tail);
+}
+
 static std::string compose(const std::string& file, const std::string& field, const std::string& problem)
 {
-  std::string msg = file.empty() ? std::string("<input>") : file;
+  // The line stays readable whatever the input: a long path or key is shortened in its middle, so the
+  // problem after it still shows; a problem quoting a hostile value (a 1 MB string) is cut at its end.
+  constexpr size_t kMaxName = 240, kMax = 1000;
+  std::string msg = file.empty() ? std::string("<input>") : shorten_middle(printable_line(file), kMaxName);
   if (!field.empty())
-    msg += ": " + field;
-  msg = printable_line(msg + ": " + problem);
-  // A value quoted from a hostile input (a 1 MB string, say) is cut, so the line stays readable.
-  constexpr size_t kMax = 1000;
+    msg += ": " + shorten_middle(printable_line(field), kMaxName);
+  msg += ": " + printable_line(problem);
   if (msg.size() > kMax) {
-    size_t cut = kMax;
-    while (cut > 0 && (static_cast<unsigned char>(msg[cut]) & 0xC0) == 0x80)  // not inside a UTF-8 sequence
-      --cut;
-    msg = msg.substr(0, cut) + "... (" + std::to_string(msg.size() - cut) + " more characters)";
+    const size_t cut = char_boundary(msg, kMax);
+    msg              = msg.substr(0, cut) + "... (" + std::to_string(msg.size() - cut) + " more characters)";
   }
   return msg;
 }

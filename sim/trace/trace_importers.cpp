@@ -82,6 +82,7 @@ long parse_long(const std::string& text, const std::string& file, const std::str
 // Prompt length rules shared by the request-trace importers. Returns false when the row is dropped.
 bool apply_limits(const RequestTraceImportOptions& o, TraceRequest& q, int block_tokens, ImportReport& rep)
 {
+  rep.takes_max_prompt = true;
   if (q.prompt_tokens < 1) {
     q.prompt_tokens = 1;
     ++rep.clamped_prompts;
@@ -186,6 +187,11 @@ template <class Time> class RequestRows {
       return;
     q.id        = uint32_t(reqs_.size());
     q.arrival_s = double(last_ - t0_) * unit_s_ * o_.time_scale;
+    if (!std::isfinite(q.arrival_s))  // blamed on the input line, not on the trace being written
+      throw InputError(o_.input, "line " + std::to_string(lineno_),
+                       "its arrival, x --time-scale " + fmt("%g", o_.time_scale) +
+                           ", is too far from the first "
+                           "row's for a time in seconds");
     reqs_.push_back(std::move(q));
   }
 
@@ -236,8 +242,8 @@ std::vector<std::string> ImportReport::summary() const
                 " MB");
   v.push_back("longest prompt " + std::to_string(max_prompt_written) + " tokens" +
               (prompts_over_8192 ? "; " + std::to_string(prompts_over_8192) +
-                                       " prompts exceed the default serving.prefill_token_budget of 8192: raise it or "
-                                       "re-import with --max-prompt"
+                                       " prompts exceed the default serving.prefill_token_budget of 8192: raise it" +
+                                       (takes_max_prompt ? " or re-import with --max-prompt" : "")
                                  : std::string()));
   return v;
 }
@@ -555,6 +561,7 @@ std::map<std::string, double> read_arrivals_csv(const std::string& path)
 // One response's routing, checked against the model: ids of its prompt tokens then its generated ones.
 struct VllmRequest {
   double arrival = 0;
+  std::string where;  // its input line, for an arrival the trace cannot hold
   std::string label;
   int prompt = 0, output = 0;
   uint32_t routed_output = 0;  // generated tokens with routing (output or output - 1)
@@ -659,6 +666,7 @@ ImportReport import_vllm(const VllmImportOptions& o)
       throw InputError(o.input, where, "expected a JSON object (one completion response)");
     ++rep.rows;
     VllmRequest q;
+    q.where = where;
 
     // Each array is in the response itself or in its single choice; in both, it must be the same.
     const Json* choice = nullptr;
@@ -825,8 +833,12 @@ ImportReport import_vllm(const VllmImportOptions& o)
     if (lab == m.labels.end())
       lab = m.labels.insert(m.labels.end(), r.label);
     TraceRequest q;
-    q.id             = uint32_t(out.size());
-    q.arrival_s      = r.arrival - t0;
+    q.id        = uint32_t(out.size());
+    q.arrival_s = r.arrival - t0;
+    if (!std::isfinite(q.arrival_s))  // blamed on the input line, not on the trace being written
+      throw InputError(o.input, r.where + ": " + (o.arrivals_csv.empty() ? o.arrival_field : o.id_field),
+                       "its arrival is too far from the first one's (" + fmt("%g", r.arrival) + " s after " +
+                           fmt("%g", t0) + " s) for a time in seconds");
     q.prompt_tokens  = r.prompt;
     q.output_tokens  = r.output;
     q.label          = uint16_t(lab - m.labels.begin());

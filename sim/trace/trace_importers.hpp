@@ -27,8 +27,9 @@ struct ImportReport {
   int max_prompt_written  = 0;
   uint64_t routing_tokens = 0;
   uint64_t routing_bytes  = 0;
-  double duration_s       = 0;  // last arrival
-  std::string model;            // whose expert ids the routing holds, and what they were checked against
+  double duration_s       = 0;    // last arrival
+  std::string model;              // whose expert ids the routing holds, and what they were checked against
+  bool takes_max_prompt = false;  // the importer has --max-prompt (the summary's advice names it only then)
   // One line per fact, for the command's output.
   std::vector<std::string> summary() const;
 };

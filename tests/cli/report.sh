@@ -27,6 +27,18 @@ echo '{ "include": ["main.json", "tau.json", "scaling.json"] }' >"$TMP/all.json"
 rc=$?
 check "report exits 0" '[ $rc = 0 ] && grep -q "report.md and report.html" "$TMP/report.out"'
 check "report.md and report.html written" '[ -s "$TMP/r/report/report.md" ] && [ -s "$TMP/r/report/report.html" ]'
+check "the report directory follows the umask like every output (not mkdtemp's 0700)" \
+  '[ "$(stat -c %a "$TMP/r/report")" = "$(printf "%o" $((0777 & ~0$(umask))))" ]'
+: >"$TMP/home-is-a-file"  # no directory can be made under it, whoever runs the test
+HOME="$TMP/home-is-a-file" XDG_CONFIG_HOME= MPLCONFIGDIR= "$ELDRSIM" report "$TMP/r" --out "$TMP/r-rohome" >"$TMP/rohome.out" 2>&1
+rc=$?
+check "with HOME unwritable: no matplotlib cache warning, the report written" \
+  '[ $rc = 0 ] && ! grep -qi "matplotlib" "$TMP/rohome.out" && [ -s "$TMP/r-rohome/report.md" ]'
+(trap '' XFSZ; ulimit -f 8; exec "$ELDRSIM" report "$TMP/r" --out "$TMP/r-full") >/dev/null 2>"$TMP/full.err"
+rc=$?
+check "a report that cannot be written (a file-size limit, as a full disk) names the report, in one line" \
+  '[ $rc = 2 ] && [ "$(wc -l <"$TMP/full.err")" = 1 ] &&
+   grep -q "^eldrsim: error: $TMP/r-full: cannot write the report: File too large" "$TMP/full.err" && [ ! -e "$TMP/r-full" ]'
 check "figures: CDF, TPOT against rate, tau, scaling (PNG and SVG)" 'for f in tpot_cdf_60 tpot_vs_rate tau scaling; do [ -s "$TMP/r/report/$f.png" ] && [ -s "$TMP/r/report/$f.svg" ] || exit 1; done'
 check "every image the report names exists" 'for f in $(grep -o "([a-z_0-9]*\.png)" "$TMP/r/report/report.md" | tr -d "()"); do [ -f "$TMP/r/report/$f" ] || exit 1; done'
 check "main-study table: routers as columns" 'grep -q "^| model | workload | rate_rps | round_robin | eldr |$" "$TMP/r/report/report.md"'
@@ -36,6 +48,8 @@ check "html has the tables and images" '[ $(grep -o "<table>" "$TMP/r/report/rep
 "$ELDRSIM" report "$TMP/s" --out "$TMP/s-report" >/dev/null 2>&1
 rc=$?
 check "with seeds: mean and 95% interval in the tables" '[ $rc = 0 ] && grep -q "| [0-9.]* \[[0-9.]*, [0-9.]*\] |" "$TMP/s-report/report.md"'
+check "the report counts its sweeps in agreement (1 sweep)" \
+  'grep -q "in 1 sweep (main)" "$TMP/s-report/report.md"'
 
 mkdir -p "$TMP/empty"
 "$ELDRSIM" report "$TMP/empty" >/dev/null 2>"$TMP/err"
@@ -60,7 +74,7 @@ check "combined.csv cut in its last number: exit 2, one line" '[ $rc = 2 ] && [ 
 head -n -1 "$TMP/r/combined.csv" >"$TMP/cut/combined.csv"
 "$ELDRSIM" report "$TMP/cut" >/dev/null 2>"$TMP/err"
 rc=$?
-check "combined.csv without its last row: the point directories tell, exit 2" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "1 points with results are missing from it" "$TMP/err"'
+check "combined.csv without its last row: the point directories tell, exit 2" '[ $rc = 2 ] && [ $(wc -l <"$TMP/err") = 1 ] && grep -q "1 point with results missing from it" "$TMP/err"'
 sed '2s/,[0-9.e+-]*,\([0-9.e+-]*\)$/,fast,\1/' "$TMP/r/combined.csv" >"$TMP/cut/combined.csv"
 "$ELDRSIM" report "$TMP/cut" >/dev/null 2>"$TMP/err"
 rc=$?

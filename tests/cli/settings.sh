@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every setting takes effect or is an error, numbers mean what they say:
+# Every setting takes effect or is an error, numbers mean what they say, messages name what to fix:
 #  - eldr.variant/kmeans against the model file's (recorded when absent, refused when they differ);
 #  - --router, --scheduler and --set of the same key with different values; a router's section under
 #    another router; prefill scorers that are constant without prefix caching, a prefill section naming
@@ -8,6 +8,8 @@
 #  - a routing cache that cannot be written is a note, and the run goes on.
 #  - numbers, in options and --set values, are decimal as JSON writes them, with one range message;
 #    calibrate checks its settings and measured rows before simulating;
+#  - messages name the option at fault, keep the problem when a path is long, suggest a command for
+#    an unknown one, point from a directory of runs to its runs, and blame arrivals on the input line.
 # Usage: settings.sh PATH/TO/eldrsim   (run from the project root)
 set -u
 ELDRSIM=${1:?usage: settings.sh PATH/TO/eldrsim}
@@ -172,5 +174,83 @@ w.writerows(rows)
 PYEOF
 expect_error "calibrate: a row whose TPOT P99 is below its P50" "swapped.csv: line 3" "is below tpot_p" \
   -- calibrate "$TMP/swapped.csv" --model qwen3-30b-a3b --out "$TMP/cal.json"
+
+# --- 5. Messages name what the user gave and can fix.
+expect_error "--router blamed, not the config" "--router: unknown value" -- run "$DEFAULT" "${SMALL[@]}" \
+  --router nosuch --out "$OUT"
+expect_error "--scheduler blamed" "--scheduler: file not found" -- run "$DEFAULT" "${SMALL[@]}" \
+  --scheduler "$TMP/none.yaml" --out "$OUT"
+expect_error "--set blamed, with its key" "--set: workload.rate_rps: must be" -- run "$DEFAULT" "${SMALL[@]}" \
+  --set workload.rate_rps=-1 --out "$OUT"
+check "  ... not the config file" '! grep -q "default.json" "$TMP/stderr"'
+expect_error "fit: --set blamed" "--set: eldr.tau" -- fit "$DEFAULT" --set eldr.tau=9 --out "$TMP/m.json"
+long="$TMP"
+for i in 1 2 3 4 5 6; do long="$long/$(printf 'd%.0s' $(seq 200))"; done
+mkdir -p "$long" && $PY -c 'import json,sys; d=json.load(open(sys.argv[1])); d["workload"]["rate_rsp"]=5; json.dump(d, open(sys.argv[2], "w"))' \
+  "$DEFAULT" "$long/bad.json"
+expect_error "a long path is shortened in its middle: the problem still shows" "bad.json: workload.rate_rsp: unknown key" \
+  "did you mean 'rate_rps'" -- run "$long/bad.json" "${SMALL[@]}" --out "$OUT"
+check "  ... and the line stays short" '[ "$(wc -c <"$TMP/stderr")" -lt 1100 ]'
+expect_error "an unknown command suggests the closest" "unknown command 'runn'" "did you mean 'run'?" -- runn "$DEFAULT"
+expect_error "an unknown nested command" "unknown command 'trace gn'" "did you mean 'trace gen'?" -- trace gn "$DEFAULT"
+"$ELDRSIM" trace gen "$DEFAULT" --set workload.measured_requests=20 --set workload.warmup_requests=0 \
+  --set workload.calibration_requests=0 --out "$TMP/trace" -q >"$TMP/gen.out" 2>&1
+check "trace gen -q: quiet" '[ $? = 0 ] && [ ! -s "$TMP/gen.out" ] && [ -f "$TMP/trace/trace.json" ]'
+"$ELDRSIM" fit "$DEFAULT" "${FIT[@]}" --out "$TMP/quiet-model.json" -q >"$TMP/fit.out" 2>&1
+check "fit -q: quiet" '[ ! -s "$TMP/fit.out" ] && [ -s "$TMP/quiet-model.json" ]'
+mkdir -p "$TMP/sweepout/main"
+cp -r "$TMP/cmpA/run" "$TMP/sweepout/main/a" && cp -r "$TMP/cmpB/run" "$TMP/sweepout/main/b"
+expect_error "table on a directory of runs points to them and to report" "a directory of 2 runs" \
+  "$TMP/sweepout/main/a" "eldrsim report $TMP/sweepout" -- table "$TMP/sweepout"
+
+# A write that fails (here: past a file-size limit, as on a full disk) names the output, not its staging place.
+(trap '' XFSZ; ulimit -f 40; exec "$ELDRSIM" run "$DEFAULT" --requests 400 --set workload.warmup_requests=0 -q \
+  --out "$TMP/toolarge") >/dev/null 2>"$TMP/toolarge.err"
+rc=$?
+check "run: a failed write names the output file, not the staging directory" \
+  '[ $rc = 2 ] && grep -q "^eldrsim: error: $TMP/toolarge/requests.csv: write failed: File too large ($TMP/toolarge left as it was)$" \
+     "$TMP/toolarge.err" && [ ! -e "$TMP/toolarge" ]'
+(trap '' XFSZ; ulimit -f 40; exec "$ELDRSIM" trace gen "$DEFAULT" --set workload.measured_requests=2000 \
+  --set workload.warmup_requests=0 --out "$TMP/toolarge-trace" -q) >/dev/null 2>"$TMP/toolarge-trace.err"
+check "trace gen: the same" 'grep -q "^eldrsim: error: $TMP/toolarge-trace/requests.jsonl: write failed" "$TMP/toolarge-trace.err" &&
+   ! grep -q "tmp@" "$TMP/toolarge-trace.err"'
+
+# trace import vllm's advice for long prompts names only what it takes (it has no --max-prompt).
+$PY - tests/data/vllm/responses_npy.jsonl "$TMP/long.jsonl" <<'PYEOF'
+import base64, io, json, sys
+import numpy as np
+row = json.loads(open(sys.argv[1]).readline())
+f = io.BytesIO()
+np.lib.format.write_array(f, np.tile(np.arange(6, dtype=np.int16), (8200, 26, 1)))
+row["prompt_routed_experts"] = base64.b64encode(f.getvalue()).decode()
+row["usage"]["prompt_tokens"] = 8200
+row["arrival_s"] = 0.5
+open(sys.argv[2], "w").write(json.dumps(row) + "\n")
+PYEOF
+"$ELDRSIM" trace import vllm "$TMP/long.jsonl" --model deepseek-v2-lite --out "$TMP/long-trace" >"$TMP/long.out" 2>&1
+check "vllm: a prompt over the default budget: the advice leaves out --max-prompt" \
+  'grep -q "prompts exceed the default serving.prefill_token_budget of 8192: raise it" "$TMP/long.out" &&
+   ! grep -q -- "--max-prompt" "$TMP/long.out"'
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,9000,10\n2023-11-16 18:17:04.0319600,300,8\n' \
+  >"$TMP/azure-long.csv"
+"$ELDRSIM" trace import azure "$TMP/azure-long.csv" --out "$TMP/azure-long" >"$TMP/azure-long.out" 2>&1
+check "azure, which takes --max-prompt, still advises it" \
+  'grep -q "exceed the default serving.prefill_token_budget of 8192: raise it or re-import with --max-prompt" \
+     "$TMP/azure-long.out"'
+
+# Arrivals a trace cannot hold are blamed on the input line, not on the trace being written.
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.9799600,4808,10\n2024-11-16 18:17:04.0319600,3180,8\n' \
+  >"$TMP/azure.csv"
+expect_error "azure: arrivals scaled past any time" "azure.csv: line 3" "too far from the first" "--time-scale" \
+  -- trace import azure "$TMP/azure.csv" --time-scale 1e308 --out "$TMP/azure-trace"
+$PY - tests/data/vllm/responses_lists.jsonl "$TMP/far.jsonl" <<'PYEOF'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [json.loads(l) for l in lines]
+rows[0]["arrival_s"], rows[1]["arrival_s"] = 1.7e308, -1.7e308
+open(sys.argv[2], "w").write("".join(json.dumps(r) + "\n" for r in rows))
+PYEOF
+expect_error "vllm: arrivals too far apart" "far.jsonl: line 1: arrival_s" "too far from the first" \
+  -- trace import vllm "$TMP/far.jsonl" --model deepseek-v2-lite --out "$TMP/far-trace"
 
 finish

@@ -137,8 +137,8 @@ expect_error "a failing import over an existing trace" "bad.jsonl: line 5: arriv
   trace import vllm "$TMP/bad.jsonl" --model deepseek-v2-lite --out "$TMP/keep"
 check "the failed import left the old trace as it was" 'diff -r "$TMP/before" "$TMP/keep" >/dev/null'
 check "and no staging directory" '[ -z "$(ls -A "$TMP" | grep -F .eldr-trace-tmp)" ]'
-# A failure after routing.bin is written (arrival times whose difference overflows to infinity):
-# the new routing.bin must not land beside the old requests.jsonl.
+# A failure while routing.bin is being written (arrival times whose difference overflows to infinity,
+# blamed on the input line): the new routing.bin must not land beside the old requests.jsonl.
 $PY - $FIX/responses_lists.jsonl "$TMP/late.jsonl" <<'PYEOF'
 import json, sys
 lines = open(sys.argv[1]).read().splitlines()
@@ -146,7 +146,7 @@ rs = [json.loads(l) for l in lines]
 rs[0]["arrival_s"], rs[1]["arrival_s"] = -1.7e308, 1.7e308
 open(sys.argv[2], "w").write("\n".join(json.dumps(r) for r in rs) + "\n")
 PYEOF
-expect_error "an import failing after its routing file is written" "keep/requests.jsonl: line 6: arrival_s" -- \
+expect_error "an import failing while its routing file is written" "late.jsonl: line 2: arrival_s" "too far" -- \
   trace import vllm "$TMP/late.jsonl" --model deepseek-v2-lite --out "$TMP/keep"
 check "the old trace is still whole (its own routing.bin)" 'diff -r "$TMP/before" "$TMP/keep" >/dev/null'
 if "$ELDRSIM" run configs/esft.json "${RUN_TRACE[@]}" --set workload.trace="$TMP/keep" --out "$TMP/run-keep" &&
