@@ -272,4 +272,9 @@ std::vector<CommandInput> experiment_inputs(const Experiment& x)
   return in;
 }
 
+std::string count_of(size_t n, const char* noun)
+{
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 }  // namespace eldr::app

@@ -56,6 +56,9 @@ void write_staged(const std::string& staging, const std::string& final, const st
 // This binary's own path (/proc/self/exe), for scripts that run it.
 std::string this_binary();
 
+// "1 point", "3 points": a count with its noun in agreement (regular plurals only).
+std::string count_of(size_t n, const char* noun);
+
 Command add_run_command(CLI::App& app);
 Command add_table_command(CLI::App& app);
 Command add_routers_command(CLI::App& app);

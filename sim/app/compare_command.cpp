@@ -272,7 +272,7 @@ int compare(const CompareOptions& o)
   for (const auto& k : only_cur)
     std::printf("%s: only in the current results\n", k.c_str());
   if (o.require_all && !only_base.empty()) {
-    std::printf("FAIL: %zu baseline runs missing from the current results\n", only_base.size());
+    std::printf("FAIL: %s missing from the current results\n", count_of(only_base.size(), "baseline run").c_str());
     return 1;
   }
   std::printf(

@@ -402,8 +402,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
            }});
     }
     if (!quiet)
-      std::fprintf(stderr, "sweep: fitting ELDR %zu time%s for %zu points\n", fits.size(), fits.size() > 1 ? "s" : "",
-                   todo.size());
+      std::fprintf(stderr, "sweep: fitting ELDR %s for %s\n", count_of(fits.size(), "time").c_str(),
+                   count_of(todo.size(), "point").c_str());
     if (int sig = run_tasks(std::move(tasks), jobs))
       throw Interrupted{sig};
   }
@@ -475,8 +475,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     throw Interrupted{sig};
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (!quiet && ran > 0)
-    std::fprintf(stderr, "sweep: ran %zu points in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n", ran,
-                 wall, cpu_total, cpu_total / double(ran), jobs);
+    std::fprintf(stderr, "sweep: ran %s in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n",
+                 count_of(ran, "point").c_str(), wall, cpu_total, cpu_total / double(ran), jobs);
   return failures;
 }
 
@@ -690,9 +690,11 @@ size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
     write_file_atomically((fs::path(out) / "combined_seeds.csv").string(), s);
   }
   if (!quiet)
-    std::fprintf(stderr, "sweep: %zu points -> %s%s%s\n", plan.points.size() - missing,
-                 (fs::path(out) / "combined.csv").c_str(), plan.seeds > 1 ? " and combined_seeds.csv" : "",
-                 missing ? (" (" + std::to_string(missing) + " points have no results yet)").c_str() : "");
+    std::fprintf(
+        stderr, "sweep: %s -> %s%s%s\n", count_of(plan.points.size() - missing, "point").c_str(),
+        (fs::path(out) / "combined.csv").c_str(), plan.seeds > 1 ? " and combined_seeds.csv" : "",
+        missing ? (" (" + count_of(missing, "point") + (missing == 1 ? " has" : " have") + " no results yet)").c_str()
+                : "");
   return missing;
 }
 
@@ -778,8 +780,8 @@ int sweep(const SweepCli& o)
     SweepOptions quick     = so;
     quick.validate_points  = false;
     const SweepPlan sketch = load_sweep(o.file, quick);
-    std::fprintf(stderr, "sweep: %s: %zu points -> %s; checking their configs\n", o.file.c_str(), sketch.points.size(),
-                 (o.emit_slurm.empty() ? out : o.emit_slurm).c_str());
+    std::fprintf(stderr, "sweep: %s: %s -> %s; checking their configs\n", o.file.c_str(),
+                 count_of(sketch.points.size(), "point").c_str(), (o.emit_slurm.empty() ? out : o.emit_slurm).c_str());
   }
   SweepPlan plan = load_sweep(o.file, so);
   if (o.list) {
@@ -840,7 +842,10 @@ int sweep(const SweepCli& o)
     return failures == 0 ? 0 : 1;
   size_t missing = merge(plan, out, o.quiet);
   if (failures > 0)  // even when quiet: errors never are
-    std::fprintf(stderr, "sweep: %zu points failed (logs: <point>.failed.log beside their directories)\n", failures);
+    std::fprintf(stderr, "sweep: %s failed (logs: <point>.failed.log beside their directories)%s\n",
+                 count_of(failures, "point").c_str(),
+                 o.report ? "; no report written (fix them and rerun; `eldrsim report OUT` reports what finished)"
+                          : "");
   if (failures == 0 && missing == 0 && o.report) {
     lock.release();
     exec_analysis_script(project_root(out), "report.py", {out});  // its exit status is the command's

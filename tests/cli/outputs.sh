@@ -221,7 +221,7 @@ kill_child() {
 }
 printf '{"name": "oom", "base": "%s", "set": {"workload.warmup_requests": 0}, "grid": {"workload.measured_requests": [30, 200000]}}\n' \
   "$PWD/$DEFAULT" >"$TMP/oom.json"
-"$ELDRSIM" sweep "$TMP/oom.json" -q -j 2 --no-fit -o "$TMP/oom" >"$TMP/oom.out" 2>"$TMP/oom.err" &
+"$ELDRSIM" sweep "$TMP/oom.json" -q -j 2 --no-fit --report -o "$TMP/oom" >"$TMP/oom.out" 2>"$TMP/oom.err" &
 BG=$!
 kill_child "measured_requests=200000"
 wait $BG
@@ -231,7 +231,9 @@ LOG="$TMP/oom/oom/measured_requests=200000.failed.log"
 check "a point killed by SIGKILL: exit 1, printed even with -q" \
   '[ $rc = 1 ] && grep -q "measured_requests=200000 FAILED (killed by SIGKILL (signal 9): usually the kernel.s out-of-memory killer" "$TMP/oom.err"'
 check "... its failed.log says so" '[ -s "$LOG" ] && grep -q "killed by SIGKILL (signal 9)" "$LOG"'
-check "... the failure count is printed under -q too" 'grep -q "^sweep: 1 points failed" "$TMP/oom.err"'
+check "... the failure count is printed under -q too" 'grep -q "^sweep: 1 point failed" "$TMP/oom.err"'
+check "... and with --report, that no report was written (not silently skipped)" \
+  'grep -q "^sweep: 1 point failed .*; no report written" "$TMP/oom.err" && [ ! -e "$TMP/oom/report" ]'
 # ELDR's shared fit killed: the points name the fit's log, which exists, and their own failed.log.
 printf '{"name": "fk", "base": "%s", "set": {"workload.measured_requests": 30, "workload.warmup_requests": 0, "workload.calibration_requests": 20000, "eldr.mask_pairs": 200000}, "grid": {"router": ["eldr"], "seed": [1]}}\n' \
   "$PWD/$DEFAULT" >"$TMP/fk.json"
@@ -246,7 +248,7 @@ check "a killed ELDR fit: exit 1, the signal named, under -q" \
   '[ $rc = 1 ] && grep -q "ELDR fit failed (killed by SIGKILL (signal 9)" "$TMP/fk.err"'
 check "... the log it names exists and says so" '[ -n "$fitlog" ] && [ -f "$fitlog" ] && grep -q "killed by SIGKILL" "$fitlog"'
 check "... each point has the failed.log the last line points at" \
-  'grep -q "points failed (logs: <point>.failed.log" "$TMP/fk.err" && grep -q "its ELDR fit failed" "$TMP/fk/fk/router=eldr__seed=1.failed.log"'
+  'grep -q "1 point failed (logs: <point>.failed.log" "$TMP/fk.err" && grep -q "its ELDR fit failed" "$TMP/fk/fk/router=eldr__seed=1.failed.log"'
 
 # ---------------------------------------------------------------- 6. progress to a file or pipe: whole lines
 "$ELDRSIM" run "$DEFAULT" --requests 3000 --set workload.warmup_requests=0 --out "$TMP/prog" >/dev/null 2>"$TMP/prog.err"
