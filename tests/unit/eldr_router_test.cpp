@@ -3,8 +3,12 @@
 // refit policies (static never refits, periodic every interval, online = periodic, triggered on a shift).
 #include "sim/common/input_error.hpp"
 #include "sim/common/rng.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/gating/gating_source_factory.hpp"
+#include "sim/gating/prompt_profile.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
+#include "sim/routing/eldr/eldr_spec.hpp"
+#include "sim/routing/router_registry.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>
@@ -13,6 +17,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <vector>
 
 using namespace eldr;
@@ -359,4 +364,60 @@ TEST_CASE("refit policies: triggered refits after a shift, and not without one")
   CHECK(fires >= 1);
   CHECK(double(shifted.refit_times().size()) >= 5 * fires);
   CHECK(double(shifted.refit_times().size()) <= 6 * fires);
+}
+
+TEST_CASE("eldr: the eldr composition (band filter, queue scorer, lowest-index picker) decides as EldrRouter")
+{
+  // Runs use the composition; EldrRouter::choose (the band, then the least loaded, ties to the lowest
+  // index) is the other implementation of the same decision. One model fitted on generated routing,
+  // the composition reading it from its file, static (no refit), both fed the same prompt profiles and
+  // random loads: every decision must agree.
+  const std::vector<Override> small = {{"workload.measured_requests", "300"},
+                                       {"workload.warmup_requests", "0"},
+                                       {"workload.calibration_requests", "300"},
+                                       {"eldr.mask_pairs", "3000"},
+                                       {"eldr.refit", "static"}};
+  const Experiment base             = load_experiment("configs/default.json", small);
+  const Workload w                  = make_workload(base);
+  auto routing                      = make_gating_source(base, w);
+  const EldrModel m                 = fit_eldr_for(base, w, *routing);
+  namespace fs                      = std::filesystem;
+  const std::string dir = (fs::temp_directory_path() / ("eldr-composition-" + std::to_string(getpid()))).string();
+  fs::create_directories(dir);
+  std::ofstream(dir + "/model.json") << eldr_model_json(m);
+  auto gates = make_gate_source(*routing);
+  int away = 0, decisions = 0;
+  for (const char* tau : {"0", "0.1", "0.3"})
+    for (const char* min_two : {"true", "false"}) {
+      CAPTURE(tau);
+      CAPTURE(min_two);
+      std::vector<Override> o = small;
+      o.push_back({"eldr.tau", tau});
+      o.push_back({"eldr.min_two_candidates", min_two});
+      o.push_back({"eldr.model_file", dir + "/model.json"});
+      const Experiment x = load_experiment("configs/default.json", o);
+      const RouterSetup setup{16, x.seed, &w, routing.get(), &x};
+      auto composed = make_decode_router("eldr", setup);
+      EldrRouter direct(m, eldr_spec(x));
+      Rng rng(9, "test.eldr.composition");
+      std::vector<int> load(16);
+      for (size_t i = 0; i < w.requests.size(); ++i) {
+        const Request& q = w.requests[i];
+        for (int& l : load)
+          l = int(rng.below(6));
+        const PromptProfile p =
+            count_prompt(*routing, q, composed->prompt_fields(), gates.get(), composed->prompt_layers());
+        composed->observe_prompt(q, p);
+        direct.observe_prompt(q, p);
+        const DecodeLoadView view{load, double(i) * 0.01};
+        const int want = direct.choose(q, view);
+        REQUIRE(composed->choose(q, view) == want);
+        ++decisions;
+        // How often the load moved the decision (the band's work; with tau 0, only exact ties).
+        away += direct.choose_signature(m.signature(p), std::vector<int>(16, 0)) != want;
+      }
+    }
+  fs::remove_all(dir);
+  MESSAGE(decisions << " decisions agree, " << away << " of them moved by the load");
+  CHECK(away > 100);
 }
