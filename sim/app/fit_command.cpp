@@ -2,7 +2,7 @@
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/gating/gating_source_factory.hpp"
-#include "sim/routing/eldr/eldr_router.hpp"
+#include "sim/routing/router_fit.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>
@@ -15,11 +15,31 @@ namespace {
 
 struct FitOptions {
   std::string config;
+  std::string fit;
   std::string out;
   std::vector<std::string> sets;
   std::string routing_cache;
   bool quiet = false;
 };
+
+// --fit by name; else the fit the config's router uses; else the table's only fit.
+const RouterFit& which_fit(const FitOptions& o, const Experiment& x)
+{
+  std::string names;
+  for (const RouterFit& f : router_fits())
+    names += (names.empty() ? "" : ", ") + std::string(f.name);
+  if (!o.fit.empty()) {
+    if (const RouterFit* f = find_router_fit(o.fit))
+      return *f;
+    throw InputError("--fit", "", "no router fit '" + o.fit + "' (there are: " + names + ")");
+  }
+  if (const RouterFit* f = router_fit_of(x))
+    return *f;
+  if (router_fits().size() == 1)
+    return router_fits().front();
+  throw InputError(o.config, "router",
+                   "'" + x.router + "' fits nothing offline: name the fit with --fit (one of " + names + ")");
+}
 
 int fit(const FitOptions& o)
 {
@@ -30,19 +50,13 @@ int fit(const FitOptions& o)
                            {atomic_temporary(o.out)});
   Experiment x = load_with_options(o.config, option_overrides(o.sets, {}));
   check_output_apart(o.out, "--out", experiment_inputs(x));
-  Workload w   = make_workload(x);
-  auto routing = make_gating_source(x, w, o.routing_cache);
-  EldrModel m  = fit_eldr_for(x, w, *routing);
-  write_file_atomically(o.out, eldr_model_json(m));
-  std::string mask;
-  for (int l : m.mask)
-    mask += (mask.empty() ? "" : " ") + std::to_string(l);
+  const RouterFit& f      = which_fit(o, x);
+  Workload w              = make_workload(x);
+  auto routing            = make_gating_source(x, w, o.routing_cache);
+  const FittedFile fitted = f.fit(x, w, *routing);
+  write_file_atomically(o.out, fitted.text);
   if (!o.quiet)
-    std::printf("fit: %s signatures of %d calibration requests, mask of %zu layers [%s] (Spearman %.3f), %d %s "
-                "centroids after %d K-means iterations -> %s\n",
-                std::string(to_string(m.variant)).c_str(), m.calibration_requests, m.mask.size(), mask.c_str(),
-                m.mask_spearman, m.centroids.rows, m.kmeans == KMeansVariant::balanced ? "balanced" : "vanilla",
-                m.kmeans_iterations, o.out.c_str());
+    std::printf("fit: %s -> %s\n", fitted.summary.c_str(), o.out.c_str());
   return 0;
 }
 
@@ -50,14 +64,21 @@ int fit(const FitOptions& o)
 
 Command add_fit_command(CLI::App& app)
 {
-  auto o    = std::make_shared<FitOptions>();
-  auto* sub = app.add_subcommand("fit", "Fit ELDR (IDF, layer mask, balanced K-means) on an experiment's calibration "
-                                        "split and write a router model file (use it with --set eldr.model_file=FILE)");
+  auto o = std::make_shared<FitOptions>();
+  std::string fits;
+  for (const RouterFit& f : router_fits())
+    fits +=
+        std::string(fits.empty() ? "" : "; ") + f.name + ": " + f.what + ", read with --set " + f.file_key + "=FILE";
+  auto* sub = app.add_subcommand(
+      "fit", "Run a router's offline fit on an experiment's calibration split and write it (" + fits + ")");
   sub->add_option("config", o->config,
-                  "Experiment config (JSON): its workload, routing, decode workers and eldr section")
+                  "Experiment config (JSON): its workload, routing, decode workers and the fit's section")
       ->required();
   sub->add_option("--out", o->out, "Router model file to write (JSON)")->required();
-  sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set eldr.variant=binary");
+  sub->add_option("--fit", o->fit,
+                  "Which fit (the config section that owns it); default: the one the config's router uses, else "
+                  "the only one");
+  sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set seed=2");
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (as `run`)");
   sub->add_flag("--quiet,-q", o->quiet, "No summary line");

@@ -12,7 +12,8 @@
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/metrics/result_check.hpp"
-#include "sim/routing/eldr/eldr_model.hpp"
+#include "sim/routing/router_fit.hpp"
+#include "sim/routing/router_registry.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -56,9 +57,21 @@ fs::path point_dir(const std::string& out, const SweepPoint& p)
 {
   return fs::path(out) / p.sweep / p.name;
 }
+// The point's router fit (find_router_fit(p.fit): the plan found it in the table).
+const RouterFit& fit_of(const SweepPoint& p)
+{
+  return *find_router_fit(p.fit);
+}
+
+// Shared fits live in OUT/.<fit>-fits/, one file per fit key.
+fs::path fits_dir(const std::string& out, const SweepPoint& p)
+{
+  return fs::path(out) / ("." + p.fit + "-fits");
+}
+
 fs::path fit_file(const std::string& out, const SweepPoint& p)
 {
-  return fs::absolute(fs::path(out) / ".eldr-fits" / (p.fit_key + ".json"));
+  return fs::absolute(fits_dir(out, p) / (p.fit_key + ".json"));
 }
 
 // A point is done when its directory (only ever renamed into place whole) records the same run (the
@@ -159,7 +172,7 @@ std::vector<std::string> run_argv(const std::string& self, const SweepPoint& p, 
   }
   if (!model_file.empty()) {
     a.push_back("--set");
-    a.push_back("eldr.model_file=" + model_file);
+    a.push_back(std::string(fit_of(p).file_key) + "=" + model_file);
   }
   a.insert(a.end(), {"--out", tmp, "-q"});
   if (!routing_cache.empty())
@@ -170,7 +183,7 @@ std::vector<std::string> run_argv(const std::string& self, const SweepPoint& p, 
 std::vector<std::string> fit_argv(const std::string& self, const SweepPoint& p, const std::string& file,
                                   const std::string& routing_cache)
 {
-  std::vector<std::string> a = {self, "fit", p.config, "--out", file};
+  std::vector<std::string> a = {self, "fit", p.config, "--fit", p.fit, "--out", file};
   for (const auto& [k, v] : p.overrides) {
     a.push_back("--set");
     a.push_back(k + "=" + v);
@@ -337,15 +350,15 @@ bool interrupted(int code)
 
 // A shared fit on disk that reads back whole; one that does not (damaged: its checksum fails) is
 // removed with a note, to be fitted again.
-bool usable_fit(const fs::path& file, Progress& progress)
+bool usable_fit(const RouterFit& fit, const fs::path& file, Progress& progress)
 {
   if (!fs::exists(file))
     return false;
   try {
-    read_eldr_model(file.string());
+    fit.check_file(file.string());
     return true;
   } catch (const InputError& e) {
-    progress.note(std::string("sweep: fitting ELDR again: ") + e.what(), true);
+    progress.note(std::string("sweep: fitting ") + fit.label + " again: " + e.what(), true);
     std::error_code ec;
     fs::remove(file, ec);
     return false;
@@ -378,32 +391,40 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     return 0;
   const RoutingCache cache(out);
 
-  // ELDR's offline fit once per distinct fit input, shared by the points (and the sweeps) that use it.
-  std::map<std::string, size_t> fits;  // fit key -> first point needing it
-  for (size_t i : todo)
-    if (fit && plan.points[i].fit_eldr && !usable_fit(fit_file(out, plan.points[i]), progress))
-      fits.emplace(plan.points[i].fit_key, i);
-  std::map<std::string, std::string> failed_fits;  // fit key -> how it failed and where its log is
+  // Each router fit once per distinct fit input, shared by the points (and the sweeps) that use it.
+  auto shared_key = [](const SweepPoint& p) { return p.fit + "/" + p.fit_key; };
+  std::map<std::string, size_t> fits;  // fit and key -> first point needing it
+  for (size_t i : todo) {
+    const SweepPoint& p = plan.points[i];
+    if (fit && !p.fit.empty() && !usable_fit(fit_of(p), fit_file(out, p), progress))
+      fits.emplace(shared_key(p), i);
+  }
+  std::map<std::string, std::string> failed_fits;  // fit and key -> how it failed and where its log is
   if (!fits.empty()) {
     std::vector<ChildTask> tasks;
-    fs::create_directories(fs::path(out) / ".eldr-fits");
+    std::map<std::string, size_t> per_label;  // how many fits of each kind run
     for (const auto& [key, i] : fits) {
-      std::string file = fit_file(out, plan.points[i]).string();
+      const SweepPoint& p = plan.points[i];
+      const char* label   = fit_of(p).label;
+      ++per_label[label];
+      fs::create_directories(fits_dir(out, p));
+      std::string file = fit_file(out, p).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back(
-          {nullptr, fit_argv(self, plan.points[i], file, cache.dir), log, [&, key, log](const ChildExit& e) {
-             if (e.code != 0 && !interrupted(e.code)) {
-               const std::string how = how_it_ended(e);
-               if (e.signal != 0)
-                 append_line(log, "eldrsim sweep: the fit was " + how);
-               failed_fits[key] = how + ", see " + log;
-               progress.note("sweep: ELDR fit failed (" + how + "), see " + log, true);
-             }
-           }});
+      tasks.push_back({nullptr, fit_argv(self, p, file, cache.dir), log, [&, key, log, label](const ChildExit& e) {
+                         if (e.code != 0 && !interrupted(e.code)) {
+                           const std::string how = how_it_ended(e);
+                           if (e.signal != 0)
+                             append_line(log, "eldrsim sweep: the fit was " + how);
+                           failed_fits[key] = how + ", see " + log;
+                           progress.note(std::string("sweep: ") + label + " fit failed (" + how + "), see " + log,
+                                         true);
+                         }
+                       }});
     }
     if (!quiet)
-      std::fprintf(stderr, "sweep: fitting ELDR %s for %s\n", count_of(fits.size(), "time").c_str(),
-                   count_of(todo.size(), "point").c_str());
+      for (const auto& [label, n] : per_label)
+        std::fprintf(stderr, "sweep: fitting %s %s for %s\n", label.c_str(), count_of(n, "time").c_str(),
+                     count_of(todo.size(), "point").c_str());
     if (int sig = run_tasks(std::move(tasks), jobs))
       throw Interrupted{sig};
   }
@@ -416,18 +437,19 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     const SweepPoint& p = plan.points[i];
     fs::path final_dir  = point_dir(out, p);
     fs::path failed_log = final_dir.parent_path() / (p.name + ".failed.log");
-    if (fit && p.fit_eldr && failed_fits.contains(p.fit_key)) {
+    if (fit && !p.fit.empty() && failed_fits.contains(shared_key(p))) {
       ++failures;
       // The point's own log says where the fit's is, so "<point>.failed.log" is always there.
+      const std::string why =
+          std::string("its ") + fit_of(p).label + " fit failed (" + failed_fits[shared_key(p)] + ")";
       std::error_code ec;
       fs::create_directories(failed_log.parent_path(), ec);
-      write_file_atomically(failed_log.string(), "not run: its ELDR fit failed (" + failed_fits[p.fit_key] + ")\n");
-      progress.finished(false, p.sweep + "/" + p.name + " FAILED: its ELDR fit failed (" + failed_fits[p.fit_key] +
-                                   ")" + (withdraw(final_dir) ? kWithdrawn : ""));
+      write_file_atomically(failed_log.string(), "not run: " + why + "\n");
+      progress.finished(false, p.sweep + "/" + p.name + " FAILED: " + why + (withdraw(final_dir) ? kWithdrawn : ""));
       continue;
     }
     fs::path tmp      = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
-    std::string model = fit && p.fit_eldr ? fit_file(out, p).string() : "";
+    std::string model = fit && !p.fit.empty() ? fit_file(out, p).string() : "";
     std::string log   = (tmp / "run.log").string();
     // The temporary directory is made when the point starts, not up front.
     auto prepare = [tmp, out] {
@@ -552,8 +574,8 @@ const Json* recorded_at(const Json& j, std::initializer_list<const char*> path)
 }
 
 // A config key as the point recorded it: the value its run used (summary.json's resolved config), else
-// the one its overrides gave (point.json: a grid value of a key its router does not read, eldr.tau
-// beside round_robin, keeps the rows apart as the grid made them), else nothing.
+// the one its overrides gave (point.json: a grid value of a key its router does not read, one router's
+// parameter on another router's point, keeps the rows apart as the grid made them), else nothing.
 std::string recorded_key(const Recorded& r, const std::string& dotted)
 {
   const Json* v = recorded_at(r.summary, {"config"});
@@ -586,9 +608,8 @@ void param_cells(std::string& row, const SweepPlan& plan, const SweepPoint& p, c
   csv_cell(row, recorded_cell(recorded_at(s, {"rate_rps"})));
   csv_cell(row, recorded_cell(recorded_at(s, {"prefill_instances"})));
   csv_cell(row, recorded_cell(recorded_at(s, {"decode_instances"})));
-  csv_cell(row, recorded_key(r, "eldr.tau"));
-  csv_cell(row, recorded_key(r, "eldr.kmeans"));
-  csv_cell(row, recorded_key(r, "eldr.variant"));
+  for (const ResultColumn& c : result_columns())
+    csv_cell(row, recorded_key(r, c.key));
   if (with_seed)
     csv_cell(row, recorded_cell(recorded_at(s, {"seed"})));
   for (const auto& k : plan.extra_keys)
@@ -597,7 +618,9 @@ void param_cells(std::string& row, const SweepPlan& plan, const SweepPoint& p, c
 
 std::string param_header(const SweepPlan& plan, bool with_seed)
 {
-  std::string h = "sweep,point,config,model,workload,router,rate_rps,prefill,decode,tau,kmeans,variant";
+  std::string h = "sweep,point,config,model,workload,router,rate_rps,prefill,decode";
+  for (const ResultColumn& c : result_columns())
+    csv_cell(h, c.header);
   if (with_seed)
     h += ",seed";
   for (const auto& k : plan.extra_keys)
@@ -879,7 +902,8 @@ Command add_sweep_command(CLI::App& app)
                 "Once every point is done, write the report (eldrsim report OUT: OUT/report/report.md and .html)")
       ->excludes(sub->get_option("--list"))
       ->excludes(sub->get_option("--point"));
-  sub->add_flag("--no-fit", o->no_fit, "Do not share ELDR fits between points: every eldr point fits on its own");
+  sub->add_flag("--no-fit", o->no_fit,
+                "Do not share routers' offline fits between points: every point fits on its own");
   sub->add_option(
       "--emit-slurm", o->emit_slurm,
       "Write a Slurm job array (points.sbatch), a merge step (merge.sbatch) and submit.sh into DIR; run nothing");

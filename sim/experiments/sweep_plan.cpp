@@ -2,7 +2,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/result_dir.hpp"
-#include "sim/routing/eldr/eldr_spec.hpp"
+#include "sim/routing/router_fit.hpp"
 #include "sim/routing/router_registry.hpp"
 
 #include <algorithm>
@@ -151,8 +151,8 @@ std::string project_label(const std::string& path)
   return rel.empty() || rel.begin()->string() == ".." ? abs.string() : rel.string();
 }
 
-// Config keys that do not change the expert-locality fit (the run's router and its composition, load,
-// band and refit).
+// Config keys that change no router's offline fit (the run's router and its composition, the load);
+// each fit adds its own (RouterFit::run_only_keys).
 const char* const kRunOnlyKeys[] = {"router",
                                     "composed",
                                     "workload.rate_rps",
@@ -161,15 +161,9 @@ const char* const kRunOnlyKeys[] = {"router",
                                     "workload.warmup_requests",
                                     "workload.warmup_rate_rps",
                                     "workload.drain_after_warmup",
-                                    "eldr.tau",
-                                    "eldr.min_two_candidates",
-                                    "eldr.refit",
-                                    "eldr.refit_window_s",
-                                    "eldr.refit_interval_s",
-                                    "eldr.refit_iterations",
                                     "description"};
 
-// `dotted` removed from a nested object ("eldr.tau": j["eldr"]["tau"]).
+// `dotted` removed from a nested object ("workload.rate_rps": j["workload"]["rate_rps"]).
 void erase_dotted(Json& j, const std::string& dotted)
 {
   Json* o         = &j;
@@ -374,18 +368,14 @@ struct Loader {
       }
       throw InputError(path, "point " + p.name, e.what());
     }
-    p.model             = x.model.name;
-    p.workload          = to_string(x.workload.kind);
-    p.router            = x.router;
-    p.rate_rps          = x.workload.rate_rps;
-    p.prefill           = x.topology.prefill.instances;
-    p.decode            = x.topology.decode.instances;
-    const EldrSpec eldr = eldr_spec(x);
-    p.tau               = eldr.tau;
-    p.kmeans            = eldr.kmeans;
-    p.variant           = eldr.variant;
-    p.seed              = x.seed;
-    p.fit_eldr          = fits_locality_model(x);
+    p.model              = x.model.name;
+    p.workload           = to_string(x.workload.kind);
+    p.router             = x.router;
+    p.rate_rps           = x.workload.rate_rps;
+    p.prefill            = x.topology.prefill.instances;
+    p.decode             = x.topology.decode.instances;
+    p.seed               = x.seed;
+    const RouterFit* fit = fit_at_start(x);
     // The config's own bytes are in the resolved config (a comment or a key's order is no change).
     std::string files;
     for (const auto& f : x.input_files)
@@ -395,9 +385,12 @@ struct Loader {
         files += label + "=" + h + "\n";
       }
     p.resolved_hash = hash_hex(x.resolved.dump());
-    if (p.fit_eldr) {  // the fit reads the same, less what only the run uses
+    if (fit) {  // the fit reads the same, less what only the run uses
+      p.fit           = fit->name;
       Json fit_config = x.resolved;
       for (const char* k : kRunOnlyKeys)
+        erase_dotted(fit_config, k);
+      for (const char* k : fit->run_only_keys)
         erase_dotted(fit_config, k);
       fit_config.erase("output");
       p.fit_key = hash_hex(fit_config.dump() + "\n" + files);
@@ -405,6 +398,7 @@ struct Loader {
   }
 };
 
+// Keys with a column of their own in combined.csv, besides the routers' result columns.
 const std::set<std::string> kStandardKeys = {"config",
                                              "router",
                                              "model",
@@ -412,10 +406,13 @@ const std::set<std::string> kStandardKeys = {"config",
                                              "workload.rate_rps",
                                              "topology.prefill.instances",
                                              "topology.decode.instances",
-                                             "eldr.tau",
-                                             "eldr.kmeans",
-                                             "eldr.variant",
                                              "seed"};
+
+bool result_column_key(const std::string& key)
+{
+  static const std::vector<ResultColumn> columns = result_columns();
+  return std::any_of(columns.begin(), columns.end(), [&](const ResultColumn& c) { return key == c.key; });
+}
 
 }  // namespace
 
@@ -430,7 +427,7 @@ SweepPlan load_sweep(const std::string& path, const SweepOptions& options)
   std::set<std::string> seen;
   for (const auto& p : l.plan.points)
     for (const auto& q : p.params)
-      if (!kStandardKeys.contains(q.key) && seen.insert(q.key).second)
+      if (!kStandardKeys.contains(q.key) && !result_column_key(q.key) && seen.insert(q.key).second)
         l.plan.extra_keys.push_back(q.key);
   return std::move(l.plan);
 }

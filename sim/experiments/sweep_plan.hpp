@@ -54,11 +54,9 @@ struct SweepPoint {
   std::string model, workload, router;
   double rate_rps = 0;
   int prefill = 0, decode = 0;
-  double tau = 0;
-  std::string kmeans, variant;
   uint64_t seed = 0;
-  bool fit_eldr = false;  // router eldr without a model file: fit once and reuse (fit_key)
-  std::string fit_key;    // same key: same fitted model (the content of what the fit reads)
+  std::string fit;      // the router's offline fit its run does at start (router_fit.hpp), empty: none;
+  std::string fit_key;  // the sweep fits it once per key (the content of what the fit reads) and shares it
   // What the point reads, by content: the resolved config (every value the run uses) and every file
   // it reads besides the config (model, cluster, hardware, scheduler, trace, lengths, ELDR model file),
   // by project label, each its FNV-1a 64.
@@ -76,7 +74,7 @@ std::string identity_change(const Json& recorded, const Json& now);
 struct SweepPlan {
   std::string file;
   std::vector<SweepPoint> points;
-  std::vector<std::string> extra_keys;  // grid keys without a standard CSV column, first-seen order
+  std::vector<std::string> extra_keys;  // grid keys without a CSV column of their own, first-seen order
   int seeds = 1;
 };
 

@@ -1,11 +1,14 @@
 #include "sim/routing/router_registry.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/routing/compose/composed_router.hpp"
+#include "sim/routing/eldr/eldr_fit.hpp"
 #include "sim/routing/eldr/eldr_spec.hpp"
+#include "sim/routing/router_fit.hpp"
 
 #include "examples/routers/jsq_of_d.hpp"
 #include "examples/routers/prefix_affinity.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace eldr {
@@ -26,6 +29,8 @@ std::unique_ptr<DecodeRouter> from_composed_section(const RouterSetup& setup)
   return make_composed_router(composed_section(setup.experiment), setup);
 }
 
+constexpr ResultColumn kEldrColumns[] = {{"tau", "eldr.tau"}, {"kmeans", "eldr.kmeans"}, {"variant", "eldr.variant"}};
+
 // One entry per decode router, in the order `eldrsim routers` lists them. The built-in policies are
 // compositions (sim/routing/compose/composition.hpp), written as the config's composed section would
 // write them; each draws from the random stream of its name.
@@ -43,7 +48,8 @@ const RouterEntry kRouters[] = {
     {"eldr", "expert-locality-aware: similar prompts to the same worker, within a load band", nullptr, &kEldrSection,
      false,
      R"({"filters": {"locality-band-filter": {}}, "scorers": {"queue-scorer": {}},
-         "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})"},
+         "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})",
+     kEldrColumns},
     {"composed", "the config's own composition of filters, scorers and a picker (the composed section)",
      from_composed_section, &kComposedSection, true},
     // Worked examples (examples/routers/, docs/adding-a-router.md).
@@ -104,10 +110,57 @@ std::optional<Composition> decode_composition(const Experiment& x)
   return std::nullopt;
 }
 
-bool fits_locality_model(const Experiment& x)
+std::vector<ResultColumn> result_columns()
+{
+  std::vector<ResultColumn> out;
+  for (const RouterEntry& e : kRouters)
+    for (const ResultColumn& c : e.columns)
+      if (std::none_of(out.begin(), out.end(), [&](const ResultColumn& o) { return std::string_view(o.key) == c.key; }))
+        out.push_back(c);
+  return out;
+}
+
+namespace {
+
+// The expert-locality plugins (locality-band-filter, expert-locality-scorer) read ELDR's model.
+bool uses_expert_locality(const Experiment& x)
 {
   const std::optional<Composition> c = decode_composition(x);
-  return c && c->uses_expert_locality() && eldr_spec(x).model_file.empty();
+  return c && c->uses_expert_locality();
+}
+
+const RouterFit kFits[] = {
+    {"eldr", "ELDR", "ELDR's model: IDF, layer mask, balanced K-means", "eldr.model_file", eldr_run_only_keys(),
+     uses_expert_locality, eldr_file_given, fit_eldr_file, check_eldr_file},
+};
+
+}  // namespace
+
+std::span<const RouterFit> router_fits()
+{
+  return kFits;
+}
+
+const RouterFit* find_router_fit(std::string_view name)
+{
+  for (const RouterFit& f : kFits)
+    if (name == f.name)
+      return &f;
+  return nullptr;
+}
+
+const RouterFit* router_fit_of(const Experiment& x)
+{
+  for (const RouterFit& f : kFits)
+    if (f.used_by(x))
+      return &f;
+  return nullptr;
+}
+
+const RouterFit* fit_at_start(const Experiment& x)
+{
+  const RouterFit* f = router_fit_of(x);
+  return f && !f->file_given(x) ? f : nullptr;
 }
 
 std::unique_ptr<DecodeRouter> make_prefill_router(const RouterSetup& setup)

@@ -16,6 +16,13 @@
 
 namespace eldr {
 
+// A column of a sweep's combined.csv: the value of `key` each point's run recorded (empty where its
+// router does not read it).
+struct ResultColumn {
+  const char* header;
+  const char* key;
+};
+
 struct RouterEntry {
   const char* name;
   const char* description;  // one line, for `eldrsim routers --describe`
@@ -31,6 +38,8 @@ struct RouterEntry {
   bool extra = false;
   // A built-in policy as a composition: the composed section's JSON form (its name is the router's).
   const char* composition = nullptr;
+  // The router's parameters a sweep's combined.csv shows as columns of every row.
+  std::span<const ResultColumn> columns = {};
 };
 
 std::span<const RouterEntry> decode_routers();
@@ -52,10 +61,8 @@ Composition builtin_composition(const RouterEntry& e);
 // section for "composed"; nullopt for a router of its own making (the examples).
 std::optional<Composition> decode_composition(const Experiment& x);
 
-// Whether a run of the experiment fits the expert-locality model (IDF, layer mask, centroids) on its
-// calibration split at start: its decode composition has an expert-locality mechanism and no model
-// file is given. What a sweep fits once and shares between the points whose fit inputs agree.
-bool fits_locality_model(const Experiment& x);
+// The routers' result columns in table order, each key once (what a sweep's combined.csv shows).
+std::vector<ResultColumn> result_columns();
 
 // The table as the config reader sees it: the names with their descriptions, and the sections.
 const RouterCatalog& router_catalog();

@@ -19,4 +19,14 @@ check "a run from the model file equals a fit on the fly" 'cmp -s "$TMP/onthefly
   --set topology.decode.instances=8 --set 'topology.decode.nodes=[1]' -q --out "$TMP/bad" >"$TMP/bad.out" 2>&1
 rc=$?
 check "a model for 16 workers on 8 is refused" '[ $rc = 2 ] && grep -q "model.json: centroids: 16 centroids for 8 decode workers" "$TMP/bad.out"'
+# Which fit: the config's router's (here round robin's: none, so the table's only one), or --fit by name.
+"$ELDRSIM" fit configs/default.json --fit eldr --out "$TMP/named.json" "${small[@]}" -q >"$TMP/named.out" 2>&1
+check "--fit eldr writes the same model as the default choice" 'cmp -s "$TMP/model.json" "$TMP/named.json" && [ ! -s "$TMP/named.out" ]'
+"$ELDRSIM" fit configs/default.json --set router=composed --set composed.scorers.expert-locality-scorer.weight=1 \
+  --out "$TMP/composed.json" "${small[@]}" -q >/dev/null 2>&1
+check "a composition with an expert-locality scorer fits the same model" 'cmp -s "$TMP/model.json" "$TMP/composed.json"'
+"$ELDRSIM" fit configs/default.json --fit nope --out "$TMP/nope.json" "${small[@]}" >"$TMP/nope.out" 2>&1
+rc=$?
+check "an unknown --fit: exit 2, one line naming the fits, nothing written" \
+  '[ $rc = 2 ] && [ $(wc -l <"$TMP/nope.out") = 1 ] && grep -q "eldrsim: error: --fit: no router fit .nope. (there are: eldr)" "$TMP/nope.out" && [ ! -e "$TMP/nope.json" ]'
 finish

@@ -98,14 +98,26 @@ TEST_CASE("load_sweep: points, overrides, seeds, includes")
   CHECK(o[3] == Override{"workload.rate_rps", "40"});
   CHECK(p.points[1].rate_rps == 40);
   CHECK(p.points[1].router == "jsq");
-  CHECK(p.points[5].tau == 0.2);
-  CHECK(p.extra_keys.empty());
+  CHECK(p.extra_keys.empty());  // eldr.tau is a router's result column
   // ELDR points share a fit when only the run-side keys (rate, tau) differ.
-  CHECK(!p.points[0].fit_eldr);
-  CHECK(p.points[2].fit_eldr);
+  CHECK(p.points[0].fit.empty());
+  CHECK(p.points[2].fit == "eldr");
   CHECK(p.points[2].fit_key == p.points[3].fit_key);
   CHECK(p.points[4].fit_key == p.points[2].fit_key);  // across sweeps too: duration, warm-up, tau are run-only
   CHECK(p.points[4].fit_key == p.points[5].fit_key);
+
+  // A composition with an expert-locality plugin shares ELDR's fit too; a given model file fits nothing.
+  t.write("c.json", R"({"base": ")" + base + R"(", "set": {"router": "composed",
+     "composed.scorers.expert-locality-scorer.weight": 1}, "grid": {"composed.scorers.queue-scorer.weight": [0, 1]}})");
+  const std::string model = t.write("m.json", "{}");
+  t.write("d.json", R"({"base": ")" + base + R"(", "set": {"router": "eldr", "eldr.model_file": ")" + model + R"("},
+     "grid": {"eldr.tau": [0, 0.2]}})");
+  SweepPlan c = load_sweep(t.write("cd.json", R"({"include": ["c.json", "d.json"]})"));
+  REQUIRE(c.points.size() == 4);
+  CHECK(c.points[0].fit == "eldr");
+  CHECK(c.points[0].fit_key == c.points[1].fit_key);
+  CHECK(c.points[2].fit.empty());
+  CHECK(c.points[2].fit_key.empty());
 
   SweepOptions seeds;
   seeds.seeds = 3;
