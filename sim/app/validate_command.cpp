@@ -48,14 +48,16 @@ Command add_validate_command(CLI::App& app)
   auto o    = std::make_shared<ValidateOptions>();
   auto* sub = app.add_subcommand(
       "validate", "Hold the simulator against the testbed: the 30 round-robin cells, leave-one-rate-out predictions "
-                  "and the published router claims; writes results/validate/report.md (about 10 minutes on 2 cores)");
+                  "and the published router claims; writes results/validate/report.md (about 15 minutes on 2 cores, "
+                  "--skip-loro about 6)");
   sub->add_option("--out", o->out, "Results directory (default results/validate)");
   sub->add_option("-j,--jobs", o->jobs, "Simulations at once (default 2)")->check(CLI::PositiveNumber);
   sub->add_option("--seeds", o->seeds,
                   "Check the claims on the mean over seeds 1..N (default 1); the round-robin cells stay at one seed")
       ->check(CLI::PositiveNumber);
   sub->add_flag("--skip-claims", o->skip_claims, "Only the round-robin cells and their leave-one-rate-out predictions");
-  sub->add_flag("--skip-loro", o->skip_loro, "No leave-one-rate-out predictions");
+  sub->add_flag("--skip-loro", o->skip_loro,
+                "No leave-one-rate-out predictions (about 6 minutes on 2 cores instead of 15)");
   return {sub, [o] { return validate(*o); }};
 }
 
