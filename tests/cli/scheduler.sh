@@ -56,6 +56,26 @@ check "a weight sweep over a scheduler file, then its report, from one command" 
 expect_error "sweep --report with --emit-slurm" "--report" "emit-slurm" \
   -- sweep configs/sweeps/expert_locality_weight.json --report --emit-slurm "$TMP/slurm"
 
+# llm-d's published files run as they are (tests/data/llm-d, read in full by the unit test); what eldr-sim
+# reads differently is said in notes, the only lines on stderr.
+only_notes() { [ -s "$1" ] && ! grep -qv '^eldrsim: note: ' "$1"; }
+D=tests/data/llm-d
+"$ELDRSIM" "${RUN[@]}" --scheduler $D/v0.2.0-epp-prefix-cache-tracking-config.yaml --out "$TMP/v020" 2>"$TMP/v020.err"
+check "llm-d v0.2.0's file runs: kv-cache-scorer read as kv-cache-utilization-scorer, with a note" \
+  "composition '$TMP/v020/summary.json' | grep -qF '\"kv-cache-utilization-scorer\": {\"weight\": 1.0}' && \
+   only_notes '$TMP/v020.err' && grep -qF \"plugins[3].type: 'kv-cache-scorer' is GIE v0.5.0's name\" '$TMP/v020.err'"
+"$ELDRSIM" "${RUN[@]}" --scheduler $D/v0.8.0-epp-precise-prefix-cache-config.yaml --out "$TMP/v080" 2>"$TMP/v080.err"
+check "llm-d v0.8.0's precise file runs: the precise scorer, its tokenizer step skipped with a note" \
+  "composition '$TMP/v080/summary.json' | grep -qF '\"precise-prefix-cache-scorer\": {\"weight\": 2.0}' && \
+   only_notes '$TMP/v080.err' && grep -qF 'schedulingProfiles[0].plugins[1].pluginRef' '$TMP/v080.err'"
+"$ELDRSIM" "${RUN[@]}" --scheduler $D/main-pd-epp-config.yaml --out "$TMP/main-pd" 2>"$TMP/main-pd.err"
+check "llm-d main's P/D file runs: its decode profile, the prefill profile said not read" \
+  "cmp -s '$TMP/pd/requests.csv' '$TMP/main-pd/requests.csv' && only_notes '$TMP/main-pd.err' && \
+   grep -qF \"profile 'prefill' is not read\" '$TMP/main-pd.err'"
+expect_error "a published file with a scorer eldr-sim does not model is refused" \
+  "v0.2.0-epp-prefix-estimate-config.yaml" "schedulingProfiles[0].plugins[2].pluginRef" "load-aware-scorer" \
+  -- "${RUN[@]}" --scheduler $D/v0.2.0-epp-prefix-estimate-config.yaml --out "$TMP/x"
+
 # Bad files: one line, exit 2, naming the file and the YAML field.
 printf 'apiVersion: llm-d.ai/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: foo-scorer\nschedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: foo-scorer\n' >"$TMP/unknown.yaml"
 expect_error "an unknown plugin is named, with what is supported" "unknown.yaml" "plugins[0].type" "foo-scorer" "queue-scorer" \

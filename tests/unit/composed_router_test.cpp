@@ -80,7 +80,8 @@ TEST_CASE("composed: bad sections are one-line input errors")
 {
   CHECK(error_of(R"({"scorers": {"queue-scorrer": {}}})") ==
         "test.json: composed.scorers.queue-scorrer: unknown key (did you mean 'queue-scorer'?); keys here: "
-        "queue-scorer, kv-cache-utilization-scorer, prefix-cache-scorer, expert-locality-scorer, label-match-scorer");
+        "queue-scorer, kv-cache-utilization-scorer, prefix-cache-scorer, expert-locality-scorer, label-match-scorer, "
+        "precise-prefix-cache-scorer, active-request-scorer");
   CHECK(error_of(R"({"scorers": {"queue-scorer": {"weight": -1}}})") ==
         "test.json: composed.scorers.queue-scorer.weight: must be between 0 and 1e+06, got -1");
   CHECK(error_of(R"({"picker": {"p2c-picker": {}, "random-picker": {}}})") ==
@@ -194,6 +195,52 @@ TEST_CASE("composed: the prefix-cache scorer is the fraction of the prompt's blo
   CHECK(q6->choose(q, DecodeLoadView{load, 0, caches, prompt}) == 1);
   // No prompt blocks (prefix caching off): every score 0.
   CHECK(r->choose(q, DecodeLoadView{load, 0, caches}) != 3);
+}
+
+TEST_CASE("composed: the precise prefix-cache scorer normalises the hits over the workers that have one")
+{
+  // llm-d's precise-prefix-cache-scorer: hits 0, 1, 2, 3 blocks -> 0, 0, .5, 1 ((n - 1) / (3 - 1), no hit 0).
+  std::vector<BlockCache> caches(4, BlockCache(100));
+  const std::vector<uint64_t> prompt = {1, 2, 3, 4};
+  caches[1].acquire(std::span(prompt).first(1), 0);
+  caches[2].acquire(std::span(prompt).first(2), 0);
+  caches[3].acquire(std::span(prompt).first(3), 0);
+  // With the queue scorer at .9 (loads 0, 0, 0, 4: 1, 1, 1, 0): totals .9, .9, 1.4, 1 -> worker 2.
+  auto r = composed(R"({"scorers": {"precise-prefix-cache-scorer": {}, "queue-scorer": {"weight": 0.9}}})");
+  std::vector<int> load = {0, 0, 0, 4};
+  Request q;
+  CHECK(r->choose(q, DecodeLoadView{load, 0, caches, prompt}) == 2);
+  // One worker with a hit scores 1 whatever its count: worker 1 alone, one block of four.
+  std::vector<BlockCache> one(4, BlockCache(100));
+  one[1].acquire(std::span(prompt).first(1), 0);
+  auto alone = composed(R"({"scorers": {"precise-prefix-cache-scorer": {}, "queue-scorer": {"weight": 0.9}}})");
+  load       = {0, 1, 0, 0};  // queue 1, 0, 1, 1: totals .9, 1, .9, .9
+  CHECK(alone->choose(q, DecodeLoadView{load, 0, one, prompt}) == 1);
+  auto fraction = composed(R"({"scorers": {"prefix-cache-scorer": {}, "queue-scorer": {"weight": 0.9}}})");
+  CHECK(fraction->choose(q, DecodeLoadView{load, 0, one, prompt}) != 1);  // .25 + 0 against .9
+}
+
+TEST_CASE("composed: the active-request scorer, its idle threshold and its busiest-worker scale")
+{
+  // Loads 0, 2, 4, 8 (max 8): 1, .75, .5, 0; idle_threshold 2 makes worker 1 score 1 as well.
+  std::vector<int> load = {3, 2, 4, 8};
+  Request q;
+  auto plain = composed(R"({"scorers": {"active-request-scorer": {}, "label-match-scorer": {"weight": 0.3}}})");
+  // Label 1 (pool: workers 2-3): (8-3)/8 = .625, .75, .5 + .3, 0 + .3 -> worker 2 (.8).
+  q.label = 1;
+  CHECK(plain->choose(q, DecodeLoadView{load}) == 2);
+  // idle_threshold 3: workers 0 and 1 score 1, worker 2 .5 + .3: worker 0 or 1.
+  auto idle = composed(
+      R"({"scorers": {"active-request-scorer": {"idle_threshold": 3}, "label-match-scorer": {"weight": 0.3}},
+          "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})");
+  CHECK(idle->choose(q, DecodeLoadView{load}) == 0);
+  // max_busy_score .5 with idle_threshold 2: worker 1 is idle (1), the others .3125, .25 + .3, 0 + .3.
+  auto busy = composed(
+      R"({"scorers": {"active-request-scorer": {"idle_threshold": 2, "max_busy_score": 0.5},
+                      "label-match-scorer": {"weight": 0.3}}})");
+  CHECK(busy->choose(q, DecodeLoadView{load}) == 1);
+  CHECK(error_of(R"({"scorers": {"active-request-scorer": {"max_busy_score": 1.5}}})") ==
+        "test.json: composed.scorers.active-request-scorer.max_busy_score: must be between 0 and 1, got 1.5");
 }
 
 TEST_CASE("composed: random-picker's top_k draws only among the k best totals")

@@ -8,9 +8,12 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 using namespace eldr;
 using eldr::test::contains;
@@ -259,8 +262,6 @@ TEST_CASE("EndpointPickerConfig: parameters")
                            "  - pluginRef: max-score-picker\n"),
                     &msg) == "plugins[0].parameters.tie_break");
   CHECK(contains(msg, "tieBreak"));
-  CHECK(error_field(single("- type: decode-filter\n  parameters:\n    role: decode\n",
-                           "  - pluginRef: decode-filter\n")) == "plugins[0].parameters.role");
   CHECK(error_field(single("- type: disagg-profile-handler\n  parameters:\n    decodeProfiles: x\n", "")) ==
         "plugins[0].parameters.decodeProfiles");
   // A parameter's value is checked later, by the composed section's reader: passed through here.
@@ -290,10 +291,11 @@ TEST_CASE("EndpointPickerConfig: profiles and references")
                            "  - pluginRef: max-score-picker\n  - pluginRef: random-picker\n"),
                     &msg) == "schedulingProfiles[0].plugins[1].pluginRef");
   CHECK(contains(msg, "a second picker"));
-  CHECK(error_field(
-            single(plugins + "- name: q2\n  type: queue-scorer\n", "  - pluginRef: queue-scorer\n  - pluginRef: q2\n"),
-            &msg) == "schedulingProfiles[0].plugins[1].pluginRef");
-  CHECK(contains(msg, "each plugin type once"));
+  CHECK(error_field(single("- type: active-request-scorer\n- name: a2\n  type: active-request-scorer\n"
+                           "  parameters:\n    idleThreshold: 2\n",
+                           "  - pluginRef: active-request-scorer\n  - pluginRef: a2\n"),
+                    &msg) == "schedulingProfiles[0].plugins[1].pluginRef");
+  CHECK(contains(msg, "with other parameters"));
   CHECK(error_field(single(plugins + "- type: lora-affinity-scorer\n",
                            "  - pluginRef: queue-scorer\n  - pluginRef: lora-affinity-scorer\n"),
                     &msg) == "schedulingProfiles[0].plugins[1].pluginRef");
@@ -301,8 +303,6 @@ TEST_CASE("EndpointPickerConfig: profiles and references")
   CHECK(
       error_field(single(plugins + "- type: session-affinity-scorer\n", "  - pluginRef: session-affinity-scorer\n")) ==
       "schedulingProfiles[0].plugins[0].pluginRef");
-  CHECK(error_field(single(plugins + "- type: single-profile-handler\n", "  - pluginRef: single-profile-handler\n")) ==
-        "schedulingProfiles[0].plugins[0].pluginRef");
 
   // Several profiles: a P/D handler chooses; its decode profile must exist.
   const std::string two = "schedulingProfiles:\n- name: prefill\n  plugins: []\n- name: decode\n  plugins: []\n";
@@ -334,4 +334,172 @@ TEST_CASE("EndpointPickerConfig: profiles and references")
   CHECK(error_field(kHead + "plugins:\n- type: queue-scorer\n- type: lora-affinity-scorer\n", &msg) ==
         "plugins[1].type");
   CHECK(contains(msg, "does not model"));
+}
+
+namespace {
+
+// The composition and the notes of reading `text`.
+Json read_noting(const std::string& text, std::vector<std::string>& notes)
+{
+  EppDir dir;
+  notes.clear();
+  return read_endpoint_picker_config(dir.write(text), &notes);
+}
+
+bool noted(const std::vector<std::string>& notes, const std::string& field, const std::string& what)
+{
+  return std::any_of(notes.begin(), notes.end(),
+                     [&](const std::string& n) { return contains(n, ": " + field + ": ") && contains(n, what); });
+}
+
+}  // namespace
+
+TEST_CASE("EndpointPickerConfig: the names of other llm-d and GIE versions are read as today's, with a note")
+{
+  std::vector<std::string> notes;
+  // llm-d v0.2.0's files (GIE v0.5.0): kv-cache-scorer.
+  Json got = read_noting(single("- type: kv-cache-scorer\n", "  - pluginRef: kv-cache-scorer\n    weight: 2\n"), notes);
+  CHECK(got["scorers"] == Json::parse(R"({"kv-cache-utilization-scorer": {"weight": 2}})"));
+  REQUIRE(notes.size() == 1);
+  CHECK(noted(notes, "plugins[0].type", "'kv-cache-scorer' is GIE v0.5.0's name for 'kv-cache-utilization-scorer'"));
+  // Before v0.2.0: prefix-cache, max-score, single-profile, prefill-header, kvcache-aware-scorer; a name
+  // defaults to the type as written.
+  got = read_noting(single("- type: prefix-cache\n  parameters:\n    hashBlockSize: 5\n- type: max-score\n"
+                           "- type: single-profile\n- type: prefill-header\n- type: kvcache-aware-scorer\n",
+                           "  - pluginRef: max-score\n  - pluginRef: prefix-cache\n    weight: 50\n"
+                           "  - pluginRef: kvcache-aware-scorer\n"),
+                    notes);
+  CHECK(got == Json::parse(R"({"filters": {}, "scorers": {"prefix-cache-scorer": {"weight": 50},
+    "precise-prefix-cache-scorer": {"weight": 1}}, "picker": {"max-score-picker": {}}})"));
+  CHECK(noted(notes, "plugins[1].type", "read as max-score-picker"));
+  CHECK(noted(notes, "plugins[2].type", "read as single-profile-handler"));
+  CHECK(noted(notes, "plugins[3].type", "read as disagg-headers-handler"));
+  CHECK(noted(notes, "plugins[4].type", "read as precise-prefix-cache-scorer"));
+  // v0.2.0 to v0.6.1's prefill-header-handler; main's token-producer (tokenizer in v0.8.0).
+  read_noting(single("- type: prefill-header-handler\n- type: token-producer\n- type: queue-scorer\n",
+                     "  - pluginRef: queue-scorer\n"),
+              notes);
+  CHECK(noted(notes, "plugins[0].type", "read as disagg-headers-handler"));
+  CHECK(noted(notes, "plugins[1].type", "'token-producer' is llm-d's name after v0.8.0 for 'tokenizer'"));
+
+  // "Did you mean" follows the renames: a name's beginning, then its spelling, given as today's name.
+  std::string msg;
+  const std::string ref = "  - pluginRef: queue-scorer\n";
+  CHECK(error_field(single("- type: queue-scorer\n- type: kv-cache\n", ref), &msg) == "plugins[1].type");
+  CHECK(contains(msg, "did you mean 'kv-cache-utilization-scorer'"));
+  CHECK(error_field(single("- type: queue-scorer\n- type: prefill-header-handlr\n", ref), &msg) == "plugins[1].type");
+  CHECK(contains(msg, "did you mean 'disagg-headers-handler'"));
+  CHECK(error_field(single("- type: queue-scorer\n- type: max-scor\n", ref), &msg) == "plugins[1].type");
+  CHECK(contains(msg, "did you mean 'max-score-picker'"));
+}
+
+TEST_CASE("EndpointPickerConfig: precise-prefix-cache-scorer and active-request-scorer with llm-d's parameters")
+{
+  std::vector<std::string> notes;
+  const Json got = read_noting(
+      single("- type: precise-prefix-cache-scorer\n  parameters:\n    indexerConfig:\n      tokenizersPoolConfig: {}\n"
+             "    tokenProcessorConfig:\n      blockSize: 64\n- type: active-request-scorer\n  parameters:\n"
+             "    requestTimeout: 30s\n    idleThreshold: 2\n    maxBusyScore: 0.5\n",
+             "  - pluginRef: precise-prefix-cache-scorer\n    weight: 2\n  - pluginRef: active-request-scorer\n"),
+      notes);
+  CHECK(got["scorers"] == Json::parse(R"({"precise-prefix-cache-scorer": {"weight": 2},
+    "active-request-scorer": {"weight": 1, "idle_threshold": 2, "max_busy_score": 0.5}})"));
+  CHECK(noted(notes, "plugins[0].parameters", "indexerConfig, tokenProcessorConfig: llm-d's"));
+  CHECK(noted(notes, "plugins[1].parameters", "requestTimeout: llm-d's"));
+  Json section        = got;
+  section["name"]     = "x";
+  const Composition c = read_composition(section, "x");
+  REQUIRE(c.scorers.size() == 2);
+  CHECK(c.scorers[0].type == ScorerType::precise_prefix_cache);
+  CHECK(c.scorers[1].type == ScorerType::active_request);
+  CHECK(c.scorers[1].idle_threshold == 2);
+  CHECK(c.scorers[1].max_busy_score == 0.5);
+}
+
+TEST_CASE("EndpointPickerConfig: what llm-d runs and skips is skipped with a note")
+{
+  std::vector<std::string> notes;
+  // A profile's reference to a plugin that is no filter, scorer or picker (GIE's AddPlugins skips it).
+  Json got = read_noting(
+      single("- type: tokenizer\n- type: queue-scorer\n", "  - pluginRef: tokenizer\n  - pluginRef: queue-scorer\n"),
+      notes);
+  CHECK(got["scorers"] == Json::parse(R"({"queue-scorer": {"weight": 1}})"));
+  CHECK(noted(notes, "schedulingProfiles[0].plugins[0].pluginRef", "not a filter, scorer or picker: skipped"));
+  // Parameters llm-d's plugin does not have (Go's JSON decoding skips them); a near miss stays an error.
+  got = read_noting(single("- type: queue-scorer\n  parameters:\n    hashBlockSize: 64\n    lruCapacityPerServer: 9\n"
+                           "- type: decode-filter\n  parameters:\n    role: decode\n",
+                           "  - pluginRef: queue-scorer\n  - pluginRef: decode-filter\n"),
+                    notes);
+  CHECK(got["scorers"] == Json::parse(R"({"queue-scorer": {"weight": 1}})"));
+  CHECK(noted(notes, "plugins[0].parameters", "hashBlockSize, lruCapacityPerServer: not parameters of llm-d's"));
+  CHECK(noted(notes, "plugins[1].parameters", "role: not parameters of llm-d's decode-filter"));
+  CHECK(error_field(single("- type: label-match-scorer\n  parameters:\n    role: x\n",
+                           "  - pluginRef: label-match-scorer\n")) == "plugins[0].parameters.role");
+  // The same type under two names with the same parameters: one scorer, the weights added.
+  got = read_noting(single("- type: queue-scorer\n- name: q2\n  type: queue-scorer\n- type: decode-filter\n"
+                           "- name: d2\n  type: decode-filter\n",
+                           "  - pluginRef: queue-scorer\n    weight: 2\n  - pluginRef: q2\n    weight: 0.5\n"
+                           "  - pluginRef: decode-filter\n  - pluginRef: d2\n"),
+                    notes);
+  CHECK(got == Json::parse(R"({"filters": {}, "scorers": {"queue-scorer": {"weight": 2.5}}, "picker": {}})"));
+  CHECK(noted(notes, "schedulingProfiles[0].plugins[1].pluginRef", "the two weights added"));
+  // A P/D file's other profiles are not read.
+  read_noting(kHead + "plugins:\n- type: pd-profile-handler\n- type: queue-scorer\nschedulingProfiles:\n"
+                      "- name: prefill\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins: []\n",
+              notes);
+  CHECK(noted(notes, "schedulingProfiles[0]", "profile 'prefill' is not read"));
+}
+
+// llm-d's published EndpointPickerConfig files (tests/data/llm-d/README.md: every distinct version of
+// llm-d-inference-scheduler's deploy/config files, v0.2.0 to v0.8.0 and main) through the reader and
+// the composed section's check; the ones eldr-sim cannot run fail with the reason below.
+TEST_CASE("EndpointPickerConfig: llm-d's published files")
+{
+  struct NotRun {
+    const char* file;
+    const char* field;
+    const char* why;
+  };
+  // load-aware-scorer (waiting-queue score, 0.5 when empty) and no-hit-lru-scorer (an LRU of the
+  // workers that served cold prompts) are not modelled.
+  const NotRun kNotRun[] = {
+      {"v0.2.0-epp-prefix-estimate-config.yaml", "schedulingProfiles[0].plugins[2].pluginRef", "load-aware-scorer"},
+      {"v0.3.0-epp-estimate-prefix-cache-config.yaml", "schedulingProfiles[0].plugins[2].pluginRef",
+       "load-aware-scorer"},
+      {"main-epp-estimate-prefix-cache-config.yaml", "schedulingProfiles[0].plugins[2].pluginRef", "load-aware-scorer"},
+      {"v0.4.0-sim-epp-no-hit-lru.yaml", "schedulingProfiles[0].plugins[3].pluginRef", "no-hit-lru-scorer"},
+      {"v0.6.0-sim-epp-no-hit-lru.yaml", "schedulingProfiles[0].plugins[3].pluginRef", "no-hit-lru-scorer"},
+      {"main-sim-epp-no-hit-lru.yaml", "schedulingProfiles[0].plugins[3].pluginRef", "no-hit-lru-scorer"},
+  };
+  const std::filesystem::path dir = "tests/data/llm-d";
+  std::ifstream readme_file(dir / "README.md");
+  const std::string readme((std::istreambuf_iterator<char>(readme_file)), std::istreambuf_iterator<char>());
+  size_t files = 0, run = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".yaml")
+      continue;
+    ++files;
+    CAPTURE(name);
+    CHECK(contains(readme, "`" + name + "`"));  // its source is given
+    const auto* not_run =
+        std::find_if(std::begin(kNotRun), std::end(kNotRun), [&](const NotRun& n) { return name == n.file; });
+    std::vector<std::string> notes;
+    if (not_run != std::end(kNotRun)) {
+      try {
+        read_endpoint_picker_config(entry.path().string(), &notes);
+        FAIL("expected an error");
+      } catch (const InputError& e) {
+        CHECK(e.field() == not_run->field);
+        CHECK(contains(e.what(), std::string("llm-d's ") + not_run->why + ", which eldr-sim does not model"));
+      }
+      continue;
+    }
+    Json section    = read_endpoint_picker_config(entry.path().string(), &notes);
+    section["name"] = "llm-d";
+    read_composition(section, entry.path().string());
+    ++run;
+  }
+  CHECK(files == 40);
+  CHECK(run == files - std::size(kNotRun));
 }

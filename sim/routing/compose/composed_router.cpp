@@ -126,6 +126,37 @@ void ComposedRouter::score(const ScorerStep& s, const Request& r, const DecodeLo
       part_[i] = cand_[i] >= first && cand_[i] < last ? 1.0 : 0.0;
     return;
   }
+  case ScorerType::precise_prefix_cache: {
+    // llm-d's precise-prefix-cache-scorer (v0.8.0 preciseprefixcache/utils.go): the index's hit counts
+    // are min-max normalised over the workers with a hit, every worker of the pool (not only the
+    // candidates); a worker without one scores 0.
+    const bool known = !load.prompt_block_keys.empty() && !load.kv_caches.empty();
+    hits_.assign(size_t(load.workers()), 0.0);
+    double lo = 0, hi = 0;
+    for (int w = 0; known && w < load.workers(); ++w)
+      if (const double n = double(load.kv_caches[size_t(w)].match(load.prompt_block_keys)); n > 0) {
+        hits_[size_t(w)] = n;
+        lo               = lo == 0 ? n : std::min(lo, n);
+        hi               = std::max(hi, n);
+      }
+    for (size_t i = 0; i < cand_.size(); ++i) {
+      const double n = hits_[size_t(cand_[i])];
+      part_[i]       = n == 0 ? 0.0 : hi == lo ? 1.0 : (n - lo) / (hi - lo);
+    }
+    return;
+  }
+  case ScorerType::active_request: {
+    // llm-d's active-request-scorer (v0.8.0 activerequest/active_request.go): the most in flight on any
+    // worker of the pool scales the busy ones; an idle worker scores 1.
+    long most = 0;
+    for (int w = 0; w < load.workers(); ++w)
+      most = std::max(most, long(load.in_flight[size_t(w)]));
+    for (size_t i = 0; i < cand_.size(); ++i) {
+      const long n = load.in_flight[size_t(cand_[i])];
+      part_[i]     = n <= s.idle_threshold ? 1.0 : double(most - n) / double(most) * s.max_busy_score;
+    }
+    return;
+  }
   }
 }
 

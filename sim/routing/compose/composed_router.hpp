@@ -58,6 +58,7 @@ class ComposedRouter : public DecodeRouter {
   // Scratch of one decision: the candidates (ascending), the next filter's, and their totals.
   std::vector<int> cand_, kept_;
   std::vector<double> total_, part_;
+  std::vector<double> hits_;  // precise-prefix-cache-scorer: each worker's cached prompt blocks
   std::vector<size_t> order_;
 };
 

@@ -7,8 +7,10 @@
 #include "sim/routing/compose/endpoint_picker_config.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
+#include <set>
 
 namespace eldr {
 
@@ -32,6 +34,12 @@ constexpr KeyChoice kScorers[] = {
      "signature similarity to the worker's profile, (s - min) / (max - min) over the candidates (the eldr "
      "section's model)"},
     {"label-match-scorer", "1 on the workers of the request label's pool, else 0"},
+    {"precise-prefix-cache-scorer",
+     "llm-d's KV-event prefix scorer: the prompt's full KV blocks cached on the worker, (n - min) / (max - min) "
+     "over the workers with a hit (1 when their hits are equal), 0 without a hit"},
+    {"active-request-scorer",
+     "llm-d's in-flight scorer: 1 with at most idle_threshold requests in flight, else (max - n) / max x "
+     "max_busy_score, max over every worker"},
 };
 constexpr KeyChoice kPickers[] = {
     {"max-score-picker", "the highest total score"},
@@ -85,6 +93,21 @@ const ConfigKey kComposedKeys[] = {
     SCORER("prefix-cache-scorer", kScorers[2].help),
     SCORER("expert-locality-scorer", kScorers[3].help),
     SCORER("label-match-scorer", kScorers[4].help),
+    SCORER("precise-prefix-cache-scorer", kScorers[5].help),
+    SCORER("active-request-scorer", kScorers[6].help),
+    {.path = "composed.scorers.active-request-scorer.idle_threshold",
+     .type = K::integer,
+     .def  = "0",
+     .unit = "requests",
+     .min  = 0,
+     .max  = 1e6,
+     .help = "a worker with at most this many requests in flight is idle: score 1 (llm-d's idleThreshold)"},
+    {.path = "composed.scorers.active-request-scorer.max_busy_score",
+     .type = K::number,
+     .def  = "1",
+     .min  = 0,
+     .max  = 1,
+     .help = "the score of the least busy worker above idle_threshold (llm-d's maxBusyScore)"},
     {.path = "composed.picker",
      .type = K::section,
      .help = "the picker, exactly one (absent: max-score-picker with its defaults)"},
@@ -173,6 +196,11 @@ Composition read_steps(ConfigReader& r)
       scorers.fail(type, kNotHere);
     ConfigReader s      = scorers.section(type);
     const double weight = s.number("weight");
+    ScorerStep step{ScorerType(i), weight};
+    if (step.type == ScorerType::active_request) {
+      step.idle_threshold = s.integer("idle_threshold");
+      step.max_busy_score = s.number("max_busy_score");
+    }
     // Totals are compared across candidates: a weight so small that weight x score loses its digits (or
     // goes subnormal) would make a policy and the same policy scaled differ.
     if (weight > 0 && weight < kMinWeight)
@@ -181,7 +209,7 @@ Composition read_steps(ConfigReader& r)
                            s.json()["weight"].dump());
     s.finish();
     if (weight > 0)  // weight 0 is the policy without the scorer (a sweep's first point), its state unbuilt
-      c.scorers.push_back({ScorerType(i), weight});
+      c.scorers.push_back(step);
   }
   scorers.finish();
 
@@ -228,6 +256,15 @@ Composition read_section(ConfigReader& r)
   return c;
 }
 
+// A scheduler file's notes, each once in a run (a sweep reads the file for every point).
+void print_notes(const std::vector<std::string>& notes)
+{
+  static std::set<std::string> said;
+  for (const std::string& n : notes)
+    if (said.insert(n).second)
+      std::fprintf(stderr, "eldrsim: note: %s\n", n.c_str());
+}
+
 // The section as given: with a scheduler file, its decode profile's plugins, each of the section's own
 // filters, scorers and picker replacing the file's entry of that type (the picker: the file's picker).
 void check_composed_section(ConfigReader& r, const std::string& root)
@@ -249,7 +286,9 @@ void check_composed_section(ConfigReader& r, const std::string& root)
   read_steps(given);
   given.finish();
 
-  Json merged = read_endpoint_picker_config(file);
+  std::vector<std::string> notes;
+  Json merged = read_endpoint_picker_config(file, &notes);
+  print_notes(notes);
   for (const char* kind : {"filters", "scorers"})
     if (own.contains(kind)) {
       merged[kind].merge_patch(own[kind]);
@@ -297,7 +336,7 @@ void check_prefill_with(const ConfigReader& r, const Experiment& x)
 {
   if (x.serving.prefix_cache || !r.json().contains("scorers") || !r.json()["scorers"].is_object())
     return;
-  for (const char* type : {"kv-cache-utilization-scorer", "prefix-cache-scorer"}) {
+  for (const char* type : {"kv-cache-utilization-scorer", "prefix-cache-scorer", "precise-prefix-cache-scorer"}) {
     const Json& scorers = r.json()["scorers"];
     if (scorers.contains(type) && !(scorers[type].contains("weight") && scorers[type]["weight"] == 0))
       r.fail(std::string("scorers.") + type,

@@ -22,7 +22,15 @@ class ConfigReader;
 // Plugin types, in the order of their declarations (and of the pipeline: filters run in this order,
 // scores add up in this order).
 enum class FilterType { label_pool, load_threshold, locality_band };
-enum class ScorerType { queue, kv_cache_utilization, prefix_cache, expert_locality, label_match };
+enum class ScorerType {
+  queue,
+  kv_cache_utilization,
+  prefix_cache,
+  expert_locality,
+  label_match,
+  precise_prefix_cache,
+  active_request
+};
 enum class PickerType { max_score, random, p2c, round_robin };
 enum class TieBreak { random, lowest_index };
 
@@ -31,8 +39,10 @@ struct FilterStep {
   long max_in_flight = 0;  // load-threshold-filter
 };
 struct ScorerStep {
-  ScorerType type = ScorerType::queue;
-  double weight   = 0;
+  ScorerType type       = ScorerType::queue;
+  double weight         = 0;
+  long idle_threshold   = 0;    // active-request-scorer: at most this many in flight scores 1
+  double max_busy_score = 1.0;  // active-request-scorer: the score of the least busy worker above it
 };
 struct PickerStep {
   PickerType type = PickerType::max_score;

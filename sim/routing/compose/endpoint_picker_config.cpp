@@ -76,9 +76,7 @@ constexpr std::string_view kNotModelledSteps[] = {
     "lora-affinity-scorer",
     "session-affinity-scorer",
     "load-aware-scorer",
-    "active-request-scorer",
     "no-hit-lru-scorer",
-    "precise-prefix-cache-scorer",
     "context-length-aware",
     "running-requests-size-scorer",
     "token-load-scorer",
@@ -95,7 +93,6 @@ constexpr std::string_view kOutsidePlugins[] = {
     "single-profile-handler",
     "data-parallel-profile-handler",
     "disagg-headers-handler",
-    "prefill-header-handler",
     "prefix-based-pd-decider",
     "always-disagg-pd-decider",
     "always-disagg-multimodal-decider",
@@ -124,6 +121,28 @@ constexpr std::string_view kOutsidePlugins[] = {
     "static-usage-limit-policy",
     "eviction-sheddable-filter",
     "eviction-priority-then-time-ordering",
+    "probabilistic-admitter",  // after v0.8.0 (main)
+};
+
+// Plugin types llm-d accepted under other names, read as today's (v0.8.0's) with a note.
+struct Rename {
+  std::string_view old_type;
+  std::string_view type;
+  std::string_view when;
+};
+constexpr Rename kRenames[] = {
+    // GIE v0.5.0 (llm-d v0.2.0's files): renamed in GIE v1.0.0.
+    {"kv-cache-scorer", "kv-cache-utilization-scorer", "GIE v0.5.0's name"},
+    // llm-d main at commit 31aff9dc (July 2025, before v0.2.0), its docs/architecture.md.
+    {"prefix-cache", "prefix-cache-scorer", "llm-d's name before v0.2.0 (GIE's before v0.5.0)"},
+    {"max-score", "max-score-picker", "llm-d's name before v0.2.0 (GIE's before v0.5.0)"},
+    {"single-profile", "single-profile-handler", "llm-d's name before v0.2.0 (GIE's before v0.5.0)"},
+    {"prefill-header", "disagg-headers-handler", "llm-d's name before v0.2.0 (then prefill-header-handler)"},
+    {"kvcache-aware-scorer", "precise-prefix-cache-scorer", "llm-d's name up to v0.1.0"},
+    // v0.2.0 to v0.6.1; a legacy alias in v0.8.0 (plugins/register.go).
+    {"prefill-header-handler", "disagg-headers-handler", "llm-d's name up to v0.6.1"},
+    // llm-d after v0.8.0 (main) renamed tokenizer to token-producer, keeping tokenizer as an alias.
+    {"token-producer", "tokenizer", "llm-d's name after v0.8.0"},
 };
 
 // Known llm-d parameter, not modelled: llm-d's documented parameters of the plugins read here that
@@ -143,6 +162,15 @@ constexpr KnownParameter kNotModelledParameters[] = {
     {"prefix-cache-scorer", "lruCapacityPerServer"},
     {"max-score-picker", "maxNumOfEndpoints"},
     {"random-picker", "maxNumOfEndpoints"},
+    // The precise scorer reads the workers' own caches here: its tokenizer, index and event settings
+    // have no counterpart (v0.8.0 preciseprefixcache/precise_prefix_cache.go, PluginConfig).
+    {"precise-prefix-cache-scorer", "tokenProcessorConfig"},
+    {"precise-prefix-cache-scorer", "indexerConfig"},
+    {"precise-prefix-cache-scorer", "kvEventsConfig"},
+    {"precise-prefix-cache-scorer", "speculativeIndexing"},
+    {"precise-prefix-cache-scorer", "speculativeTTL"},
+    // A request leaves the in-flight count when it ends here: it never times out of it.
+    {"active-request-scorer", "requestTimeout"},
     // The P/D handlers' other parameters pick prefill, encode and the decider (v0.2.0 to v0.8.0).
     {"disagg-profile-handler", "deciders"},
     {"disagg-profile-handler", "prefillProfile"},
@@ -248,10 +276,18 @@ std::vector<std::string> supported_types()
 
 struct Reader {
   const std::string& path;
+  std::vector<std::string>* notes;  // may be null
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const
   {
     throw InputError(path, field, problem);
+  }
+
+  // What llm-d runs but eldr-sim reads differently or drops: said, not refused.
+  void note(const std::string& field, const std::string& what) const
+  {
+    if (notes)
+      notes->push_back(path + ": " + (field.empty() ? "" : field + ": ") + what);
   }
 
   // The keys of mapping `node`, each once; `allowed` (when not empty) lists those it may hold.
@@ -343,6 +379,44 @@ struct Plugin {
   std::string field;      // plugins[i]
 };
 
+const Rename* renamed(std::string_view type)
+{
+  for (const Rename& r : kRenames)
+    if (r.old_type == type)
+      return &r;
+  return nullptr;
+}
+
+// The type an unknown one most likely means: one it begins (prefill-header: prefill-header-handler,
+// before a rename) or, failing that, the nearest spelling; an old name is given as today's.
+std::string suggestion(std::string_view type, const std::vector<std::string>& known)
+{
+  std::vector<std::string> all = known;
+  all.insert(all.end(), std::begin(kNotModelledSteps), std::end(kNotModelledSteps));
+  all.insert(all.end(), std::begin(kOutsidePlugins), std::end(kOutsidePlugins));
+  for (const Rename& r : kRenames)
+    all.emplace_back(r.old_type);
+  std::string near;
+  for (const std::string& name : all)
+    if (name.size() > type.size() && name.compare(0, type.size(), type) == 0 && name[type.size()] == '-' &&
+        (near.empty() || name.size() < near.size()))
+      near = name;
+  if (near.empty())
+    near = closest_name(type, all);
+  const Rename* old = renamed(near);
+  return old ? std::string(old->type) : near;
+}
+
+// A plugin type of llm-d (or GIE) that eldr-sim reads, as opposed to eldr-sim's own.
+bool llm_d_type(std::string_view type)
+{
+  constexpr std::string_view kLlmd[] = {"queue-scorer",          "kv-cache-utilization-scorer",
+                                        "prefix-cache-scorer",   "precise-prefix-cache-scorer",
+                                        "active-request-scorer", "max-score-picker",
+                                        "random-picker",         "decode-filter"};
+  return contains(kLlmd, type) || contains(kPdHandlers, type);
+}
+
 // The parameters of a plugin eldr-sim reads (its own types, llm-d's mapped ones, the P/D handlers):
 // every one must be llm-d's or declared by the composed section; eldr-sim's are returned as JSON.
 Json plugin_parameters(const Reader& r, const Plugin& p)
@@ -353,10 +427,13 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
   if (none)
     return out;
   const std::string kind = kind_of(p.type);
+  std::vector<std::string> dropped, ignored;
   for (const std::string& key : r.keys(p.parameters, field, "the plugin's parameters, name: value")) {
     const auto known = [&](const KnownParameter& k) { return k.type == p.type && k.name == key; };
-    if (std::any_of(std::begin(kNotModelledParameters), std::end(kNotModelledParameters), known))
+    if (std::any_of(std::begin(kNotModelledParameters), std::end(kNotModelledParameters), known)) {
+      dropped.push_back(key);
       continue;
+    }
     if (contains(kPdHandlers, p.type) && (key == "decodeProfile" || (key == "profiles" && p.type == kPdHandlers[0])))
       continue;  // read by decode_profile
     const std::string snake = snake_case(key);
@@ -380,6 +457,15 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
       llmd.insert(llmd.begin(), "profiles");
     if (contains(kPdHandlers, p.type))
       llmd.insert(llmd.begin(), "decodeProfile");
+    // llm-d decodes parameters with Go's encoding/json, which skips a field its plugin does not have:
+    // llm-d runs such a file, so it is read with a note, unless the plugin is eldr-sim's own or the
+    // name is a near miss of a parameter (a typo that would change the policy) or a scorer's weight.
+    std::vector<std::string> all = own;
+    all.insert(all.end(), llmd.begin(), llmd.end());
+    if (llm_d_type(p.type) && snake != "weight" && closest_name(key, all).empty()) {
+      ignored.push_back(key);
+      continue;
+    }
     std::string problem = "unknown parameter of " + p.type;
     if (snake == "weight" && kind == "scorers")
       problem += ": a scorer's weight is the profile's (schedulingProfiles[].plugins[].weight)";
@@ -388,6 +474,11 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
       problem += "; llm-d's, accepted but not modelled: " + joined(llmd);
     r.fail(join(field, key), problem + ")");
   }
+  if (!dropped.empty())
+    r.note(field, joined(dropped) + ": llm-d's " + p.type + " parameters without a meaning in the simulator, dropped");
+  if (!ignored.empty())
+    r.note(field,
+           joined(ignored) + ": not parameters of llm-d's " + p.type + ", which ignores them (so does eldr-sim)");
   return out;
 }
 
@@ -473,9 +564,9 @@ YAML::Node parse_yaml(const Reader& r, const std::string& text)
 
 }  // namespace
 
-Json read_endpoint_picker_config(const std::string& path)
+Json read_endpoint_picker_config(const std::string& path, std::vector<std::string>* notes)
 {
-  const Reader r{path};
+  const Reader r{path, notes};
   const std::string text = read_input_file(path, kMaxFileBytes);
   require_utf8(text, path, "");
   const YAML::Node root = parse_yaml(r, text);
@@ -502,16 +593,18 @@ Json read_endpoint_picker_config(const std::string& path)
     constexpr std::string_view kPluginFields[] = {"name", "type", "parameters"};
     r.keys(node, p.field, "a plugin: type, and optionally name and parameters", kPluginFields);
     p.type = r.text(node["type"], join(p.field, "type"));
-    p.name = given(node["name"]) ? r.text(node["name"], join(p.field, "name")) : p.type;
+    p.name = given(node["name"]) ? r.text(node["name"], join(p.field, "name")) : p.type;  // the type as written
+    if (const Rename* old = renamed(p.type)) {
+      r.note(join(p.field, "type"), in_quotes(p.type) + " is " + std::string(old->when) + " for " +
+                                        in_quotes(old->type) + ": read as " + std::string(old->type));
+      p.type = old->type;
+    }
     if (const auto [it, added] = by_name.emplace(p.name, i); !added)
       r.fail(join(p.field, given(node["name"]) ? "name" : "type"),
              "a second plugin named " + in_quotes(p.name) + " (" + plugins[it->second].field +
                  " has it; a name defaults to the type): give each a different name");
     if (!contains(known, p.type) && !contains(kNotModelledSteps, p.type) && !contains(kOutsidePlugins, p.type)) {
-      std::vector<std::string> all = known;
-      all.insert(all.end(), std::begin(kNotModelledSteps), std::end(kNotModelledSteps));
-      all.insert(all.end(), std::begin(kOutsidePlugins), std::end(kOutsidePlugins));
-      const std::string near = closest_name(p.type, all);
+      const std::string near = suggestion(p.type, known);
       r.fail(join(p.field, "type"), "unknown plugin type " + in_quotes(p.type) +
                                         (near.empty() ? "" : " (did you mean " + in_quotes(near) + "?)") +
                                         " (supported: " + joined(known) +
@@ -590,6 +683,11 @@ Json read_endpoint_picker_config(const std::string& path)
         r.fail(choice->field, "the decode profile " + in_quotes(choice->name) + " is not in schedulingProfiles (" +
                                   joined(names) + ")");
       chosen = size_t(it - names.begin());
+      for (size_t i = 0; i < names.size(); ++i)
+        if (i != chosen)
+          r.note(item("schedulingProfiles", i),
+                 "profile " + in_quotes(names[i]) + " is not read (only the decode profile " + in_quotes(choice->name) +
+                     " is): eldr-sim's prefill router is configured by the prefill_router section");
     } else if (names.size() > 1) {
       r.fail("schedulingProfiles", std::to_string(names.size()) + " profiles (" + joined(names) +
                                        ") but no P/D profile handler (" + joined(kPdHandlers) +
@@ -600,21 +698,43 @@ Json read_endpoint_picker_config(const std::string& path)
   }
 
   Json out = {{"filters", Json::object()}, {"scorers", Json::object()}, {"picker", Json::object()}};
-  std::map<std::string, std::string> used;  // type -> the field of its step, for the "twice" errors
+  std::map<std::string, const Step*> used;  // type -> its first step, for a second plugin of the type
   std::string picker_field;
   for (const Step& s : steps) {
     const Plugin& p = plugins[s.plugin];
     if (p.type == kDecodeFilter)
       continue;
+    // GIE's SchedulerProfile.AddPlugins (v1.5.0 pkg/epp/scheduling/scheduler_profile.go) keeps a
+    // reference's filter, scorer and picker roles and skips a plugin that has none.
+    if (contains(kOutsidePlugins, p.type)) {
+      r.note(s.field, in_quotes(p.name) + " is llm-d's " + p.type +
+                          ", not a filter, scorer or picker: skipped in the profile, as llm-d skips it");
+      continue;
+    }
     const std::string kind = kind_of(p.type);
     if (kind.empty())
       r.fail(s.field, in_quotes(p.name) + " is llm-d's " + p.type + ", which eldr-sim does not model" +
-                          (contains(kOutsidePlugins, p.type) ? " as a profile's step" : "") +
                           ": remove it from the decode profile " + in_quotes(profile) +
                           " (supported: " + joined(known) + ")");
-    if (const auto [it, added] = used.emplace(p.type, s.field); !added)
-      r.fail(s.field, "a second " + p.type + " in the profile (" + it->second +
-                          " is one): a composition holds each plugin type once");
+    // A type twice under two names (llm-d runs both): the same filter twice is the filter, the same
+    // scorer twice is one scorer with the two weights added (the same total); different parameters
+    // have no composition.
+    if (const auto [it, added] = used.emplace(p.type, &s); !added && kind != "picker") {
+      const Step& first = *it->second;
+      if (parameters[first.plugin] != parameters[s.plugin])
+        r.fail(s.field, in_quotes(p.name) + " is a second " + p.type + " in the profile (" + first.field + " is " +
+                            in_quotes(plugins[first.plugin].name) +
+                            ") with other parameters: a composition holds one plugin of a type, give them the same "
+                            "parameters or keep one");
+      if (kind == "scorers") {
+        const double sum            = out[kind][p.type]["weight"].get<double>() + s.weight.value_or(1.0);
+        out[kind][p.type]["weight"] = sum;
+      }
+      r.note(s.field, in_quotes(p.name) + " is a second " + p.type + " with the same parameters as " +
+                          in_quotes(plugins[first.plugin].name) + " (" + first.field +
+                          "): " + (kind == "scorers" ? "read as one of the two weights added" : "read as one"));
+      continue;
+    }
     if (kind == "picker" && !picker_field.empty())
       r.fail(s.field,
              "a second picker (" + picker_field + " is " + out["picker"].begin().key() + "): a profile has one picker");

@@ -6,6 +6,7 @@
 #include "sim/common/json_reader.hpp"
 
 #include <string>
+#include <vector>
 
 namespace eldr {
 
@@ -13,6 +14,8 @@ namespace eldr {
 // without "name": {"filters": {...}, "scorers": {...}, "picker": {...}}. Only what is structural is
 // checked here (the YAML, plugin types, references, weights, which parameters exist); the values go
 // through the composed section's reader afterwards. Throws InputError(path, YAML path, problem).
-Json read_endpoint_picker_config(const std::string& path);
+// What llm-d runs but eldr-sim reads differently or drops (an older plugin name, a parameter llm-d
+// ignores, a profile not read) is appended to `notes`, one line each ("FILE: FIELD: what").
+Json read_endpoint_picker_config(const std::string& path, std::vector<std::string>* notes = nullptr);
 
 }  // namespace eldr
