@@ -3,7 +3,7 @@
 #include "sim/common/rng.hpp"
 #include "sim/routing/compose/composed_router.hpp"
 #include "sim/routing/prefill_router.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
 
 #include <benchmark/benchmark.h>

@@ -31,7 +31,7 @@ class JsqOfDRouter : public DecodeRouter {
   std::vector<int> order_;  // scratch: a partial shuffle of the worker indices
 };
 
-// The router's table entry (sim/routing/router_registry.cpp): its factory and its config section.
+// The router's table entry (sim/routing/registry/router_registry.cpp): its factory and its config section.
 std::unique_ptr<DecodeRouter> make_jsq_of_d(const RouterSetup& setup);
 extern const RouterSection kJsqOfDSection;
 

@@ -1,5 +1,5 @@
 #include "sim/app/commands.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -7,7 +7,7 @@
 #include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <cstdio>

@@ -12,8 +12,8 @@
 #include "sim/experiments/sample_stats.hpp"
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/metrics/result_check.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "sim/routing/router_fit.hpp"
-#include "sim/routing/router_registry.hpp"
 
 #include <chrono>
 #include <cmath>

@@ -7,7 +7,7 @@
 #include "sim/cluster/sim_log.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/cost/cluster_placement.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 
 #include <cmath>
 #include <cstdio>

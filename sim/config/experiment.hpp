@@ -160,7 +160,7 @@ struct RouterSection {
   void (*check_with)(const ConfigReader& section, const Experiment& x) = nullptr;
 };
 
-// What the config reader knows of the routers (the router table, sim/routing/router_registry.hpp,
+// What the config reader knows of the routers (the router table, sim/routing/registry/router_registry.hpp,
 // builds it): their names with a line each, and their sections.
 struct RouterCatalog {
   std::vector<KeyChoice> routers;

@@ -1,7 +1,7 @@
 // load_experiment and config_keys with the router table's catalog: defined here, above the routers,
 // because the config layer that declares them (sim/config/experiment.hpp) cannot know the routers.
 #include "sim/config/experiment.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 
 namespace eldr {
 

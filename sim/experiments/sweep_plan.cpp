@@ -2,8 +2,8 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "sim/routing/router_fit.hpp"
-#include "sim/routing/router_registry.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The decode router table (sim/routing/router_registry.cpp): `eldrsim routers`, --router's help and the
+# The decode router table (sim/routing/registry/router_registry.cpp): `eldrsim routers`, --router's help and the
 # config's valid names all come from it; a router's own config section is read and checked through its
 # entry (eldr.*, jsq_of_d.*) whichever router runs; the worked examples (examples/routers/) run the
 # default config to valid results: jsq_of_d with d = the decode workers always takes a least-loaded

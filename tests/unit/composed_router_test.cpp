@@ -3,7 +3,7 @@
 // behaviour as compositions is router_test.cpp's; their byte-identity in whole runs, tests/cli/composed.sh.
 #include "sim/common/input_error.hpp"
 #include "sim/routing/compose/composed_router.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
 
 #include <doctest/doctest.h>

@@ -3,7 +3,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/json_reader.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,7 +1,7 @@
 // The domain oracle (sim/routing/domain_pools.hpp; router "domain", a composition): pools sized by
 // calibration label shares, JSQ inside.
 #include "sim/routing/domain_pools.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 
 #include <doctest/doctest.h>
 

@@ -8,7 +8,7 @@
 #include "sim/gating/prompt_profile.hpp"
 #include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/routing/eldr/eldr_spec.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "sim/workload/workload_factory.hpp"
 
 #include <doctest/doctest.h>

@@ -4,7 +4,7 @@
 #include "examples/routers/prefix_affinity.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 
 #include <doctest/doctest.h>
 

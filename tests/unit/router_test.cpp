@@ -1,6 +1,6 @@
 // Decode routers (sim/routing): random, round_robin, jsq, p2c (built-in compositions) and the factory.
 #include "sim/config/experiment.hpp"
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "tests/support/router_workload.hpp"
 
 #include <doctest/doctest.h>

@@ -1,17 +1,20 @@
 #include "sim/routing/compose/composed_router.hpp"
-#include "sim/routing/eldr/eldr_router.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
+#include <stdexcept>
 
 namespace eldr {
 
-ComposedRouter::ComposedRouter(Composition c, const RouterSetup& setup)
+ComposedRouter::ComposedRouter(Composition c, const RouterSetup& setup, ExpertLocalityFactory make_locality)
     : c_(std::move(c)), rng_(setup.seed, "router." + c_.name)
 {
-  if (c_.uses_expert_locality())
-    locality_ = make_eldr_router(setup);
+  if (c_.uses_expert_locality()) {
+    if (!make_locality)
+      throw std::logic_error("router " + c_.name + ": an expert-locality plugin without a locality state to run on");
+    locality_ = make_locality(setup);
+  }
   if (c_.uses_label_pools())
     pools_ = domain_pools_for(setup);
   can_empty_ = std::any_of(c_.filters.begin(), c_.filters.end(),
@@ -269,9 +272,10 @@ bool ComposedRouter::profiles_cached_blocks() const
   return locality_ && locality_->profiles_cached_blocks();
 }
 
-std::unique_ptr<DecodeRouter> make_composed_router(const Composition& c, const RouterSetup& setup)
+std::unique_ptr<DecodeRouter> make_composed_router(const Composition& c, const RouterSetup& setup,
+                                                   ExpertLocalityFactory make_locality)
 {
-  return std::make_unique<ComposedRouter>(c, setup);
+  return std::make_unique<ComposedRouter>(c, setup, make_locality);
 }
 
 }  // namespace eldr

@@ -1,13 +1,14 @@
 #pragma once
 // A decode router run from a Composition (composition.hpp): filters, then weighted scores, then the
-// picker. Plugins with state keep it here: the locality plugins share one ELDR state (its model,
-// refits and drift detection, sim/routing/eldr/eldr_router.hpp), the label plugins the domain pools.
+// picker. Plugins with state keep it here: the locality plugins share one locality state
+// (expert_locality.hpp, built by the factory the router table gives), the label plugins the domain pools.
 //
 // A filter that would leave no candidate is skipped for that decision (the candidates before it
 // stand) and counted: router_stats' filter_fallbacks, reported for compositions with a filter that
 // can empty the set (load-threshold-filter; the pool and band filters never do, in their order).
 #include "sim/common/rng.hpp"
 #include "sim/routing/compose/composition.hpp"
+#include "sim/routing/compose/expert_locality.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/domain_pools.hpp"
 #include "sim/routing/router_setup.hpp"
@@ -18,11 +19,10 @@
 
 namespace eldr {
 
-class EldrRouter;
-
 class ComposedRouter : public DecodeRouter {
  public:
-  ComposedRouter(Composition c, const RouterSetup& setup);
+  // `make_locality` builds the locality plugins' state; a composition that uses them needs one.
+  ComposedRouter(Composition c, const RouterSetup& setup, ExpertLocalityFactory make_locality = nullptr);
   ~ComposedRouter() override;
 
   std::string_view name() const override { return c_.name; }
@@ -50,9 +50,9 @@ class ComposedRouter : public DecodeRouter {
 
   Composition c_;
   Rng rng_;
-  std::unique_ptr<EldrRouter> locality_;  // the locality plugins' state, when one is used
-  std::optional<DomainPools> pools_;      // the label plugins' pools, when one is used
-  bool can_empty_ = false;                // a filter may leave no candidate
+  std::unique_ptr<ExpertLocality> locality_;  // the locality plugins' state, when one is used
+  std::optional<DomainPools> pools_;          // the label plugins' pools, when one is used
+  bool can_empty_ = false;                    // a filter may leave no candidate
   long fallbacks_ = 0;
   int next_turn_  = 0;  // round-robin-picker: the worker whose turn it is
   // Scratch of one decision: the candidates (ascending), the next filter's, and their totals.
@@ -63,6 +63,7 @@ class ComposedRouter : public DecodeRouter {
 };
 
 // The router for a composition (the experiment's `composed` section, or a built-in router's).
-std::unique_ptr<DecodeRouter> make_composed_router(const Composition& c, const RouterSetup& setup);
+std::unique_ptr<DecodeRouter> make_composed_router(const Composition& c, const RouterSetup& setup,
+                                                   ExpertLocalityFactory make_locality = nullptr);
 
 }  // namespace eldr

@@ -12,6 +12,7 @@
 // expert-locality scorer take their decisions from this class in steps (begin, band, similarities,
 // end); its own choose() is that composition's decision, for the tests.
 #include "sim/config/experiment.hpp"
+#include "sim/routing/compose/expert_locality.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/eldr/drift_detector.hpp"
 #include "sim/routing/eldr/eldr_model.hpp"
@@ -37,13 +38,17 @@ enum class RefitPolicy { static_centroids, periodic, triggered };
 RefitPolicy parse_refit_policy(const std::string& name);
 DriftDetectorOptions drift_detector_options(const EldrSpec& spec);
 
-class EldrRouter : public DecodeRouter {
+// ELDR's locality state: the model, the band, the online refit and drift detection, which the
+// composition's expert-locality plugins run on (router "eldr" is the composition band filter + queue
+// scorer + lowest-index max-score picker, router_registry.cpp).
+class EldrRouter : public ExpertLocality {
  public:
   EldrRouter(EldrModel model, const EldrSpec& spec);
 
-  std::string_view name() const override { return "eldr"; }
-  int choose(const Request& r, const DecodeLoadView& load) override;
-  bool uses_prompt_profile() const override { return true; }
+  // ELDR's decision in one call (the band, then the least loaded, lowest index on ties, then end()):
+  // what the eldr composition decides (tests/unit/eldr_router_test.cpp holds the two equal), for tests
+  // and benches.
+  int choose(const Request& r, const DecodeLoadView& load);
   ProfileFields prompt_fields() const override { return fields_for(model_.variant); }
   std::span<const int> prompt_layers() const override { return model_.mask; }
   void observe_prompt(const Request& r, const PromptProfile& profile) override;
@@ -66,10 +71,10 @@ class EldrRouter : public DecodeRouter {
   // candidates within tau of the best similarity among `candidates` (with min_two, the runner-up joins
   // a band of one), in their order; similarities() is every worker's exact similarity; end() counts
   // the decision and refits as the policy says.
-  void begin(const Request& r);
-  void band(std::span<const int> candidates, std::vector<int>& out);
-  std::span<const float> similarities();
-  void end(double now);
+  void begin(const Request& r) override;
+  void band(std::span<const int> candidates, std::vector<int>& out) override;
+  std::span<const float> similarities() override;
+  void end(double now) override;
 
   // Decision on a ready signature (the band over every worker, then the least loaded, lowest index on
   // ties; no refit): for tests/benches.

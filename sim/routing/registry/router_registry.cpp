@@ -1,7 +1,8 @@
-#include "sim/routing/router_registry.hpp"
+#include "sim/routing/registry/router_registry.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/routing/compose/composed_router.hpp"
 #include "sim/routing/eldr/eldr_fit.hpp"
+#include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/routing/eldr/eldr_spec.hpp"
 #include "sim/routing/router_fit.hpp"
 
@@ -24,9 +25,15 @@ Composition composed_section(const Experiment* x)
   return read_composition(section, x ? x->config_file : "(defaults)");
 }
 
+// The expert-locality plugins' state: ELDR's model, band and refits.
+std::unique_ptr<ExpertLocality> eldr_locality(const RouterSetup& setup)
+{
+  return make_eldr_router(setup);
+}
+
 std::unique_ptr<DecodeRouter> from_composed_section(const RouterSetup& setup)
 {
-  return make_composed_router(composed_section(setup.experiment), setup);
+  return make_composed_router(composed_section(setup.experiment), setup, eldr_locality);
 }
 
 constexpr ResultColumn kEldrColumns[] = {{"tau", "eldr.tau"}, {"kmeans", "eldr.kmeans"}, {"variant", "eldr.variant"}};
@@ -87,7 +94,7 @@ std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const 
   if (!e)
     throw std::invalid_argument("unknown decode router '" + name + "'");
   if (e->composition)
-    return make_composed_router(builtin_composition(*e), setup);
+    return make_composed_router(builtin_composition(*e), setup, eldr_locality);
   return e->make(setup);
 }
 
