@@ -22,7 +22,7 @@ void BM_DecodeStepCost(benchmark::State& state)
   const CostModel cost(model, hw, model.calibration_for(hw.name, "models/qwen3-30b-a3b.json"));
 
   UniformGating routing(model, 1);
-  const RoutingShape& shape = routing.shape();
+  const GatingShape& shape = routing.shape();
   std::vector<uint64_t> union_masks(size_t(shape.words()), 0);
   std::vector<uint16_t> distinct(size_t(shape.layers), 0);
   AttentionLoad attention;

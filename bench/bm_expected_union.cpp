@@ -26,9 +26,9 @@ void BM_ExpectedBatchChange(benchmark::State& state)
 {
   if (!use_kernel(state, state.range(1)))
     return;
-  const Scenario& s         = default_scenario();
-  const int batch           = int(state.range(0));
-  const RoutingShape& shape = s.routing->shape();
+  const Scenario& s        = default_scenario();
+  const int batch          = int(state.range(0));
+  const GatingShape& shape = s.routing->shape();
   ExpectedUnion u(shape.layers, shape.experts);
   std::vector<double> distinct(size_t(shape.layers));
   size_t next = 0;

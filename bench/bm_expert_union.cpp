@@ -18,7 +18,7 @@ void BM_DecodeBatchUnion(benchmark::State& state)
   const int batch        = int(state.range(0));
   const ModelSpec& model = qwen3_30b();
   UniformGating routing(model, 1);
-  const RoutingShape& shape = routing.shape();
+  const GatingShape& shape = routing.shape();
 
   std::vector<Request> requests(static_cast<size_t>(batch));
   Rng rng(11, "bench.union");

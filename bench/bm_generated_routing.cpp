@@ -44,10 +44,10 @@ std::unique_ptr<GeneratedGating> make_source(const Setup& s)
 // read successive output tokens. items = token-steps.
 void BM_GeneratedDecodeUnion(benchmark::State& state)
 {
-  const Setup& s            = setup();
-  auto src                  = make_source(s);
-  const int batch           = int(state.range(0));
-  const RoutingShape& shape = src->shape();
+  const Setup& s           = setup();
+  auto src                 = make_source(s);
+  const int batch          = int(state.range(0));
+  const GatingShape& shape = src->shape();
   std::vector<uint64_t> u(size_t(shape.words()));
   std::vector<uint16_t> distinct(size_t(shape.layers));
   std::vector<TokenRef> tokens(static_cast<size_t>(batch));

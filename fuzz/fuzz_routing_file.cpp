@@ -1,6 +1,6 @@
 // A binary routing file (routing.bin): header, index and every record's ids and gates.
 #include "fuzz_common.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 
 #include <vector>
 
@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {
   const std::string path = eldr::fuzz::write_input("routing.bin", data, size);
   return eldr::fuzz::expect_clean([&] {
-    const eldr::RoutingFile f = eldr::RoutingFile::load(path);
+    const eldr::GatingFile f = eldr::GatingFile::load(path);
     // Read back what the index promises (bounded: a valid header may describe a large file).
     const auto& h = f.header();
     std::vector<uint16_t> ids(size_t(h.top_k));

@@ -5,7 +5,7 @@
 #include "sim/gating/gating_source_factory.hpp"
 #include "sim/gating/generated_gating.hpp"
 #include "sim/gating/shared_prefix_gating.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_staging.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -33,8 +33,8 @@ struct GenOptions {
 void token_ids(const GatingSource& src, const GateSource* gate_source, const Request& r, int t,
                std::vector<uint16_t>& ids, std::vector<float>& gates)
 {
-  const RoutingShape& s = src.shape();
-  auto masks            = src.token_experts(r, t);
+  const GatingShape& s = src.shape();
+  auto masks           = src.token_experts(r, t);
   ids.clear();
   for (int l = 0; l < s.layers; ++l)
     for (int w = 0; w < s.words_per_layer; ++w)
@@ -54,11 +54,11 @@ int gen(const GenOptions& o)
     throw InputError(o.config, "workload.kind", "trace gen generates a workload: use kind 'task' or 'language'");
   check_output_apart(o.out, "--out", experiment_inputs(x));
   StagedTrace stage(o.out);  // before generating: the trace appears whole, or not at all
-  Workload w                = make_workload(x);
-  auto source               = make_gating_source(x, w);
-  auto* shared              = dynamic_cast<const SharedPrefixGating*>(source.get());
-  auto* gen                 = dynamic_cast<const GeneratedGating*>(shared ? &shared->inner() : source.get());
-  const RoutingShape& shape = source->shape();
+  Workload w               = make_workload(x);
+  auto source              = make_gating_source(x, w);
+  auto* shared             = dynamic_cast<const SharedPrefixGating*>(source.get());
+  auto* gen                = dynamic_cast<const GeneratedGating*>(shared ? &shared->inner() : source.get());
+  const GatingShape& shape = source->shape();
 
   // One timeline: calibration requests at 0, warm-up from 0, measured after the last warm-up arrival.
   TraceManifest m;
@@ -86,13 +86,13 @@ int gen(const GenOptions& o)
                      "the routing file would take " + std::to_string(long(mb)) + " MB (limit --max-routing-mb " +
                          std::to_string(long(o.max_routing_mb)) + "): generate fewer requests");
 
-  std::unique_ptr<RoutingWriter> writer;
+  std::unique_ptr<GatingWriter> writer;
   namespace fs = std::filesystem;
   if (o.routing) {
     m.model        = TraceModel{x.model.name, shape.layers, shape.experts, shape.top_k};
     m.routing_file = "routing.bin";
-    writer         = std::make_unique<RoutingWriter>((fs::path(stage.dir()) / "routing.bin").string(), shape.layers,
-                                             shape.experts, shape.top_k, gen != nullptr);
+    writer         = std::make_unique<GatingWriter>((fs::path(stage.dir()) / "routing.bin").string(), shape.layers,
+                                            shape.experts, shape.top_k, gen != nullptr);
   }
   std::vector<uint16_t> ids;
   std::vector<float> gates;

@@ -39,7 +39,7 @@ int stats(const StatsOptions& o)
     check_output_apart(o.json, "--json", experiment_inputs(x));
   Workload w  = make_workload(x);
   auto source = make_gating_source(x, w);
-  RoutingStatsOptions opt;
+  GatingStatsOptions opt;
   opt.requests                      = o.requests;
   opt.seed                          = uint64_t(o.seed);
   std::unique_ptr<GateSource> gates = make_gate_source(*source);
@@ -48,10 +48,10 @@ int stats(const StatsOptions& o)
   const bool subtopics = source->has_subtopics();
   if (subtopics)
     opt.subtopic = [&source](const Request& r) { return source->primary_subtopic(r); };
-  RoutingStats s = measure_routing(w.requests, w.calibration, *source, opt);
+  GatingStats s = measure_routing(w.requests, w.calibration, *source, opt);
 
-  const bool has_targets   = x.workload.routing == ExpertRouting::generated;
-  const RoutingTargets& tg = x.routing_profile.targets;
+  const bool has_targets  = x.workload.routing == ExpertRouting::generated;
+  const GatingTargets& tg = x.routing_profile.targets;
   const std::string kind(to_string(x.workload.kind));
   std::printf("routing statistics: %s, %s workload, %s routing, %d sampled requests\n", x.model.name.c_str(),
               kind.c_str(), std::string(to_string(x.workload.routing)).c_str(), s.sampled_requests);

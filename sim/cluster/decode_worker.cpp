@@ -146,7 +146,7 @@ std::span<uint32_t> DecodeWorker::step_ranks(int k)
 // rank's picks and the tokens each owner dispatches to each other rank holding one of their experts.
 void DecodeWorker::accumulate_ranks(int k)
 {
-  const RoutingShape& shape = s_.routing.shape();
+  const GatingShape& shape = s_.routing.shape();
   const int W = shape.words_per_layer, R = ep_;
   const size_t per_layer  = size_t(R + R * R);
   std::span<uint64_t> u   = step_union(k);
@@ -185,7 +185,7 @@ DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& at
 {
   if (ep_ <= 1)
     return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_);
-  const RoutingShape& shape = s_.routing.shape();
+  const GatingShape& shape = s_.routing.shape();
   const int W = shape.words_per_layer, R = ep_;
   const size_t per_layer        = size_t(R + R * R);
   std::span<const uint64_t> u   = step_union(k);
@@ -213,9 +213,9 @@ DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& at
 // their number.
 int DecodeWorker::plan(double start)
 {
-  const RoutingShape& shape = s_.routing.shape();
-  const int window          = s_.experiment.model.sliding_window;
-  int n                     = max_block_;
+  const GatingShape& shape = s_.routing.shape();
+  const int window         = s_.experiment.model.sliding_window;
+  int n                    = max_block_;
   for (const Sequence& seq : batch_)
     n = std::min(n, seq.request->output_tokens - seq.generated);
   n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step

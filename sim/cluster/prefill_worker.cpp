@@ -93,7 +93,7 @@ void PrefillWorker::take_batch()
 
 void PrefillWorker::sampled_distinct(std::vector<double>& distinct) const
 {
-  const RoutingShape& shape = s_.routing.shape();
+  const GatingShape& shape = s_.routing.shape();
   std::vector<uint64_t> used(size_t(shape.words()), 0);
   std::vector<TokenRef> chunk;
   bool full = false;

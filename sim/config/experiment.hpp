@@ -3,9 +3,9 @@
 #include "sim/common/json_reader.hpp"
 #include "sim/config/cluster_spec.hpp"
 #include "sim/config/config_key.hpp"
+#include "sim/config/gating_profile.hpp"
 #include "sim/config/hardware.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/config/routing_profile.hpp"
 #include "sim/config/workload_labels.hpp"
 
 #include <cstdint>
@@ -128,7 +128,7 @@ struct Experiment {
   Hardware hardware;
   ModelSpec model;
   Calibration calibration;
-  RoutingProfile routing_profile;  // workload.routing "generated" only
+  GatingProfile routing_profile;  // workload.routing "generated" only
   Topology topology;
   WorkloadSpec workload;
   ServingSpec serving;

@@ -22,7 +22,7 @@ ClusterPlacements decode_placements(const Experiment& x, const Workload& w, cons
   ClusterPlacements out;
   if (g.expert_parallel <= 1)
     return out;
-  const RoutingShape& shape = routing.shape();
+  const GatingShape& shape = routing.shape();
   const int L = shape.layers, E = shape.experts, R = g.expert_parallel, K = g.instances;
   if (g.placement == Placement::contiguous) {
     out.placements.assign(size_t(K), contiguous_placement(L, E, R));

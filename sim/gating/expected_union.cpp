@@ -418,7 +418,7 @@ double expected_prompt_distinct(const GatingSource& source, std::span<const Prom
     }
     it->spans.emplace_back(r.from, r.to);
   }
-  const RoutingShape& shape = source.shape();
+  const GatingShape& shape = source.shape();
   // The first owner writes every cell (a batch without tokens adds nothing: all zeros).
   if (owners.empty())
     logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);

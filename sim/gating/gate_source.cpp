@@ -42,7 +42,7 @@ class GeneratedGates : public GateSource {
     Table& t = tables_[palette];
     if (!t.prob.empty())
       return t;
-    const RoutingShape& s = routing_.shape();
+    const GatingShape& s = routing_.shape();
     const size_t E = size_t(s.experts), K = size_t(s.top_k), R = size_t(routing_.records_per_palette());
     t.prob.resize(R * size_t(s.layers) * K);
     t.score.resize(t.prob.size());

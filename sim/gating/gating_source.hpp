@@ -18,7 +18,7 @@
 
 namespace eldr {
 
-struct RoutingShape {
+struct GatingShape {
   int layers          = 0;
   int experts         = 0;
   int top_k           = 0;
@@ -81,8 +81,8 @@ void accumulate_records(const uint64_t* pool, size_t words, size_t n, RecordOf r
 
 class GatingSource {
  public:
-  virtual ~GatingSource()                   = default;
-  virtual const RoutingShape& shape() const = 0;
+  virtual ~GatingSource()                  = default;
+  virtual const GatingShape& shape() const = 0;
   // Masks of token `token` of `r`: shape().words() words, valid until the next call on this source.
   virtual std::span<const uint64_t> token_experts(const Request& r, int token) const = 0;
   // ORs every token's choices into `union_masks`: the hot path, once per decode step over the batch.
@@ -106,7 +106,7 @@ class GatingSource {
   // The law of r's prompt tokens (phase 0) or output tokens (phase 1).
   virtual TokenLaw token_law(const Request& r, int phase) const;
   // Sources with structure below the labels (the generator's sub-topics): r's primary sub-topic
-  // within its label (what RoutingStatsOptions::subtopic measures locality by).
+  // within its label (what GatingStatsOptions::subtopic measures locality by).
   virtual bool has_subtopics() const { return false; }
   virtual int primary_subtopic(const Request&) const { return -1; }
   // Appends the runs that prompt tokens [from, to) of r consist of: by default one, r's own.
@@ -117,7 +117,7 @@ class GatingSource {
 };
 
 // Distinct experts per layer of a union; returns their sum over layers.
-inline long count_distinct(std::span<const uint64_t> union_masks, const RoutingShape& shape, std::span<uint16_t> out)
+inline long count_distinct(std::span<const uint64_t> union_masks, const GatingShape& shape, std::span<uint16_t> out)
 {
   long total = 0;
   for (int l = 0; l < shape.layers; ++l) {
@@ -140,7 +140,7 @@ inline bool contains(std::span<const uint64_t> whole, std::span<const uint64_t> 
 }
 
 // True when every layer's union holds all experts (nothing more can be added).
-inline bool union_is_full(std::span<const uint64_t> union_masks, const RoutingShape& shape)
+inline bool union_is_full(std::span<const uint64_t> union_masks, const GatingShape& shape)
 {
   for (int l = 0; l < shape.layers; ++l)
     for (int k = 0; k < shape.words_per_layer; ++k) {

@@ -72,7 +72,7 @@ double js_divergence(std::span<const double> a, std::span<const double> b)
 namespace {
 
 // Adds a token's picks to per-(layer, expert) counts.
-void add_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std::vector<float>& counts)
+void add_counts(std::span<const uint64_t> masks, const GatingShape& shape, std::vector<float>& counts)
 {
   for (int l = 0; l < shape.layers; ++l)
     for (int w = 0; w < shape.words_per_layer; ++w) {
@@ -86,7 +86,7 @@ void add_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std:
 }
 
 // Adds a token's gate values (one per pick, in the order of the set bits) to per-(layer, expert) sums.
-void add_gates(std::span<const uint64_t> masks, const RoutingShape& shape, std::span<const float> prob,
+void add_gates(std::span<const uint64_t> masks, const GatingShape& shape, std::span<const float> prob,
                std::vector<float>& sums)
 {
   for (int l = 0; l < shape.layers; ++l) {
@@ -110,13 +110,13 @@ double cosine(const std::vector<double>& a, const std::vector<double>& b)
 
 }  // namespace
 
-RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
-                             const GatingSource& source, const RoutingStatsOptions& opt)
+GatingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
+                            const GatingSource& source, const GatingStatsOptions& opt)
 {
-  const RoutingShape& shape = source.shape();
-  const size_t cells        = size_t(shape.layers) * shape.experts;
+  const GatingShape& shape = source.shape();
+  const size_t cells       = size_t(shape.layers) * shape.experts;
   Rng rng(opt.seed, "stats.routing");
-  RoutingStats st;
+  GatingStats st;
   if (pool.empty())
     return st;
 
@@ -163,7 +163,7 @@ RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector
     std::vector<double> per_pick;
     for (const auto& [label, gn] : by_label)
       for (size_t c = 0; c < cells; ++c)
-        if (gn.second[c] >= RoutingStats::kMinGateCellPicks)
+        if (gn.second[c] >= GatingStats::kMinGateCellPicks)
           per_pick.push_back(gn.first[c] / gn.second[c]);
     if (!per_pick.empty()) {
       std::sort(per_pick.begin(), per_pick.end());

@@ -13,7 +13,7 @@
 
 namespace eldr {
 
-struct RoutingStatsOptions {
+struct GatingStatsOptions {
   int requests                 = 400;  // requests sampled for per-request statistics and as batch members
   int batches                  = 200;  // batches per size and kind
   std::vector<int> batch_sizes = {8, 16, 32, 64, 80};
@@ -39,10 +39,10 @@ struct BatchLocality {
   double distinct_same  = 0;  // mean distinct experts per layer, batches of one label
   double distinct_mixed = 0;  // same, batches drawn from the whole mix
   double reduction() const { return distinct_mixed > 0 ? 1.0 - distinct_same / distinct_mixed : 0.0; }
-  // The same batches counted in fused-MoE tiles (RoutingStatsOptions::tile_tokens), mean per layer.
+  // The same batches counted in fused-MoE tiles (GatingStatsOptions::tile_tokens), mean per layer.
   double tiles_same = 0, tiles_mixed = 0;
   double tile_reduction() const { return tiles_mixed > 0 ? 1.0 - tiles_same / tiles_mixed : 0.0; }
-  // With RoutingStatsOptions::subtopic on a source with token laws: the exact expected distinct
+  // With GatingStatsOptions::subtopic on a source with token laws: the exact expected distinct
   // experts per layer (expected_union.hpp) of batches of one label and of one (label, primary
   // sub-topic), i.e. what the simulator's expected unions see, without the Monte-Carlo noise of
   // sampled tokens. 0: not measured.
@@ -53,7 +53,7 @@ struct BatchLocality {
   }
 };
 
-struct RoutingStats {
+struct GatingStats {
   int sampled_requests = 0;
   // One random output token per sequence (as a decode step sees it), same-label vs mixed batches.
   std::vector<BatchLocality> locality;
@@ -82,8 +82,8 @@ struct RoutingStats {
 double js_divergence(std::span<const double> a, std::span<const double> b);
 
 // `pool`: requests to sample from (served ones); `calibration`: the IDF set (the pool when empty).
-RoutingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
-                             const GatingSource& source, const RoutingStatsOptions& opt);
+GatingStats measure_routing(const std::vector<Request>& pool, const std::vector<Request>& calibration,
+                            const GatingSource& source, const GatingStatsOptions& opt);
 
 // Rank correlation with average ranks for ties.
 double spearman(const std::vector<double>& x, const std::vector<double>& y);

@@ -127,14 +127,14 @@ std::map<std::string, std::vector<double>> read_language_log_freq(const std::str
 
 }  // namespace
 
-double layer_weight(const RoutingProfile& p, int layer, int layers)
+double layer_weight(const GatingProfile& p, int layer, int layers)
 {
   const double x = layers > 1 ? double(layer) / double(layers - 1) : 0.5;
   const double z = (x - p.layer_peak) / p.layer_width;
   return p.layer_floor + (1.0 - p.layer_floor) * std::exp(-z * z);
 }
 
-GeneratedGating::GeneratedGating(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
+GeneratedGating::GeneratedGating(const ModelSpec& model, const GatingProfile& profile, const std::string& kind,
                                  const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file,
                                  double novel_after_s, const std::string& cache_dir)
 {
@@ -175,7 +175,7 @@ GeneratedGating::GeneratedGating(const ModelSpec& model, const RoutingProfile& p
     save_built(file, key);
 }
 
-std::string GeneratedGating::build_key(const RoutingProfile& p, const std::string& kind,
+std::string GeneratedGating::build_key(const GatingProfile& p, const std::string& kind,
                                        const std::vector<std::string>& labels, uint64_t seed,
                                        const std::string& profile_file) const
 {
@@ -327,7 +327,7 @@ void GeneratedGating::save_built(const std::string& file, const std::string& key
   }
 }
 
-void GeneratedGating::build_logits(const RoutingProfile& p, const std::string& kind,
+void GeneratedGating::build_logits(const GatingProfile& p, const std::string& kind,
                                    const std::vector<std::string>& labels, uint64_t seed,
                                    const std::string& profile_file)
 {

@@ -14,8 +14,8 @@
 // pre-sampled whole-token records, and a token picks a record by a hash of (request, position), as
 // UniformGating does; the batch union then costs a few ORs per token.
 #include "sim/common/huge_page_buffer.hpp"
+#include "sim/config/gating_profile.hpp"
 #include "sim/config/model_spec.hpp"
-#include "sim/config/routing_profile.hpp"
 #include "sim/gating/gating_source.hpp"
 
 #include <limits>
@@ -30,11 +30,11 @@ class GeneratedGating : public GatingSource {
   // per label that no calibration or warm-up request uses (workload.new_subtopics_after_s; drift).
   // cache_dir: where built sources are kept for other processes with the same inputs (a sweep's
   // points; see build_key); empty: always built here.
-  GeneratedGating(const ModelSpec& model, const RoutingProfile& profile, const std::string& kind,
+  GeneratedGating(const ModelSpec& model, const GatingProfile& profile, const std::string& kind,
                   const std::vector<std::string>& labels, uint64_t seed, const std::string& profile_file = "",
                   double novel_after_s = std::numeric_limits<double>::infinity(), const std::string& cache_dir = "");
 
-  const RoutingShape& shape() const override { return shape_; }
+  const GatingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
   bool distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const override;
@@ -84,19 +84,19 @@ class GeneratedGating : public GatingSource {
   const RequestKey& key(const Request& r) const;
   int first_palette(const Request& r) const;
   size_t record_of(const RequestKey& k, int token) const;
-  void build_logits(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
+  void build_logits(const GatingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                     uint64_t seed, const std::string& profile_file);
   // Samples the palettes' records and counts their frequencies.
   void sample_palettes(uint64_t seed);
   // Everything the logits and palettes are built from, as text (numbers exact, files by content).
-  std::string build_key(const RoutingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
+  std::string build_key(const GatingProfile& profile, const std::string& kind, const std::vector<std::string>& labels,
                         uint64_t seed, const std::string& profile_file) const;
   // The built arrays from/to a cache file of that key; load_built is false (nothing changed) unless
   // the file holds exactly this key and arrays of the sizes this build makes.
   bool load_built(const std::string& file, const std::string& key);
   void save_built(const std::string& file, const std::string& key) const;
 
-  RoutingShape shape_;
+  GatingShape shape_;
   int labels_          = 0;
   int subtopics_       = 0;
   int records_         = 0;
@@ -127,6 +127,6 @@ class GeneratedGating : public GatingSource {
 };
 
 // Per-layer label discriminativeness at depth x = l / (layers - 1).
-double layer_weight(const RoutingProfile& p, int layer, int layers);
+double layer_weight(const GatingProfile& p, int layer, int layers);
 
 }  // namespace eldr

@@ -9,7 +9,7 @@
 
 namespace eldr {
 
-PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields)
+PromptProfile empty_profile(const GatingShape& shape, ProfileFields fields)
 {
   PromptProfile p;
   p.layers           = shape.layers;
@@ -23,7 +23,7 @@ PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields)
   return p;
 }
 
-void add_mask_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std::span<uint16_t> counts)
+void add_mask_counts(std::span<const uint64_t> masks, const GatingShape& shape, std::span<uint16_t> counts)
 {
   uint16_t* c       = counts.data();
   const int W       = shape.words_per_layer;
@@ -118,7 +118,7 @@ int best_kernel()
 // on the layers `only` (all when empty; other layers' counts are left alone).
 class MaskCounter {
  public:
-  MaskCounter(const RoutingShape& s, std::span<uint16_t> counts, int kernel, std::span<const int> only = {})
+  MaskCounter(const GatingShape& s, std::span<uint16_t> counts, int kernel, std::span<const int> only = {})
       : s_(s), counts_(counts), kernel_(kernel), acc_(kernel ? size_t(s.words()) * 64 : 0, 0)
   {
     const uint32_t W = uint32_t(s.words_per_layer);
@@ -226,7 +226,7 @@ class MaskCounter {
   }
 
  private:
-  const RoutingShape& s_;
+  const GatingShape& s_;
   std::span<uint16_t> counts_;
   int kernel_;
   std::vector<uint8_t> acc_;  // byte counter of each bit slot (layer, word, bit)
@@ -257,7 +257,7 @@ void count_range(const GatingSource& routing, const Request& r, int begin, int e
 
 }  // namespace
 
-bool detail::count_masks_with(int kernel, std::span<const std::span<const uint64_t>> tokens, const RoutingShape& shape,
+bool detail::count_masks_with(int kernel, std::span<const std::span<const uint64_t>> tokens, const GatingShape& shape,
                               std::span<uint16_t> counts)
 {
   if (kernel < 0)
@@ -275,7 +275,7 @@ bool detail::count_masks_with(int kernel, std::span<const std::span<const uint64
 void add_tokens(const GatingSource& routing, const Request& r, int begin, int end, PromptProfile& into,
                 const GateSource* gates, std::span<const int> only_layers)
 {
-  const RoutingShape& s = routing.shape();
+  const GatingShape& s = routing.shape();
   if (into.layers != s.layers || into.experts != s.experts ||
       into.counts.size() != size_t(s.layers) * size_t(s.experts))
     throw std::invalid_argument("profile shape differs from the routing source's");
@@ -344,7 +344,7 @@ void add_profile(PromptProfile& into, const PromptProfile& part)
 
 std::vector<uint16_t> count_decode(const GatingSource& routing, const Request& r)
 {
-  const RoutingShape& s = routing.shape();
+  const GatingShape& s = routing.shape();
   std::vector<uint16_t> counts(size_t(s.layers) * size_t(s.experts), 0);
   count_range(routing, r, r.prompt_tokens, r.prompt_tokens + r.output_tokens - 1, counts);
   return counts;

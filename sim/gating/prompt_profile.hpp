@@ -27,7 +27,7 @@ struct PromptProfile {
 };
 
 // An all-zero profile of `shape` with the requested sums allocated.
-PromptProfile empty_profile(const RoutingShape& shape, ProfileFields fields = {});
+PromptProfile empty_profile(const GatingShape& shape, ProfileFields fields = {});
 
 // Adds tokens [begin, end) of `r` to `into` (counts, and the gate sums that `into` has allocated, read
 // from `gates`). Token ranges of one request add up: a prompt's profile is the sum of its KV blocks'.
@@ -51,14 +51,14 @@ void add_profile(PromptProfile& into, const PromptProfile& part);
 // model, positions P .. P+O-2 (the last output token is only sampled).
 std::vector<uint16_t> count_decode(const GatingSource& routing, const Request& r);
 
-// Lower-level: adds one token's masks (RoutingShape layout) to [layer][expert] counts, bit by bit.
-void add_mask_counts(std::span<const uint64_t> masks, const RoutingShape& shape, std::span<uint16_t> counts);
+// Lower-level: adds one token's masks (GatingShape layout) to [layer][expert] counts, bit by bit.
+void add_mask_counts(std::span<const uint64_t> masks, const GatingShape& shape, std::span<uint16_t> counts);
 
 namespace detail {
 // The counting kernels behind add_tokens, for tests and benchmarks: 0 = scalar (add_mask_counts),
 // 1 = AVX2, 2 = AVX-512BW byte lanes, -1 = the best the CPU has (what add_tokens uses for 8 tokens or
 // more). Adds `tokens` to `counts`; false (nothing done) when the CPU lacks the kernel.
-bool count_masks_with(int kernel, std::span<const std::span<const uint64_t>> tokens, const RoutingShape& shape,
+bool count_masks_with(int kernel, std::span<const std::span<const uint64_t>> tokens, const GatingShape& shape,
                       std::span<uint16_t> counts);
 }  // namespace detail
 

@@ -11,13 +11,13 @@
 
 namespace eldr {
 
-ReplayGating::ReplayGating(const std::string& routing_file) : ReplayGating(RoutingFile::load(routing_file)) {}
+ReplayGating::ReplayGating(const std::string& routing_file) : ReplayGating(GatingFile::load(routing_file)) {}
 
-ReplayGating::ReplayGating(const RoutingFile& file)
+ReplayGating::ReplayGating(const GatingFile& file)
 {
-  const RoutingHeader& h = file.header();
+  const GatingHeader& h = file.header();
   if (!file.has_data())
-    throw std::logic_error("ReplayGating needs a RoutingFile read with load(), not load_index()");
+    throw std::logic_error("ReplayGating needs a GatingFile read with load(), not load_index()");
   shape_.layers          = h.layers;
   shape_.experts         = h.experts;
   shape_.top_k           = h.top_k;
@@ -145,11 +145,11 @@ ReplayGating load_replay_gating(const Experiment& x, const Workload& w)
                          " has none (routing_file is null): use \"uniform\" or \"generated\"");
   check_trace_model(t.manifest, t.manifest_path(), x);
   ReplayGating routing = [&] {  // the file's buffer goes once the masks are built
-    const RoutingFile file = RoutingFile::load(t.routing_path());
+    const GatingFile file = GatingFile::load(t.routing_path());
     check_routing_checksum(t.manifest, t.routing_path(), file.checksum());
     return ReplayGating(file);
   }();
-  const RoutingShape& s = routing.shape();
+  const GatingShape& s = routing.shape();
   if (s.layers != t.manifest.model->layers || s.experts != t.manifest.model->experts ||
       s.top_k != t.manifest.model->top_k)
     throw InputError(t.routing_path(), "header",

@@ -4,12 +4,12 @@
 // may be shorter than its record (it then uses the record's leading prompt and output tokens); the
 // routing of its last output token may be missing, since that token is sampled, never fed.
 //
-// All tokens' masks are built at construction (RoutingShape::words() 64-bit words a token: 208 bytes
+// All tokens' masks are built at construction (GatingShape::words() 64-bit words a token: 208 bytes
 // for DeepSeek-V2-Lite's 26 layers x 64 experts, 768 bytes for Qwen3-30B-A3B's 48 x 128), so the hot
 // path is a pointer into one buffer. The file buffer is released after that; only the masks, and the
 // gate values when the file has them (4 x layers x top_k bytes a token), stay in memory.
 #include "sim/gating/gating_source.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 
 #include <span>
 #include <string>
@@ -21,11 +21,11 @@ struct Experiment;
 
 class ReplayGating : public GatingSource {
  public:
-  explicit ReplayGating(const RoutingFile& file);
+  explicit ReplayGating(const GatingFile& file);
   // Loads and validates the file.
   explicit ReplayGating(const std::string& routing_file);
 
-  const RoutingShape& shape() const override { return shape_; }
+  const GatingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
 
@@ -46,7 +46,7 @@ class ReplayGating : public GatingSource {
 
  private:
   size_t token_index(const Request& r, int token) const;
-  RoutingShape shape_;
+  GatingShape shape_;
   std::vector<uint64_t> masks_;         // per token of every record: shape_.words() words
   std::vector<float> gates_;            // per token: layers x top_k, ascending id order per layer
   std::vector<uint64_t> record_start_;  // first token of each record

@@ -22,7 +22,7 @@ class SharedPrefixGating : public GatingSource {
   // than served ones.
   SharedPrefixGating(std::unique_ptr<GatingSource> inner, const Workload& w);
 
-  const RoutingShape& shape() const override { return inner_->shape(); }
+  const GatingShape& shape() const override { return inner_->shape(); }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
   // Segment by segment, each as its owner's tokens (a record two segments share is listed twice).

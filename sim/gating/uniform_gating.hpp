@@ -20,7 +20,7 @@ class UniformGating : public GatingSource {
   // token instead would dominate the run time.
   explicit UniformGating(const ModelSpec& model, uint64_t seed, size_t pool_bytes = size_t(3) << 19);
 
-  const RoutingShape& shape() const override { return shape_; }
+  const GatingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
   bool has_token_laws() const override { return true; }
@@ -29,7 +29,7 @@ class UniformGating : public GatingSource {
 
  private:
   size_t record_of(const Request& r, int token) const;
-  RoutingShape shape_;
+  GatingShape shape_;
   uint64_t pool_mask_ = 0;
   HugePageBuffer pool_;           // [record][words]
   std::vector<float> frequency_;  // [layer][expert]: share of the pool's records that pick the expert

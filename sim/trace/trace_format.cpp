@@ -2,7 +2,7 @@
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/json_reader.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -264,9 +264,9 @@ class RequestChecker {
 // and has exactly the request's prompt and output lengths.
 void check_routing(const Trace& t, const std::vector<TraceRequest>& requests, const std::string& requests_file)
 {
-  const RoutingFile rf   = RoutingFile::load_index(t.routing_path());
-  const RoutingHeader& h = rf.header();
-  const TraceModel& m    = *t.manifest.model;
+  const GatingFile rf   = GatingFile::load_index(t.routing_path());
+  const GatingHeader& h = rf.header();
+  const TraceModel& m   = *t.manifest.model;
   if (h.layers != m.layers || h.experts != m.experts || h.top_k != m.top_k)
     throw InputError(t.manifest_path(), "model",
                      "layers " + std::to_string(m.layers) + ", experts " + std::to_string(m.experts) + ", top_k " +
@@ -280,7 +280,7 @@ void check_routing(const Trace& t, const std::vector<TraceRequest>& requests, co
       throw InputError(requests_file, field,
                        "record " + std::to_string(q.routing_record) + " does not exist (" + t.routing_path() + " has " +
                            std::to_string(rf.records()) + ")");
-    const RoutingRecordInfo& info = rf.record(size_t(q.routing_record));
+    const GatingRecordInfo& info = rf.record(size_t(q.routing_record));
     // The last output token is sampled but never fed through the model, so its routing is optional.
     const bool output_ok =
         info.output_tokens == uint32_t(q.output_tokens) || info.output_tokens + 1 == uint32_t(q.output_tokens);

@@ -5,7 +5,7 @@
 //                   checksums of the other files
 //   requests.jsonl  one request per line: id, arrival_s, prompt_tokens, output_tokens, label,
 //                   optional calibration, prefix_hashes, routing_record
-//   routing.bin     optional per-token expert routing (sim/trace/routing_file.hpp)
+//   routing.bin     optional per-token expert routing (sim/trace/gating_file.hpp)
 // Readers validate everything and throw InputError naming the file, the record ("line 17:
 // prompt_tokens") and the problem. Writers validate the same rules before writing anything, and
 // write each file atomically (trace.json last, so an interrupted write never looks like a trace).

@@ -5,7 +5,7 @@
 #include "sim/common/rng.hpp"
 #include "sim/config/model_spec.hpp"
 #include "sim/trace/expert_array.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_staging.hpp"
 
@@ -381,7 +381,7 @@ ImportReport import_esft(const EsftImportOptions& o)
 
   // Routing records in domain and sequence order (record i = sequence i).
   const std::string routing_name = "routing.bin";
-  RoutingWriter writer((fs::path(stage.dir()) / routing_name).string(), kEsftLayers, kEsftExperts, kEsftTopK, false);
+  GatingWriter writer((fs::path(stage.dir()) / routing_name).string(), kEsftLayers, kEsftExperts, kEsftTopK, false);
   for (const Sequence& sq : seqs)
     writer.add_record_u8(uint32_t(sq.prompt), uint32_t(sq.output),
                          {sq.ids, size_t(sq.prompt + sq.output) * token_bytes});
@@ -826,8 +826,7 @@ ImportReport import_vllm(const VllmImportOptions& o)
   m.model = TraceModel{model.name, model.layers, model.experts, model.top_k};
   std::vector<TraceRequest> out;
   const std::string routing_name = "routing.bin";
-  RoutingWriter writer((fs::path(stage.dir()) / routing_name).string(), model.layers, model.experts, model.top_k,
-                       false);
+  GatingWriter writer((fs::path(stage.dir()) / routing_name).string(), model.layers, model.experts, model.top_k, false);
   for (const VllmRequest& r : reqs) {
     auto lab = std::find(m.labels.begin(), m.labels.end(), r.label);
     if (lab == m.labels.end())

@@ -50,7 +50,7 @@ TEST_CASE("trace: a replayed ESFT slice runs end to end, and each step's distinc
     by_worker[st.worker].push_back(&st);
   for (auto& [w, list] : by_worker)
     std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->start_s < b->start_s; });
-  const RoutingShape& shape = replay->shape();
+  const GatingShape& shape = replay->shape();
   std::map<const StepRecord*, std::vector<uint64_t>> unions;
   for (const Request& r : s.w.requests) {
     const RequestRecord& q = s.r().requests()[r.id];

@@ -1,5 +1,5 @@
 #pragma once
-// A workload for the router tests and benchmarks (tests/unit/router_test.cpp, bench/bm_routers.cpp).
+// A workload for the router tests and benchmarks (tests/unit/router_registry_test.cpp, bench/bm_routers.cpp).
 #include "sim/workload/request.hpp"
 
 #include <cstdint>

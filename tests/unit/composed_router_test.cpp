@@ -1,6 +1,6 @@
 // The composed router (sim/routing/compose/): each filter, scorer and picker on hand-made loads, the
 // run-time fallback of a filter that empties the set, and the section's reader. The built-in routers'
-// behaviour as compositions is router_test.cpp's; their byte-identity in whole runs, tests/cli/composed.sh.
+// behaviour as compositions is router_registry_test.cpp's; their byte-identity in whole runs, tests/cli/composed.sh.
 #include "sim/common/input_error.hpp"
 #include "sim/routing/compose/composed_router.hpp"
 #include "sim/routing/registry/router_registry.hpp"

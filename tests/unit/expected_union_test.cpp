@@ -29,7 +29,7 @@ class TableSource : public GatingSource {
   {
     shape_ = {1, experts, 1, (experts + 63) / 64};
   }
-  const RoutingShape& shape() const override { return shape_; }
+  const GatingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request&, int) const override { return {}; }
   bool has_token_laws() const override { return true; }
   TokenLaw token_law(const Request& r, int) const override
@@ -39,7 +39,7 @@ class TableSource : public GatingSource {
   }
 
  private:
-  RoutingShape shape_;
+  GatingShape shape_;
   std::vector<std::vector<float>> tables_;
 };
 
@@ -128,7 +128,7 @@ TEST_CASE("expected union: incremental products equal a from-scratch computation
   const Workload& w = s.w;
   const auto& src   = s.src;
   REQUIRE(src->has_token_laws());
-  const RoutingShape& shape = src->shape();
+  const GatingShape& shape = src->shape();
   ExpectedUnion u(shape.layers, shape.experts);
   std::vector<const Request*> in;
   std::mt19937_64 rng(7);
@@ -171,10 +171,10 @@ TEST_CASE("expected union: the mean of sampled unions of the generated routing c
   // 32 decode sequences of the default scenario; sampled unions of 4000 steps (each sequence's
   // next output token) against the expectation of their laws. The per-step union's standard deviation
   // is a few experts over all layers, so the mean of 4000 is within ~0.1 of the expectation.
-  const Scenario s          = scenario(200);
-  const Workload& w         = s.w;
-  const auto& src           = s.src;
-  const RoutingShape& shape = src->shape();
+  const Scenario s         = scenario(200);
+  const Workload& w        = s.w;
+  const auto& src          = s.src;
+  const GatingShape& shape = src->shape();
   ExpectedUnion u(shape.layers, shape.experts);
   for (int i = 0; i < 32; ++i)
     u.join(src->token_law(w.requests[size_t(i)], 1));
@@ -204,9 +204,9 @@ TEST_CASE("expected union: the mean of sampled unions of the generated routing c
 
 TEST_CASE("expected union: uniform routing's law is its pool's record frequencies, near top_k / experts")
 {
-  const Scenario s          = scenario(50, "uniform");
-  const TokenLaw law        = s.src->token_law(s.w.requests[0], 1);
-  const RoutingShape& shape = s.src->shape();
+  const Scenario s         = scenario(50, "uniform");
+  const TokenLaw law       = s.src->token_law(s.w.requests[0], 1);
+  const GatingShape& shape = s.src->shape();
   for (int l = 0; l < shape.layers; l += 7) {
     double sum = 0;
     for (int e = 0; e < shape.experts; ++e)
@@ -255,7 +255,7 @@ TEST_CASE("expected union: the default kernels equal a plain computation, and th
     }
   }
   auto run = [&](const GatingSource& src) {
-    const RoutingShape& shape = src.shape();
+    const GatingShape& shape = src.shape();
     std::vector<double> out, d(size_t(shape.layers));
     ExpectedUnion u(shape.layers, shape.experts);
     std::vector<size_t> in;
@@ -284,7 +284,7 @@ TEST_CASE("expected union: the default kernels equal a plain computation, and th
   // The definition, in double: sum over experts of 1 - prod (1 - p)^n (n = 1 for a decode token, the
   // prompt's length for a prompt without shared tokens: the table source's).
   auto plain = [&](const GatingSource& src, bool prefill) {
-    const RoutingShape& shape = src.shape();
+    const GatingShape& shape = src.shape();
     std::vector<double> out;
     auto add = [&](const std::vector<std::pair<size_t, int>>& members, int phase) {
       for (int l = 0; l < shape.layers; ++l) {

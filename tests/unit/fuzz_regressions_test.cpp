@@ -7,7 +7,7 @@
 #include "sim/config/model_spec.hpp"
 #include "sim/routing/compose/composition.hpp"
 #include "sim/routing/compose/endpoint_picker_config.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_importers.hpp"
 
@@ -43,7 +43,7 @@ TEST_CASE("fuzz regressions: every saved finding is now a clean accept or a one-
       {"cluster", [](const std::string& p) { load_cluster(p); }},
       {"trace_manifest", [](const std::string& p) { read_trace_manifest(p); }},
       {"trace_requests", [&](const std::string& p) { read_trace_requests(p, manifest); }},
-      {"routing_file", [](const std::string& p) { RoutingFile::load(p); }},
+      {"routing_file", [](const std::string& p) { GatingFile::load(p); }},
       {"azure", [&](const std::string& p) { import_azure(import_options(p)); }},
       {"mooncake", [&](const std::string& p) { import_mooncake(import_options(p)); }},
       {"vllm",

@@ -162,7 +162,7 @@ TEST_CASE("signature: names, dot and cosine, transport bytes")
   CHECK(cosine(std::vector<float>{3, 4}, std::vector<float>{6, 8}) == doctest::Approx(1.0));
 
   // Qwen3-30B-A3B: an int16 48 x 128 count matrix = 12 KiB; gate variants carry float32 sums.
-  RoutingShape q{48, 128, 8, 2};
+  GatingShape q{48, 128, 8, 2};
   CHECK(signature_transport_bytes(q) == 12288);
   CHECK(signature_transport_bytes(q, SignatureVariant::binary) == 12288);
   CHECK(signature_transport_bytes(q, SignatureVariant::gate_prob) == 24576);
@@ -179,7 +179,7 @@ TEST_CASE("signature: profiles counted from masks equal counts from the replayed
   std::vector<std::vector<uint16_t>> ids;  // per record: tokens x layers x top_k
   std::vector<std::vector<float>> gates;
   {
-    RoutingWriter w(d.file("r.bin"), L, E, K, true);
+    GatingWriter w(d.file("r.bin"), L, E, K, true);
     for (auto [prompt, output] : lengths) {
       std::vector<uint16_t> rid;
       std::vector<float> rg;
@@ -262,7 +262,7 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   Generated g;
   const GatingSource& src = *g.routing;
   const auto& gen         = dynamic_cast<const GeneratedGating&>(src);
-  const RoutingShape& s   = src.shape();
+  const GatingShape& s    = src.shape();
   auto gates              = make_gate_source(src);
   REQUIRE(gates != nullptr);
   CHECK(gates->has_scores());
@@ -405,7 +405,7 @@ TEST_CASE("signature: the scalar, AVX2 and AVX-512 counting kernels agree")
 {
   // Random masks of 3 layers x 80 experts (the second word of a layer half used), top-5, 600 tokens:
   // more than 255, so the byte counters are flushed on the way.
-  const RoutingShape s{3, 80, 5, 2};
+  const GatingShape s{3, 80, 5, 2};
   Rng rng(3, "test.signature.kernels");
   std::vector<std::vector<uint64_t>> masks(600, std::vector<uint64_t>(size_t(s.words()), 0));
   std::vector<uint16_t> want(size_t(s.layers * s.experts), 0);
@@ -450,7 +450,7 @@ class TwoMaskSource : public GatingSource {
     masks_[0] = {0b1011, 0, 0b110, 0};
     masks_[1] = {0b1, 0b1, 0, 0b11};
   }
-  const RoutingShape& shape() const override { return shape_; }
+  const GatingShape& shape() const override { return shape_; }
   std::span<const uint64_t> token_experts(const Request&, int token) const override { return masks_[token % 5 == 0]; }
   bool distinct_masks(const Request&, int begin, int end, std::vector<MaskCount>& out) const override
   {
@@ -465,7 +465,7 @@ class TwoMaskSource : public GatingSource {
   }
 
  private:
-  RoutingShape shape_{2, 128, 3, 2};
+  GatingShape shape_{2, 128, 3, 2};
   std::array<std::vector<uint64_t>, 2> masks_;
   bool pooled_;
 };

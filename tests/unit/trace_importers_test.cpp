@@ -2,7 +2,7 @@
 // on small hand-written inputs.
 #include "sim/common/input_error.hpp"
 #include "sim/gating/replay_gating.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_importers.hpp"
 #include "trace_test_util.hpp"
@@ -75,7 +75,7 @@ TEST_CASE("ESFT import: a slice has the data's token counts and ids, split 40/60
   CHECK(t.manifest.model->layers == 26);
   CHECK(t.manifest.model->experts == 64);
   CHECK(t.manifest.model->top_k == 6);
-  RoutingFile f = RoutingFile::load(t.routing_path());
+  GatingFile f = GatingFile::load(t.routing_path());
   REQUIRE(f.records() == 6);
   CHECK_FALSE(f.header().gates);
 

@@ -1,6 +1,6 @@
 #pragma once
 // Helpers of the trace tests: scratch directories (tests/support/scratch_dir.hpp) and hand-written trace files.
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "tests/support/scratch_dir.hpp"
 
 #include <fstream>
@@ -36,7 +36,7 @@ inline void synthetic_ids(int record, int token, int layer, int experts, int top
 inline void write_synthetic_routing(const std::string& path, int layers, int experts, int top_k,
                                     const std::vector<std::pair<int, int>>& lengths)
 {
-  RoutingWriter w(path, layers, experts, top_k, false);
+  GatingWriter w(path, layers, experts, top_k, false);
   std::vector<uint16_t> ids(size_t(layers) * size_t(top_k));
   for (size_t r = 0; r < lengths.size(); ++r) {
     w.begin_record(uint32_t(lengths[r].first), uint32_t(lengths[r].second));

@@ -20,7 +20,7 @@ EldrModel fit_eldr(std::span<const Request> calibration, const GatingSource& rou
   if (!gates_support(gates, opt.variant))
     throw std::invalid_argument("signature variant '" + std::string(to_string(opt.variant)) +
                                 "' needs gate values the routing source does not have");
-  const RoutingShape& shape = routing.shape();
+  const GatingShape& shape = routing.shape();
   std::vector<PromptProfile> prompts;
   std::vector<std::vector<uint16_t>> decode;
   prompts.reserve(calibration.size());

@@ -45,7 +45,7 @@ std::unique_ptr<EldrRouter> make_eldr_router(const RouterSetup& setup)
     throw InputError(where, "centroids",
                      std::to_string(m.centroids.rows) + " centroids for " + std::to_string(setup.decode_workers) +
                          " decode workers");
-  const RoutingShape& shape = setup.routing->shape();
+  const GatingShape& shape = setup.routing->shape();
   if (m.layers != shape.layers || m.experts != shape.experts)
     throw InputError(where, "layers",
                      "fitted for " + std::to_string(m.layers) + " layers x " + std::to_string(m.experts) +
@@ -81,7 +81,7 @@ EldrRouter::EldrRouter(EldrModel model, const EldrSpec& spec)
     : model_(std::move(model)), spec_(spec), policy_(parse_refit_policy(spec.refit)),
       detector_(model_.centroids.rows, drift_detector_options(spec))
 {
-  RoutingShape shape;
+  GatingShape shape;
   shape.layers     = model_.layers;
   shape.experts    = model_.experts;
   transport_bytes_ = signature_transport_bytes(shape, model_.variant);

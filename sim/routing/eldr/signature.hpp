@@ -93,7 +93,7 @@ double cosine(std::span<const float> a, std::span<const float> b);
 // Bytes a signature adds to the prefill -> decode KV transfer (issue 4 item 8): the int16
 // [layers x experts] count matrix, from which every count-based variant is rebuilt: 12 KiB for
 // Qwen3-30B-A3B (48 x 128). A gate variant carries its float32 [layers x experts] sums instead (24 KiB).
-inline size_t signature_transport_bytes(const RoutingShape& shape, SignatureVariant v = kDefaultSignatureVariant)
+inline size_t signature_transport_bytes(const GatingShape& shape, SignatureVariant v = kDefaultSignatureVariant)
 {
   const bool gates = v == SignatureVariant::gate_prob || v == SignatureVariant::gate_score;
   return size_t(shape.layers) * size_t(shape.experts) * (gates ? sizeof(float) : sizeof(int16_t));

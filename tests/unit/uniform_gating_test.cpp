@@ -25,7 +25,7 @@ Request request_with_seed(uint64_t seed)
   return r;
 }
 
-int popcount_layer(std::span<const uint64_t> masks, const RoutingShape& s, int layer)
+int popcount_layer(std::span<const uint64_t> masks, const GatingShape& s, int layer)
 {
   int n = 0;
   for (int k = 0; k < s.words_per_layer; ++k)
@@ -55,7 +55,7 @@ TEST_CASE("uniform routing: every token picks exactly top_k experts per layer an
     m.top_k     = top_k;
     m.layers    = 5;
     UniformGating u(m, 3);
-    const RoutingShape& s = u.shape();
+    const GatingShape& s = u.shape();
     CHECK(s.words_per_layer == (experts + 63) / 64);
     Rng rng(2, "test");
     long wrong = 0, out_of_range = 0;
@@ -96,7 +96,7 @@ TEST_CASE("uniform routing: each expert is picked with frequency top_k / experts
 {
   ModelSpec m = qwen();
   UniformGating u(m, 9);
-  const RoutingShape& s = u.shape();
+  const GatingShape& s = u.shape();
   std::vector<long> per_cell(size_t(s.layers * s.experts), 0), per_expert(size_t(s.experts), 0);
   Rng rng(4, "test");
   const long tokens = 40000;
@@ -139,7 +139,7 @@ TEST_CASE("uniform routing: distinct experts of B tokens match E(D) = E (1 - (1 
 {
   ModelSpec m = qwen();
   UniformGating u(m, 13);
-  const RoutingShape& s = u.shape();
+  const GatingShape& s = u.shape();
   Rng rng(8, "test");
   for (int batch : {1, 8, 32, 128}) {
     const int trials = 1500;
@@ -179,7 +179,7 @@ TEST_CASE("expert masks: accumulate ORs every word and count_distinct popcounts 
   }
 
   // 3 layers of 100 experts (2 words per layer; the top 28 bits of each second word unused).
-  RoutingShape s;
+  GatingShape s;
   s.layers          = 3;
   s.experts         = 100;
   s.top_k           = 2;
@@ -201,8 +201,8 @@ TEST_CASE("expert masks: accumulate ORs every word and count_distinct popcounts 
   CHECK_FALSE(union_is_full(u, s));
 
   // Exactly 64 and 128 experts: whole words.
-  RoutingShape q = s;
-  q.experts      = 128;
+  GatingShape q = s;
+  q.experts     = 128;
   std::vector<uint64_t> full(6, ~uint64_t(0));
   CHECK(union_is_full(full, q));
   full[5] = ~uint64_t(0) >> 1;
@@ -214,7 +214,7 @@ TEST_CASE("uniform routing: accumulate_tokens equals the OR of token_experts ove
   // The override prefetches a few tokens ahead; its result must equal the plain definition.
   ModelSpec m = qwen();
   UniformGating u(m, 17);
-  const RoutingShape& s = u.shape();
+  const GatingShape& s = u.shape();
   Rng rng(6, "test");
   std::vector<Request> requests(300);
   for (auto& r : requests)

@@ -1,6 +1,6 @@
-// Routing file (sim/trace/routing_file.hpp): byte layout, round trip, and every validation error.
+// Routing file (sim/trace/gating_file.hpp): byte layout, round trip, and every validation error.
 #include "sim/common/input_error.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 
 #include <doctest/doctest.h>
 
@@ -63,7 +63,7 @@ const std::vector<uint16_t> kRec1 = {3, 5, 6, 2, 0, 7, 1, 6, 2, 4, 5, 3};
 
 std::string write_small(const Scratch& s, const std::string& name = "routing.bin")
 {
-  RoutingWriter w(s.file(name), 2, 8, 2, false);
+  GatingWriter w(s.file(name), 2, 8, 2, false);
   CHECK(w.add_record(2, 2, kRec0) == 0);
   CHECK(w.add_record(1, 2, kRec1) == 1);
   w.close();
@@ -73,7 +73,7 @@ std::string write_small(const Scratch& s, const std::string& name = "routing.bin
 std::string error_of(const std::string& path)
 {
   try {
-    RoutingFile::load(path);
+    GatingFile::load(path);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -115,7 +115,7 @@ TEST_CASE("routing file: round trip of ids (u8 and u16) and gate values")
   Scratch s("roundtrip");
   SUBCASE("u8 ids, no gates")
   {
-    RoutingFile f = RoutingFile::load(write_small(s));
+    GatingFile f = GatingFile::load(write_small(s));
     CHECK(f.header().layers == 2);
     CHECK(f.header().experts == 8);
     CHECK(f.header().top_k == 2);
@@ -139,7 +139,7 @@ TEST_CASE("routing file: round trip of ids (u8 and u16) and gate values")
   SUBCASE("u16 ids (more than 256 experts) with gates")
   {
     const std::string path = s.file("wide.bin");
-    RoutingWriter w(path, 1, 300, 3, true);
+    GatingWriter w(path, 1, 300, 3, true);
     w.begin_record(1, 2);
     const uint16_t t0[] = {299, 0, 256}, t1[] = {1, 2, 3}, t2[] = {257, 258, 5};
     const float g0[] = {0.5f, 0.25f, 0.125f}, g1[] = {-1.5f, 2.0f, 0.0f}, g2[] = {0.1f, 0.2f, 0.3f};
@@ -152,7 +152,7 @@ TEST_CASE("routing file: round trip of ids (u8 and u16) and gate values")
     CHECK(le(b, 18, 2) == 1);                    // gates flag
     CHECK(b.size() == 36 + 9 * 2 + 9 * 4 + 16);  // u16 ids, then float gates, then the index
     CHECK(le(b, 36, 2) == 299);                  // first id, little-endian u16
-    RoutingFile f = RoutingFile::load(path);
+    GatingFile f = GatingFile::load(path);
     CHECK(f.header().id_bytes() == 2);
     uint16_t ids[3];
     float g[3];
@@ -171,7 +171,7 @@ TEST_CASE("routing file: round trip of ids (u8 and u16) and gate values")
   }
   SUBCASE("load_index reads the header and index only")
   {
-    RoutingFile f = RoutingFile::load_index(write_small(s));
+    GatingFile f = GatingFile::load_index(write_small(s));
     CHECK(f.records() == 2);
     CHECK(f.record(1).offset == 52);
   }
@@ -255,7 +255,7 @@ TEST_CASE("routing writer: rejects bad ids and miscounted tokens, and leaves no 
   Scratch s("writer");
   const std::string path = s.file("w.bin");
   {
-    RoutingWriter w(path, 2, 8, 2, false);
+    GatingWriter w(path, 2, 8, 2, false);
     w.begin_record(1, 2);
     const uint16_t ok[] = {0, 1, 2, 3}, big[] = {0, 1, 2, 8}, dup[] = {4, 4, 2, 3};
     w.add_token(ok);

@@ -1,11 +1,11 @@
-#include "sim/config/routing_profile.hpp"
+#include "sim/config/gating_profile.hpp"
 #include "sim/common/json_reader.hpp"
 
 #include <filesystem>
 
 namespace eldr {
 
-const LabelLocality& RoutingProfile::locality(const std::string& kind, const std::string& file) const
+const LabelLocality& GatingProfile::locality(const std::string& kind, const std::string& file) const
 {
   auto it = kinds.find(kind);
   if (it == kinds.end())
@@ -24,11 +24,11 @@ static std::pair<double, double> read_range(JsonReader& r, const std::string& ke
   return {v[0].get<double>(), v[1].get<double>()};
 }
 
-RoutingProfile load_routing_profile(const std::string& path, const std::string& project_root)
+GatingProfile load_routing_profile(const std::string& path, const std::string& project_root)
 {
   Json j = load_json_file(path);
   JsonReader r(j, path);
-  RoutingProfile p;
+  GatingProfile p;
   p.model               = r.require_string("model");
   p.subtopics_per_label = int(r.integer("subtopics_per_label", 8, 1, 256));
   p.palette_records     = int(r.integer("palette_records", 512, 16, 1 << 16));

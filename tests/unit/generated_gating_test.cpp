@@ -41,23 +41,23 @@ Experiment generated(const std::string& model, const std::string& kind)
 }
 
 // Same-label vs mixed distinct experts at one batch size (a quick measure of a source's locality).
-RoutingStats stats_at_batch(const Experiment& x, int requests, int batches, int batch)
+GatingStats stats_at_batch(const Experiment& x, int requests, int batches, int batch)
 {
   Workload w = make_workload(x);
   auto src   = make_gating_source(x, w);
-  RoutingStatsOptions opt;
+  GatingStatsOptions opt;
   opt.requests    = requests;
   opt.batches     = batches;
   opt.batch_sizes = {batch};
   return measure_routing(w.requests, w.calibration, *src, opt);
 }
 
-RoutingStats stats_of(const std::string& model, const std::string& kind, int requests = 300)
+GatingStats stats_of(const std::string& model, const std::string& kind, int requests = 300)
 {
   Experiment x = generated(model, kind);
   Workload w   = make_workload(x);
   auto src     = make_gating_source(x, w);
-  RoutingStatsOptions opt;
+  GatingStatsOptions opt;
   opt.requests    = requests;
   opt.batches     = 120;
   opt.batch_sizes = {16, 32, 64, 80};
@@ -84,11 +84,11 @@ TEST_CASE("statistics helpers: pearson and spearman against hand values")
 
 TEST_CASE("generated routing: every token picks top_k distinct experts per layer, deterministically")
 {
-  Experiment x          = generated("qwen3-30b-a3b", "task");
-  Workload w            = make_workload(x);
-  auto a                = make_gating_source(x, w);
-  auto b                = make_gating_source(x, w);
-  const RoutingShape& s = a->shape();
+  Experiment x         = generated("qwen3-30b-a3b", "task");
+  Workload w           = make_workload(x);
+  auto a               = make_gating_source(x, w);
+  auto b               = make_gating_source(x, w);
+  const GatingShape& s = a->shape();
   CHECK(s.layers == 48);
   CHECK(s.experts == 128);
   for (int i = 0; i < 50; ++i) {
@@ -107,9 +107,9 @@ TEST_CASE("generated routing: every token picks top_k distinct experts per layer
 
 TEST_CASE("generated routing: prompt and output tokens use their request's label and phase palettes")
 {
-  Experiment x     = generated("qwen3-30b-a3b", "task");
-  Workload w       = make_workload(x);
-  RoutingProfile p = x.routing_profile;
+  Experiment x    = generated("qwen3-30b-a3b", "task");
+  Workload w      = make_workload(x);
+  GatingProfile p = x.routing_profile;
   GeneratedGating g(x.model, p, "task", w.labels, x.seed);
   const int S = p.subtopics_per_label;
   for (int i = 0; i < 200; ++i) {
@@ -197,7 +197,7 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   const GeneratedGating novel(x.model, x.routing_profile, "task", w.labels, x.seed, "", 10.0, dir.string());
   CHECK(novel.template_palette() == 2 * built.template_palette());
   CHECK(files().size() == 3);
-  RoutingProfile drifted = x.routing_profile;  // a kind's own parameters are inputs too
+  GatingProfile drifted = x.routing_profile;  // a kind's own parameters are inputs too
   drifted.kinds["task"].phase_drift += 0.25;
   const GeneratedGating redrifted(x.model, drifted, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(files().size() == 4);
@@ -305,7 +305,7 @@ TEST_CASE("generated routing: the share of secondary-palette tokens is the reque
 
 TEST_CASE("generated routing: middle layers are the most label-discriminative")
 {
-  RoutingProfile p;
+  GatingProfile p;
   CHECK(layer_weight(p, 0, 48) < layer_weight(p, 26, 48));
   CHECK(layer_weight(p, 47, 48) < layer_weight(p, 26, 48));
   CHECK(layer_weight(p, 0, 48) >= p.layer_floor);
@@ -314,7 +314,7 @@ TEST_CASE("generated routing: middle layers are the most label-discriminative")
 // The calibration targets, with the tolerance a Monte-Carlo estimate over a few hundred requests needs.
 TEST_CASE("calibration: qwen3-30b-a3b task routing meets its profile's targets (docs/design.md section 5)")
 {
-  RoutingStats s = stats_of("qwen3-30b-a3b", "task");
+  GatingStats s = stats_of("qwen3-30b-a3b", "task");
   for (const auto& b : s.locality) {
     CAPTURE(b.batch);
     CHECK(b.reduction() > 0.16);  // 17-21% fewer distinct experts in same-task batches
@@ -333,7 +333,7 @@ TEST_CASE("calibration: qwen3-30b-a3b task routing meets its profile's targets (
 // 5-7% at this fit, where unequal sub-topics carry part of the locality).
 TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less (Pearson ~0.70)")
 {
-  RoutingStats s = stats_of("gpt-oss-120b", "task");
+  GatingStats s = stats_of("gpt-oss-120b", "task");
   CHECK(s.pearson_prefill_decode == doctest::Approx(0.70).epsilon(0.07));
   for (const auto& b : s.locality)
     if (b.batch >= 32) {
@@ -346,7 +346,7 @@ TEST_CASE("calibration: gpt-oss-120b task routing: prefill predicts decode less 
 
 TEST_CASE("calibration: gemma-4-26b-a4b task routing: prefill predicts decode best (Pearson ~0.92)")
 {
-  RoutingStats s = stats_of("gemma-4-26b-a4b", "task");
+  GatingStats s = stats_of("gemma-4-26b-a4b", "task");
   CHECK(s.pearson_prefill_decode > 0.9);
   for (const auto& b : s.locality) {
     CAPTURE(b.batch);
@@ -358,8 +358,8 @@ TEST_CASE("calibration: gemma-4-26b-a4b task routing: prefill predicts decode be
 
 TEST_CASE("calibration: language batches are less local than task batches")
 {
-  RoutingStats task = stats_of("qwen3-30b-a3b", "task", 200);
-  RoutingStats lang = stats_of("qwen3-30b-a3b", "language", 200);
+  GatingStats task = stats_of("qwen3-30b-a3b", "task", 200);
+  GatingStats lang = stats_of("qwen3-30b-a3b", "language", 200);
   for (size_t i = 0; i < task.locality.size(); ++i) {
     CAPTURE(task.locality[i].batch);
     CHECK(lang.locality[i].reduction() > 0.04);
@@ -374,7 +374,7 @@ TEST_CASE("calibration: a language label is 0.42 x as local as a task label, per
   // batches 17-21% (19): a language's locality is 0.42 x a task's. The mean same-language reduction
   // over B = 16-80 is held at 0.42 x the model's fitted same-task reduction (GPT-OSS 3.8%, Gemma 3.6%;
   // Qwen3, real preferences, 7.2% against 7.5%); before, GPT-OSS and Gemma had 9.0% and 7.2%.
-  auto mean_reduction = [](const RoutingStats& s) {
+  auto mean_reduction = [](const GatingStats& s) {
     double sum = 0;
     for (const auto& b : s.locality)
       sum += b.reduction();
@@ -391,11 +391,11 @@ TEST_CASE("calibration: a language label is 0.42 x as local as a task label, per
 
 TEST_CASE("calibration: uniform routing has no locality and no skew")
 {
-  Experiment x   = load_experiment("configs/default.json", {{"workload.routing", "uniform"},
-                                                            {"workload.warmup_requests", "0"},
-                                                            {"workload.measured_requests", "2000"},
-                                                            {"workload.calibration_requests", "200"}});
-  RoutingStats s = stats_at_batch(x, 150, 100, 32);
+  Experiment x  = load_experiment("configs/default.json", {{"workload.routing", "uniform"},
+                                                           {"workload.warmup_requests", "0"},
+                                                           {"workload.measured_requests", "2000"},
+                                                           {"workload.calibration_requests", "200"}});
+  GatingStats s = stats_at_batch(x, 150, 100, 32);
   CHECK(std::abs(s.locality[0].reduction()) < 0.01);
   CHECK(s.top_share_mean < 2.5 * s.top_share_uniform);
 }
@@ -409,7 +409,7 @@ TEST_CASE("routing stats: fused-MoE tiles bound by hand")
   Workload w   = make_workload(x);
   auto src     = make_gating_source(x, w);
   auto at      = [&](int tile) {
-    RoutingStatsOptions opt;
+    GatingStatsOptions opt;
     opt.requests    = 100;
     opt.batches     = 20;
     opt.batch_sizes = {24};
@@ -440,7 +440,7 @@ TEST_CASE("statistics helpers: Jensen-Shannon divergence by hand")
 
 TEST_CASE("calibration: labels diverge most in the middle layers, where the profile puts their preferences")
 {
-  RoutingStats s = stats_of("qwen3-30b-a3b", "task", 200);
+  GatingStats s = stats_of("qwen3-30b-a3b", "task", 200);
   CHECK(s.label_js_mean > 0.01);
   CHECK(s.label_js_max_at > 10);
   CHECK(s.label_js_max_at < 40);
@@ -461,7 +461,7 @@ TEST_CASE("routing profile: a kind's own popularity_sigma overrides the profile'
     y.routing_profile.kinds["language"].popularity_sigma = sigma;
     return stats_at_batch(y, 150, 60, 32);
   };
-  RoutingStats flat = measure(0.5), skewed = measure(2.0);
+  GatingStats flat = measure(0.5), skewed = measure(2.0);
   CHECK(skewed.top_share_mean > 1.5 * flat.top_share_mean);
   CHECK(skewed.locality[0].distinct_mixed < 0.9 * flat.locality[0].distinct_mixed);
 }
@@ -487,7 +487,7 @@ TEST_CASE("routing profile: a kind's own phase_drift and request_mix_max overrid
     y.routing_profile.kinds["task"].request_mix_max = mix;
     return stats_at_batch(y, 300, 20, 32);
   };
-  RoutingStats base = measure(0.75, 0.3), drifted = measure(2.0, 0.3), mixed = measure(0.75, 1.0);
+  GatingStats base = measure(0.75, 0.3), drifted = measure(2.0, 0.3), mixed = measure(0.75, 1.0);
   CHECK(drifted.pearson_prefill_decode < base.pearson_prefill_decode - 0.1);
   CHECK(mixed.spearman_counts_idf < base.spearman_counts_idf - 0.02);
 }
@@ -497,18 +497,18 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   Experiment x = generated("qwen3-30b-a3b", "task");
   Workload w   = make_workload(x);
   auto src     = make_gating_source(x, w);
-  RoutingStatsOptions opt;
-  opt.requests       = 120;
-  opt.batches        = 10;
-  opt.batch_sizes    = {16};
-  opt.pairs          = 1500;
-  RoutingStats plain = measure_routing(w.requests, w.calibration, *src, opt);
+  GatingStatsOptions opt;
+  opt.requests      = 120;
+  opt.batches       = 10;
+  opt.batch_sizes   = {16};
+  opt.pairs         = 1500;
+  GatingStats plain = measure_routing(w.requests, w.calibration, *src, opt);
   CHECK_FALSE(plain.has_gate_prob);
 
   // A gate value of 1 per pick sums to the counts: the same signature, so the same correlation.
   const std::vector<float> ones_per_pick(size_t(src->shape().layers * src->shape().top_k), 1.f);
-  opt.token_gates   = [&](const Request&, int) { return std::span<const float>(ones_per_pick); };
-  RoutingStats ones = measure_routing(w.requests, w.calibration, *src, opt);
+  opt.token_gates  = [&](const Request&, int) { return std::span<const float>(ones_per_pick); };
+  GatingStats ones = measure_routing(w.requests, w.calibration, *src, opt);
   REQUIRE(ones.has_gate_prob);
   CHECK(ones.spearman_gate_prob == doctest::Approx(ones.spearman_counts).epsilon(1e-9));
   CHECK(ones.spearman_counts == plain.spearman_counts);  // the gate pass draws nothing from the stream
@@ -520,8 +520,8 @@ TEST_CASE("routing stats: the gate-probability Spearman, and with gate values of
   // IDF is the paper's claim over every model and workload: `eldrsim validate` checks it.)
   std::unique_ptr<GateSource> gates = make_gate_source(*src);
   REQUIRE(gates);
-  opt.token_gates   = [&](const Request& r, int t) { return gates->token_gates(r, t).prob; };
-  RoutingStats real = measure_routing(w.requests, w.calibration, *src, opt);
+  opt.token_gates  = [&](const Request& r, int t) { return gates->token_gates(r, t).prob; };
+  GatingStats real = measure_routing(w.requests, w.calibration, *src, opt);
   CHECK(real.spearman_gate_prob > 0.3);
   CHECK(real.gate_per_pick_p5 > 0);
   CHECK(real.gate_per_pick_p5 < real.gate_per_pick_p50);
@@ -589,7 +589,7 @@ TEST_CASE(
     Workload w                                        = make_workload(y);
     auto src                                          = make_gating_source(y, w);
     REQUIRE(src->has_subtopics());
-    RoutingStatsOptions opt;
+    GatingStatsOptions opt;
     opt.requests    = 150;
     opt.batches     = 60;
     opt.batch_sizes = {32};

@@ -25,7 +25,7 @@ inline constexpr uint32_t kRoutingFileVersion   = 1;
 inline constexpr size_t kRoutingHeaderBytes     = 36;
 inline constexpr size_t kRoutingIndexEntryBytes = 16;
 
-struct RoutingHeader {
+struct GatingHeader {
   int layers            = 0;
   int experts           = 0;
   int top_k             = 0;
@@ -37,7 +37,7 @@ struct RoutingHeader {
   size_t token_bytes() const { return size_t(layers) * size_t(top_k) * (size_t(id_bytes()) + (gates ? 4 : 0)); }
 };
 
-struct RoutingRecordInfo {
+struct GatingRecordInfo {
   uint64_t offset        = 0;
   uint32_t prompt_tokens = 0;
   uint32_t output_tokens = 0;
@@ -47,16 +47,16 @@ struct RoutingRecordInfo {
 // Reader. load() reads the whole file into one buffer and validates everything: magic, version,
 // header values, sizes, truncation, offsets, every id < experts, distinct ids per (token, layer),
 // finite gate values. Errors are InputError naming the file, the record, token and layer.
-class RoutingFile {
+class GatingFile {
  public:
-  static RoutingFile load(const std::string& path);
+  static GatingFile load(const std::string& path);
   // Header and index only (cheap, whatever the file size); the record data is not read or checked.
-  static RoutingFile load_index(const std::string& path);
+  static GatingFile load_index(const std::string& path);
 
   const std::string& path() const { return path_; }
-  const RoutingHeader& header() const { return header_; }
+  const GatingHeader& header() const { return header_; }
   size_t records() const { return index_.size(); }
-  const RoutingRecordInfo& record(size_t r) const { return index_[r]; }
+  const GatingRecordInfo& record(size_t r) const { return index_[r]; }
   bool has_data() const { return !data_.empty() || index_.empty(); }
   // FNV-1a 64 of the whole file (what trace.json's routing_fnv1a64 records). Requires load().
   uint64_t checksum() const;
@@ -68,8 +68,8 @@ class RoutingFile {
 
  private:
   std::string path_;
-  RoutingHeader header_;
-  std::vector<RoutingRecordInfo> index_;
+  GatingHeader header_;
+  std::vector<GatingRecordInfo> index_;
   std::vector<uint8_t> data_;  // the whole file (load()) or nothing (load_index())
 };
 
@@ -77,12 +77,12 @@ class RoutingFile {
 // index, fills in the header and renames the file into place, so a reader never sees a partial file.
 // Destroying an unclosed writer removes the temporary file. Ids and gates are checked as they come
 // (InputError naming `path`, record, token and layer).
-class RoutingWriter {
+class GatingWriter {
  public:
-  RoutingWriter(std::string path, int layers, int experts, int top_k, bool gates);
-  ~RoutingWriter();
-  RoutingWriter(const RoutingWriter&)            = delete;
-  RoutingWriter& operator=(const RoutingWriter&) = delete;
+  GatingWriter(std::string path, int layers, int experts, int top_k, bool gates);
+  ~GatingWriter();
+  GatingWriter(const GatingWriter&)            = delete;
+  GatingWriter& operator=(const GatingWriter&) = delete;
 
   // Token by token: begin_record, then prompt_tokens + output_tokens calls of add_token (ids:
   // layers x top_k, layer-major; gates the same size, or empty when the file has none), then end_record.
@@ -104,10 +104,10 @@ class RoutingWriter {
   void write(const void* p, size_t n);
   [[noreturn]] void fail(const std::string& field, const std::string& problem);
   std::string path_, tmp_;
-  RoutingHeader header_;
+  GatingHeader header_;
   std::FILE* f_ = nullptr;
   uint64_t pos_ = 0;
-  std::vector<RoutingRecordInfo> index_;
+  std::vector<GatingRecordInfo> index_;
   bool in_record_ = false;
   uint64_t token_ = 0;  // tokens added to the open record
   std::vector<float> record_gates_;

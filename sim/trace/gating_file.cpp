@@ -1,4 +1,4 @@
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 
@@ -36,7 +36,7 @@ std::string record_field(uint64_t record, uint64_t token, int layer)
 }
 
 // Parses and checks the header against the file size. `bytes` holds at least kRoutingHeaderBytes.
-RoutingHeader parse_header(const std::string& path, const uint8_t* bytes, uint64_t file_size)
+GatingHeader parse_header(const std::string& path, const uint8_t* bytes, uint64_t file_size)
 {
   if (std::memcmp(bytes, kMagic, 8) != 0)
     throw InputError(path, "header", "not an eldr routing file (bad magic; expected \"ELDRRT\")");
@@ -45,7 +45,7 @@ RoutingHeader parse_header(const std::string& path, const uint8_t* bytes, uint64
     throw InputError(path, "header",
                      "version " + std::to_string(version) + " is not supported (this eldrsim reads version " +
                          std::to_string(kRoutingFileVersion) + ")");
-  RoutingHeader h;
+  GatingHeader h;
   h.layers             = int(get_le(bytes + 12, 2));
   h.experts            = int(get_le(bytes + 14, 2));
   h.top_k              = int(get_le(bytes + 16, 2));
@@ -88,13 +88,13 @@ RoutingHeader parse_header(const std::string& path, const uint8_t* bytes, uint64
   return h;
 }
 
-std::vector<RoutingRecordInfo> parse_index(const std::string& path, const RoutingHeader& h, const uint8_t* index)
+std::vector<GatingRecordInfo> parse_index(const std::string& path, const GatingHeader& h, const uint8_t* index)
 {
-  std::vector<RoutingRecordInfo> out(size_t(h.records));
+  std::vector<GatingRecordInfo> out(size_t(h.records));
   const unsigned __int128 token_bytes = h.token_bytes();
   for (uint64_t r = 0; r < h.records; ++r) {
     const uint8_t* e        = index + r * kRoutingIndexEntryBytes;
-    RoutingRecordInfo& info = out[size_t(r)];
+    GatingRecordInfo& info  = out[size_t(r)];
     info.offset             = get_le(e, 8);
     info.prompt_tokens      = uint32_t(get_le(e + 8, 4));
     info.output_tokens      = uint32_t(get_le(e + 12, 4));
@@ -114,7 +114,7 @@ std::vector<RoutingRecordInfo> parse_index(const std::string& path, const Routin
 
 }  // namespace
 
-RoutingFile RoutingFile::load_index(const std::string& path)
+GatingFile GatingFile::load_index(const std::string& path)
 {
   check_input_file(path);
   std::error_code ec;
@@ -130,7 +130,7 @@ RoutingFile RoutingFile::load_index(const std::string& path)
                          std::to_string(kRoutingHeaderBytes));
   uint8_t head[kRoutingHeaderBytes];
   in.read(reinterpret_cast<char*>(head), sizeof head);
-  RoutingFile f;
+  GatingFile f;
   f.path_   = path;
   f.header_ = parse_header(path, head, size);
   std::vector<uint8_t> index(size_t(f.header_.records * kRoutingIndexEntryBytes));
@@ -142,9 +142,9 @@ RoutingFile RoutingFile::load_index(const std::string& path)
   return f;
 }
 
-RoutingFile RoutingFile::load(const std::string& path)
+GatingFile GatingFile::load(const std::string& path)
 {
-  RoutingFile f;
+  GatingFile f;
   f.path_         = path;
   f.data_         = read_input_bytes(path);
   const auto size = uint64_t(f.data_.size());
@@ -160,8 +160,8 @@ RoutingFile RoutingFile::load(const std::string& path)
   std::vector<uint32_t> seen(size_t(h.experts), 0);
   uint32_t stamp = 0;
   for (size_t r = 0; r < f.index_.size(); ++r) {
-    const RoutingRecordInfo& info = f.index_[r];
-    const uint8_t* p              = f.data_.data() + info.offset;
+    const GatingRecordInfo& info = f.index_[r];
+    const uint8_t* p             = f.data_.data() + info.offset;
     for (uint64_t t = 0; t < info.tokens(); ++t)
       for (int l = 0; l < h.layers; ++l) {
         if (++stamp == 0) {
@@ -190,26 +190,26 @@ RoutingFile RoutingFile::load(const std::string& path)
   return f;
 }
 
-uint64_t RoutingFile::checksum() const
+uint64_t GatingFile::checksum() const
 {
   return fnv1a64(data_.data(), data_.size());
 }
 
-void RoutingFile::ids(size_t record, uint64_t token, int layer, std::span<uint16_t> out) const
+void GatingFile::ids(size_t record, uint64_t token, int layer, std::span<uint16_t> out) const
 {
-  const RoutingRecordInfo& info = index_[record];
-  const int idb                 = header_.id_bytes();
-  const uint8_t* p              = data_.data() + info.offset +
+  const GatingRecordInfo& info = index_[record];
+  const int idb                = header_.id_bytes();
+  const uint8_t* p             = data_.data() + info.offset +
                      ((token * uint64_t(header_.layers) + uint64_t(layer)) * uint64_t(header_.top_k)) * uint64_t(idb);
   for (int j = 0; j < header_.top_k; ++j, p += idb)
     out[size_t(j)] = uint16_t(get_le(p, idb));
 }
 
-void RoutingFile::gates(size_t record, uint64_t token, int layer, std::span<float> out) const
+void GatingFile::gates(size_t record, uint64_t token, int layer, std::span<float> out) const
 {
-  const RoutingRecordInfo& info = index_[record];
-  const uint64_t group          = uint64_t(header_.layers) * uint64_t(header_.top_k);
-  const uint8_t* p              = data_.data() + info.offset + info.tokens() * group * uint64_t(header_.id_bytes()) +
+  const GatingRecordInfo& info = index_[record];
+  const uint64_t group         = uint64_t(header_.layers) * uint64_t(header_.top_k);
+  const uint8_t* p             = data_.data() + info.offset + info.tokens() * group * uint64_t(header_.id_bytes()) +
                      (token * uint64_t(header_.layers) + uint64_t(layer)) * uint64_t(header_.top_k) * 4;
   for (int j = 0; j < header_.top_k; ++j, p += 4)
     out[size_t(j)] = std::bit_cast<float>(uint32_t(get_le(p, 4)));
@@ -217,7 +217,7 @@ void RoutingFile::gates(size_t record, uint64_t token, int layer, std::span<floa
 
 // ---------------------------------------------------------------------------------------------- writer
 
-RoutingWriter::RoutingWriter(std::string path, int layers, int experts, int top_k, bool gates) : path_(std::move(path))
+GatingWriter::GatingWriter(std::string path, int layers, int experts, int top_k, bool gates) : path_(std::move(path))
 {
   if (layers < 1 || layers > 65535 || experts < 1 || experts > 65535 || top_k < 1 || top_k > experts)
     throw InputError(path_, "header",
@@ -240,7 +240,7 @@ RoutingWriter::RoutingWriter(std::string path, int layers, int experts, int top_
   write(zeros, sizeof zeros);  // the real header goes in at close()
 }
 
-RoutingWriter::~RoutingWriter()
+GatingWriter::~GatingWriter()
 {
   if (f_) {
     std::fclose(f_);
@@ -248,19 +248,19 @@ RoutingWriter::~RoutingWriter()
   }
 }
 
-void RoutingWriter::write(const void* p, size_t n)
+void GatingWriter::write(const void* p, size_t n)
 {
   if (n && std::fwrite(p, 1, n, f_) != n)
     fail("", std::string("write failed: ") + std::strerror(errno));
   pos_ += n;
 }
 
-void RoutingWriter::fail(const std::string& field, const std::string& problem)
+void GatingWriter::fail(const std::string& field, const std::string& problem)
 {
   throw InputError(path_, field, problem);
 }
 
-void RoutingWriter::begin_record(uint32_t prompt_tokens, uint32_t output_tokens)
+void GatingWriter::begin_record(uint32_t prompt_tokens, uint32_t output_tokens)
 {
   if (!f_)
     fail("", "writer is closed");
@@ -274,7 +274,7 @@ void RoutingWriter::begin_record(uint32_t prompt_tokens, uint32_t output_tokens)
   record_gates_.clear();
 }
 
-void RoutingWriter::add_token(std::span<const uint16_t> ids, std::span<const float> gates)
+void GatingWriter::add_token(std::span<const uint16_t> ids, std::span<const float> gates)
 {
   const uint64_t r   = index_.size() - 1;
   const size_t group = size_t(header_.layers) * size_t(header_.top_k);
@@ -315,7 +315,7 @@ void RoutingWriter::add_token(std::span<const uint16_t> ids, std::span<const flo
   ++token_;
 }
 
-uint32_t RoutingWriter::end_record()
+uint32_t GatingWriter::end_record()
 {
   if (!in_record_)
     fail("record " + std::to_string(index_.size()), "end_record without begin_record");
@@ -335,8 +335,8 @@ uint32_t RoutingWriter::end_record()
   return uint32_t(r);
 }
 
-uint32_t RoutingWriter::add_record(uint32_t prompt_tokens, uint32_t output_tokens, std::span<const uint16_t> ids,
-                                   std::span<const float> gates)
+uint32_t GatingWriter::add_record(uint32_t prompt_tokens, uint32_t output_tokens, std::span<const uint16_t> ids,
+                                  std::span<const float> gates)
 {
   const size_t group  = size_t(header_.layers) * size_t(header_.top_k);
   const uint64_t toks = uint64_t(prompt_tokens) + output_tokens;
@@ -351,13 +351,13 @@ uint32_t RoutingWriter::add_record(uint32_t prompt_tokens, uint32_t output_token
   return end_record();
 }
 
-uint32_t RoutingWriter::add_record_u8(uint32_t prompt_tokens, uint32_t output_tokens, std::span<const uint8_t> ids)
+uint32_t GatingWriter::add_record_u8(uint32_t prompt_tokens, uint32_t output_tokens, std::span<const uint8_t> ids)
 {
   std::vector<uint16_t> wide(ids.begin(), ids.end());
   return add_record(prompt_tokens, output_tokens, wide);
 }
 
-void RoutingWriter::close()
+void GatingWriter::close()
 {
   if (!f_)
     return;

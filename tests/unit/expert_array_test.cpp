@@ -3,7 +3,7 @@
 // tests/data/vllm/ (both encodings of the same six responses) imported to the same trace.
 #include "input_error_util.hpp"
 #include "sim/trace/expert_array.hpp"
-#include "sim/trace/routing_file.hpp"
+#include "sim/trace/gating_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_importers.hpp"
 #include "support/scratch_dir.hpp"
@@ -164,7 +164,7 @@ TEST_CASE("trace import vllm: both fixture encodings give the same trace, sorted
   std::getline(in, line);
   const Json r = Json::parse(line);
   REQUIRE(r["id"] == "cmpl-a0");
-  const RoutingFile rf = RoutingFile::load(t.routing_path());
+  const GatingFile rf = GatingFile::load(t.routing_path());
   std::vector<uint16_t> ids(6);
   rf.ids(size_t(t.requests[0].routing_record), 0, 25, ids);
   for (size_t k = 0; k < 6; ++k)

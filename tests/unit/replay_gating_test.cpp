@@ -87,7 +87,7 @@ TEST_CASE("replay routing: masks hold exactly the file's ids, prompt tokens then
   ScratchDir d("masks");
   write_synthetic_routing(d.file("routing.bin"), 3, 130, 4, {{5, 3}, {2, 2}});  // 130 experts: 3 words a layer
   ReplayGating src(d.file("routing.bin"));
-  const RoutingShape& s = src.shape();
+  const GatingShape& s = src.shape();
   CHECK(s.layers == 3);
   CHECK(s.experts == 130);
   CHECK(s.top_k == 4);
@@ -155,7 +155,7 @@ TEST_CASE("replay routing: masks hold exactly the file's ids, prompt tokens then
 TEST_CASE("replay routing: gate values follow the ids in ascending order")
 {
   ScratchDir d("gates");
-  RoutingWriter w(d.file("g.bin"), 2, 8, 3, true);
+  GatingWriter w(d.file("g.bin"), 2, 8, 3, true);
   w.begin_record(1, 2);
   const uint16_t ids[3][6] = {{5, 1, 3, 0, 7, 2}, {1, 2, 3, 4, 5, 6}, {6, 0, 2, 7, 3, 1}};
   const float g[3][6]      = {

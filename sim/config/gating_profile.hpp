@@ -25,7 +25,7 @@ struct LabelLocality {
 
 // What the generated routing should reproduce (docs/design.md section 5), printed by `eldrsim trace stats`
 // beside the measured values and checked by the calibration tests.
-struct RoutingTargets {
+struct GatingTargets {
   std::map<std::string, std::pair<double, double>> distinct_reduction;  // by workload kind: [lo, hi]
   double pearson_prefill_decode = 0;
   double spearman_counts_idf    = 0;
@@ -36,7 +36,7 @@ struct RoutingTargets {
   std::map<std::string, std::pair<double, double>> gate_per_pick;
 };
 
-struct RoutingProfile {
+struct GatingProfile {
   std::string model;
   int subtopics_per_label = 8;
   int palette_records     = 512;  // pre-sampled tokens per (label, sub-topic, phase)
@@ -51,11 +51,11 @@ struct RoutingProfile {
   std::map<std::string, LabelLocality> kinds;  // by workload kind: task, language
   // Optional real per-language expert counts (language kind): label preferences are taken from them.
   std::string language_counts_file;
-  RoutingTargets targets;
+  GatingTargets targets;
 
   const LabelLocality& locality(const std::string& kind, const std::string& file) const;
 };
 
-RoutingProfile load_routing_profile(const std::string& path, const std::string& project_root);
+GatingProfile load_routing_profile(const std::string& path, const std::string& project_root);
 
 }  // namespace eldr
