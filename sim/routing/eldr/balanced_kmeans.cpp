@@ -353,11 +353,6 @@ class LazySims {
   {
     return zero_[size_t(i)] || version_[at(i, q)] == int(travelled_[size_t(q)].size()) - 1;
   }
-  double slack(int i, int q) const
-  {
-    const auto& t = travelled_[size_t(q)];
-    return 1.001 * (t.back() - t[size_t(version_[at(i, q)])]) * (1 + 1e-9) + rounding_;
-  }
   // Centroid q was rewritten with new values `distance` away from the old ones.
   void moved(int q, double distance)
   {
@@ -493,10 +488,29 @@ class LazySims {
       for (int q = 0; q < 4; ++q)
         store(i, cols[a + size_t(q)], out[q]);
     }
-    for (; a < cols.size(); ++a) {
-      const float* c[1] = {centroids.row(cols[a]).data()};
+    const size_t rest = cols.size() - a;
+    const float* c[3];
+    for (size_t q = 0; q < rest; ++q)
+      c[q] = centroids.row(cols[a + q]).data();
+    if (rest == 3)
+      block<1, 3>(avx_, &x, c, pts_.cols, out, 1);
+    else if (rest == 2)
+      block<1, 2>(avx_, &x, c, pts_.cols, out, 1);
+    else if (rest == 1)
       block<1, 1>(avx_, &x, c, pts_.cols, out, 1);
-      store(i, cols[a], out[0]);
+    for (size_t q = 0; q < rest; ++q)
+      store(i, cols[a + q], out[q]);
+  }
+
+  // e[q] = slack(i, q), 0 where the entry is exact: one pass over the row.
+  void slacks(int i, double* e) const
+  {
+    const int* v = version_.data() + at(i, 0);
+    for (int q = 0; q < k_; ++q) {
+      const auto& t = travelled_[size_t(q)];
+      e[q]          = zero_[size_t(i)] || v[q] == int(t.size()) - 1
+                          ? 0.0
+                          : 1.001 * (t.back() - t[size_t(v[q])]) * (1 + 1e-9) + rounding_;
     }
   }
 
@@ -564,19 +578,23 @@ constexpr int kRounds        = 3;
 void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, std::vector<int>& next)
 {
   std::vector<int> need;
+  std::vector<double> e(static_cast<size_t>(k));
   for (int i = 0; i < n; ++i) {
     const float* si = sims.row(i);
-    double best_lo  = -1e30;
+    sims.slacks(i, e.data());
+    double best_lo = -1e30;
     for (int q = 0; q < k; ++q)
-      best_lo = std::max(best_lo, sims.exact(i, q) ? double(si[q]) : double(si[q]) - sims.slack(i, q));
+      best_lo = std::max(best_lo, double(si[q]) - e[size_t(q)]);
     need.clear();
     for (int q = 0; q < k; ++q)
-      if (!sims.exact(i, q) && double(si[q]) + sims.slack(i, q) >= best_lo)
+      if (e[size_t(q)] > 0 && double(si[q]) + e[size_t(q)] >= best_lo) {
         need.push_back(q);
+        e[size_t(q)] = 0;
+      }
     sims.compute(i, need, centroids);
     int arg = -1;
     for (int q = 0; q < k; ++q)
-      if (sims.exact(i, q) && (arg < 0 || si[q] > si[arg]))
+      if (e[size_t(q)] == 0 && (arg < 0 || si[q] > si[arg]))
         arg = q;
     next[size_t(i)] = arg;
   }
@@ -595,26 +613,27 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     return false;
   constexpr double inf = std::numeric_limits<double>::infinity();
   std::vector<int> need;
-  std::vector<double> lo(static_cast<size_t>(k));
+  std::vector<double> lo(static_cast<size_t>(k)), e(static_cast<size_t>(k));
   for (int i = 0; i < n; ++i) {
     const float* si = sims.row(i);
-    double best_hi  = inf;  // the lowest upper bound of a reduced cost (cost - dual)
+    sims.slacks(i, e.data());
+    double best_hi = inf;  // the lowest upper bound of a reduced cost (cost - dual)
     for (int q = 0; q < k; ++q) {
-      const double e = sims.exact(i, q) ? 0.0 : sims.slack(i, q);
-      lo[size_t(q)]  = 1.0 - (double(si[q]) + e) - duals[size_t(q)];
-      best_hi        = std::min(best_hi, 1.0 - (double(si[q]) - e) - duals[size_t(q)]);
+      lo[size_t(q)] = 1.0 - (double(si[q]) + e[size_t(q)]) - duals[size_t(q)];
+      best_hi       = std::min(best_hi, 1.0 - (double(si[q]) - e[size_t(q)]) - duals[size_t(q)]);
     }
     need.clear();
     for (int q = 0; q < k; ++q)
-      if (!sims.exact(i, q) && lo[size_t(q)] <= best_hi + kDualRoom)
+      if (e[size_t(q)] > 0 && lo[size_t(q)] <= best_hi + kDualRoom) {
         need.push_back(q);
+        e[size_t(q)] = 0;  // exact once computed below
+      }
     sims.compute(i, need, centroids);
     double* ci = cost.data() + size_t(i) * size_t(k);
     double* pi = sparse.data() + size_t(i) * size_t(k);
     for (int q = 0; q < k; ++q) {
-      const bool known = sims.exact(i, q);
-      ci[q]            = 1.0 - (double(si[q]) + (known ? 0.0 : sims.slack(i, q)));
-      pi[q]            = known ? ci[q] : inf;
+      ci[q] = 1.0 - (double(si[q]) + e[size_t(q)]);
+      pi[q] = e[size_t(q)] == 0 ? ci[q] : inf;
     }
   }
   const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
