@@ -562,8 +562,8 @@ class LazySims {
   std::vector<float> part_;
 };
 
-// A centroid's dots that bound the others: in the balanced step, the ones a point could be assigned
-// to under the previous iteration's duals, with this much room for the duals to move.
+// The balanced step computes a point's dots with the centroids it could be assigned to under the
+// previous assignment's duals, with this much room for the duals to move.
 constexpr double kDualRoom = 0.05;
 // Every other assignment must cost this much more than the one found on bounds: far above the
 // solver's rounding (~1e-12), far below any real difference of float similarities that matters.
