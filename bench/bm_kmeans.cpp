@@ -8,6 +8,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -94,49 +95,53 @@ BENCHMARK_CAPTURE(BM_BalancedAssignment, uniform, false)
     ->Args({2000, 16})
     ->Unit(benchmark::kMillisecond);
 
-// 1000 counts x IDF signatures, 48 layers x 128 experts, built like ELDR's: 4 task domains with
+// n counts x IDF signatures of `layers` x 128 experts, built like ELDR's: `domains` task domains with
 // their own per-layer expert popularity, each request a prompt of 32-512 tokens x top-8 with its own
 // tilt of the popularity; counts ~ Poisson-like around length x 8 x p; IDF over the set; L2.
+DenseMatrix make_signatures(int n, int layers, int domains)
+{
+  const int experts = 128, d = layers * experts;
+  Rng rng(3, "bench.kmeans.signatures");
+  std::vector<double> profile(size_t(domains) * size_t(d));
+  for (double& p : profile)
+    p = std::exp(1.5 * gaussian(rng));
+  DenseMatrix counts(n, d);
+  std::vector<double> p(static_cast<size_t>(experts));
+  for (int i = 0; i < n; ++i) {
+    const double tokens = double(32 + rng.below(481)) * 8;
+    const double* prof  = profile.data() + size_t(i % domains) * size_t(d);
+    for (int l = 0; l < layers; ++l) {
+      double total = 0;
+      for (int e = 0; e < experts; ++e)
+        total += p[size_t(e)] = prof[l * experts + e] * std::exp(0.7 * gaussian(rng));
+      for (int e = 0; e < experts; ++e) {
+        const double lambda = tokens * p[size_t(e)] / total;
+        counts.row(i)[size_t(l * experts + e)] =
+            float(std::max(0.0, std::round(lambda + std::sqrt(lambda) * gaussian(rng))));
+      }
+    }
+  }
+  std::vector<int> df(size_t(d), 0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j)
+      df[size_t(j)] += counts.row(i)[size_t(j)] > 0;
+  for (int i = 0; i < n; ++i) {
+    double n2 = 0;
+    for (int j = 0; j < d; ++j) {
+      float& v = counts.row(i)[size_t(j)];
+      v        = float(v * std::log((n + 1.0) / (df[size_t(j)] + 1.0)));
+      n2 += double(v) * v;
+    }
+    for (float& v : counts.row(i))
+      v = float(v / std::sqrt(n2));
+  }
+  return counts;
+}
+
+// 1000 of Qwen3-30B-A3B's full shape (48 layers), 4 domains.
 const DenseMatrix& signatures()
 {
-  static const DenseMatrix m = [] {
-    const int n = 1000, layers = 48, experts = 128, d = layers * experts, domains = 4;
-    Rng rng(3, "bench.kmeans.signatures");
-    std::vector<double> profile(size_t(domains) * size_t(d));
-    for (double& p : profile)
-      p = std::exp(1.5 * gaussian(rng));
-    DenseMatrix counts(n, d);
-    std::vector<double> p(static_cast<size_t>(experts));
-    for (int i = 0; i < n; ++i) {
-      const double tokens = double(32 + rng.below(481)) * 8;
-      const double* prof  = profile.data() + size_t(i % domains) * size_t(d);
-      for (int l = 0; l < layers; ++l) {
-        double total = 0;
-        for (int e = 0; e < experts; ++e)
-          total += p[size_t(e)] = prof[l * experts + e] * std::exp(0.7 * gaussian(rng));
-        for (int e = 0; e < experts; ++e) {
-          const double lambda = tokens * p[size_t(e)] / total;
-          counts.row(i)[size_t(l * experts + e)] =
-              float(std::max(0.0, std::round(lambda + std::sqrt(lambda) * gaussian(rng))));
-        }
-      }
-    }
-    std::vector<int> df(size_t(d), 0);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < d; ++j)
-        df[size_t(j)] += counts.row(i)[size_t(j)] > 0;
-    for (int i = 0; i < n; ++i) {
-      double n2 = 0;
-      for (int j = 0; j < d; ++j) {
-        float& v = counts.row(i)[size_t(j)];
-        v        = float(v * std::log((n + 1.0) / (df[size_t(j)] + 1.0)));
-        n2 += double(v) * v;
-      }
-      for (float& v : counts.row(i))
-        v = float(v / std::sqrt(n2));
-    }
-    return counts;
-  }();
+  static const DenseMatrix m = make_signatures(1000, 48, 4);
   return m;
 }
 
@@ -185,6 +190,38 @@ void BM_KMeansWarmRefit(benchmark::State& state)
   state.counters["iterations"] = r.iterations;
 }
 BENCHMARK(BM_KMeansWarmRefit)->ArgName("window")->Arg(500)->Unit(benchmark::kMillisecond);
+
+// The online refit of a 4x cluster (64 decode workers, 400 req/s: a 2000-signature window, 400 new
+// per refit, 8 mask layers): five successive refits sliding over a stream, each warm-started from the
+// last one's centroids, 3 iterations. bounds:0 computes every dot and solves on every cost; bounds:1
+// (the default) computes the dots that can matter and takes the shared points' over from the last
+// refit. Both give the same centroids.
+void BM_KMeansRefitWindow(benchmark::State& state)
+{
+  static const DenseMatrix stream = make_signatures(4000, 8, 24);
+  const int k = 64, window = 2000, step = 400, d = stream.cols;
+  KMeansOptions o;
+  o.max_iterations = 3;
+  o.objective      = false;
+  o.bounds         = state.range(0) != 0;
+  const DenseMatrix start =
+      fit_spherical_kmeans(DenseMatrixView(stream.values.data(), window, d), k, {.bounds = false}).centroids;
+  for (auto _ : state) {
+    DenseMatrix c = start;
+    WindowCarry carry;
+    for (int first = step; first + window <= stream.rows; first += step) {
+      carry.first  = first;
+      const auto r = fit_spherical_kmeans_warm(
+          DenseMatrixView(stream.values.data() + size_t(first) * size_t(d), window, d), c, o, &carry);
+      const auto slot = match_centroids(c, r.centroids);
+      for (int j = 0; j < k; ++j)
+        std::copy_n(r.centroids.row(j).data(), d, c.row(slot[size_t(j)]).data());
+      carry.reorder(slot);
+    }
+    benchmark::DoNotOptimize(c.values.data());
+  }
+}
+BENCHMARK(BM_KMeansRefitWindow)->ArgName("bounds")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace eldr::bench

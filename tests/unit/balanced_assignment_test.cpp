@@ -326,3 +326,123 @@ TEST_CASE("balanced assignment: near-optimal on non-integer costs (Boost on the 
     CHECK(std::abs(mine.total_cost - oracle) <= 1e-9 * n);
   }
 }
+
+namespace {
+
+// Every feasible assignment, enumerated: the optimum, how many assignments reach it (integer costs:
+// exactly) and the least cost of any other assignment. +infinity entries are not allowed.
+struct Enumerated {
+  double best   = std::numeric_limits<double>::infinity();
+  int at_best   = 0;
+  double second = std::numeric_limits<double>::infinity();
+};
+
+Enumerated enumerate(const std::vector<double>& cost, int n, int k, const std::vector<int>& cap)
+{
+  Enumerated e;
+  std::vector<int> size(size_t(k), 0);
+  std::function<void(int, double)> rec = [&](int i, double acc) {
+    if (i == n) {
+      if (acc < e.best) {
+        e.second  = e.best;
+        e.best    = acc;
+        e.at_best = 1;
+      } else if (acc == e.best) {
+        ++e.at_best;
+      } else {
+        e.second = std::min(e.second, acc);
+      }
+      return;
+    }
+    for (int c = 0; c < k; ++c) {
+      const double v = cost[size_t(i) * size_t(k) + size_t(c)];
+      if (size[size_t(c)] == cap[size_t(c)] || std::isinf(v))
+        continue;
+      ++size[size_t(c)];
+      rec(i + 1, acc + v);
+      --size[size_t(c)];
+    }
+  };
+  rec(0, 0.0);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("balanced assignment: is_unique_optimum agrees with enumeration on 400 tiny instances")
+{
+  Rng rng(31, "test.assignment.unique");
+  int unique = 0, tied = 0;
+  for (int t = 0; t < 400; ++t) {
+    const int n = 1 + int(rng.below(6));
+    const int k = 1 + int(rng.below(4));
+    // Integer costs (many ties: unique means every other assignment costs at least 1 more) or
+    // doubles. The margin is per move of a point; a cycle moves at most k + 1 points.
+    const bool integer = t % 2 == 0;
+    std::vector<double> cost(size_t(n) * size_t(k));
+    for (auto& c : cost)
+      c = integer ? double(rng.below(3)) : 2.0 * rng.uniform01();
+    const auto cap      = random_capacities(rng, n, k, t % 3);
+    const double margin = 1e-3;
+    const auto a        = balanced_assignment(cost, n, k, cap);
+    const Enumerated e  = enumerate(cost, n, k, cap);
+    CAPTURE(t);
+    const bool expect = e.at_best == 1 && e.second >= e.best + margin * (k + 1);
+    if (expect || e.at_best > 1)
+      CHECK(is_unique_optimum(cost, n, k, cap, a.cluster, margin) == expect);
+    unique += expect;
+    tied += !expect;
+    // Any other assignment that fits is not the unique optimum when the solver's is.
+    std::vector<int> other                = a.cluster;
+    other[size_t(rng.below(uint64_t(n)))] = int(rng.below(uint64_t(k)));
+    if (other != a.cluster && expect)
+      CHECK_FALSE(is_unique_optimum(cost, n, k, cap, other, margin));
+  }
+  MESSAGE(unique << " unique optima, " << tied << " ties");
+  CHECK(unique > 100);
+  CHECK(tied > 50);
+  // Ties the tests above may miss: identical rows in two clusters, and zero rows with room in two.
+  const std::vector<double> twins = {0.25, 0.75, 0.25, 0.75};
+  CHECK_FALSE(is_unique_optimum(twins, 2, 2, std::vector<int>{1, 1}, std::vector<int>{0, 1}, 1e-9));
+  const std::vector<double> flat = {1, 1, 1, 1, 1, 1};
+  CHECK_FALSE(is_unique_optimum(flat, 2, 3, std::vector<int>{1, 1, 1}, std::vector<int>{0, 1}, 1e-9));
+  CHECK(is_unique_optimum(std::vector<double>{0, 1, 1, 0}, 2, 2, std::vector<int>{1, 1}, std::vector<int>{0, 1}, 1e-9));
+  CHECK_FALSE(is_unique_optimum(std::vector<double>{0, 1, 1, 0}, 2, 2, std::vector<int>{1, 1}, std::vector<int>{0, 0},
+                                1e-9));  // over capacity
+  CHECK_THROWS_AS(is_unique_optimum(twins, 2, 2, std::vector<int>{1, 1}, std::vector<int>{0, 2}, 1e-9),
+                  std::invalid_argument);
+}
+
+TEST_CASE("balanced assignment: the sparse solver reaches the optimum over the allowed pairs")
+{
+  Rng rng(32, "test.assignment.sparse");
+  const double inf = std::numeric_limits<double>::infinity();
+  int infeasible   = 0;
+  for (int t = 0; t < 400; ++t) {
+    const int n = 1 + int(rng.below(6));
+    const int k = 1 + int(rng.below(4));
+    std::vector<double> cost(size_t(n) * size_t(k));
+    for (auto& c : cost)
+      c = rng.below(3) == 0 ? inf : (t % 2 ? double(rng.below(4)) : 2.0 * rng.uniform01());
+    const auto cap     = random_capacities(rng, n, k, t % 3);
+    const auto a       = balanced_assignment_allowed(cost, n, k, cap);
+    const Enumerated e = enumerate(cost, n, k, cap);
+    CAPTURE(t);
+    REQUIRE(a.has_value() == (e.best < inf));
+    if (!a) {
+      ++infeasible;
+      continue;
+    }
+    check_feasible(*a, cost, n, k, cap);
+    CHECK(a->total_cost == doctest::Approx(e.best).epsilon(1e-12));
+  }
+  CHECK(infeasible > 20);
+  // With every pair allowed it is the dense solver, tie rule included.
+  for (int t = 0; t < 50; ++t) {
+    std::vector<double> cost(size_t(12) * 4);
+    for (auto& c : cost)
+      c = double(rng.below(3));
+    const auto cap = random_capacities(rng, 12, 4, 0);
+    CHECK(balanced_assignment_allowed(cost, 12, 4, cap)->cluster == balanced_assignment(cost, 12, 4, cap).cluster);
+  }
+}

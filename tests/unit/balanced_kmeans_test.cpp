@@ -394,3 +394,138 @@ TEST_CASE("kmeans: edge cases")
     CHECK_NOTHROW(fit_spherical_kmeans(pts, 2));
   }
 }
+
+namespace {
+
+// The fit with bounds (the default) against the one computing every dot: the same in every output.
+void check_same_fit(const KMeansResult& bounded, const KMeansResult& plain)
+{
+  CHECK(bounded.assignment == plain.assignment);
+  CHECK(bounded.centroids.values == plain.centroids.values);
+  CHECK(bounded.iterations == plain.iterations);
+  CHECK(bounded.converged == plain.converged);
+  CHECK(bounded.objective == plain.objective);
+}
+
+// Inputs for the comparisons: uniform directions, tight and loose clusters, duplicated rows (ties),
+// zero rows, and N < K.
+std::vector<DenseMatrix> comparison_inputs(Rng& rng, int k, int d)
+{
+  std::vector<DenseMatrix> out;
+  out.push_back(random_directions(rng, 240, d));
+  const DenseMatrix dirs = random_directions(rng, k, d);
+  for (double noise : {0.3, 1.0, 3.0})
+    out.push_back(clustered(rng, dirs, std::vector<int>(size_t(k), 20), noise).points);
+  DenseMatrix dup = clustered(rng, dirs, std::vector<int>(size_t(k), 10), 1.0).points;
+  for (int i = 1; i < dup.rows; i += 3)
+    std::copy_n(dup.row(i - 1).data(), d, dup.row(i).data());
+  out.push_back(dup);
+  DenseMatrix zeros = clustered(rng, dirs, std::vector<int>(size_t(k), 10), 1.0).points;
+  for (int i = 0; i < zeros.rows; i += 7)
+    std::fill(zeros.row(i).begin(), zeros.row(i).end(), 0.0f);
+  out.push_back(zeros);
+  out.push_back(random_directions(rng, k / 2, d));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kmeans: the bounded fit equals the fit computing every dot")
+{
+  Rng rng(33, "test.kmeans.bounds");
+  for (const int d : {13, 96}) {
+    const int k = 8;
+    for (const DenseMatrix& pts : comparison_inputs(rng, k, d)) {
+      for (const auto variant : {KMeansVariant::balanced, KMeansVariant::vanilla}) {
+        CAPTURE(d);
+        CAPTURE(pts.rows);
+        CAPTURE(int(variant));
+        KMeansOptions o;
+        o.variant           = variant;
+        o.max_iterations    = 30;
+        KMeansOptions plain = o;
+        plain.bounds        = false;
+        const auto cold     = fit_spherical_kmeans(pts, k, o);
+        check_same_fit(cold, fit_spherical_kmeans(pts, k, plain));
+        // Warm from perturbed centroids, capped at 3 iterations as the online refit is.
+        DenseMatrix init = cold.centroids;
+        for (float& v : init.values)
+          v += 0.1f * float(gaussian(rng)) / std::sqrt(float(d));
+        o.max_iterations = plain.max_iterations = 3;
+        o.objective = plain.objective = false;
+        check_same_fit(fit_spherical_kmeans_warm(pts, init, o), fit_spherical_kmeans_warm(pts, init, plain));
+      }
+    }
+  }
+}
+
+TEST_CASE("kmeans: refits carried along a sliding window equal fresh refits")
+{
+  // A stream of signatures whose cluster directions drift, refitted every 40 points on the last 200,
+  // as the online refit does (warm start, 3 iterations, centroids matched back to their slots): the
+  // carried fits (the dots of the shared points taken over) return what fits computing every dot do.
+  Rng rng(34, "test.kmeans.carry");
+  const int k = 8, d = 64, window = 200, step = 40, total = 1200;
+  DenseMatrix dirs = random_directions(rng, k, d);
+  DenseMatrix stream(total, d);
+  for (int i = 0; i < total; ++i) {
+    if (i % 100 == 0)
+      for (float& v : dirs.values)
+        v += 0.2f * float(gaussian(rng)) / std::sqrt(float(d));
+    const int c = int(rng.below(uint64_t(k)));
+    auto row    = stream.row(i);
+    if (i % 53 == 0)
+      continue;  // a zero row now and then
+    for (int j = 0; j < d; ++j)
+      row[size_t(j)] = dirs.row(c)[size_t(j)] + float(gaussian(rng)) / std::sqrt(float(d));
+    normalise(row);
+    if (i % 29 == 0 && i > 0)
+      std::copy_n(stream.row(i - 1).data(), d, row.data());  // duplicates: ties
+  }
+  for (const auto variant : {KMeansVariant::balanced, KMeansVariant::vanilla}) {
+    CAPTURE(int(variant));
+    KMeansOptions o;
+    o.variant             = variant;
+    o.max_iterations      = 3;
+    o.objective           = false;
+    KMeansOptions plain   = o;
+    plain.bounds          = false;
+    DenseMatrix centroids = fit_spherical_kmeans(DenseMatrixView(stream.values.data(), window, d), k, plain).centroids;
+    WindowCarry carry;
+    int refits = 0;
+    for (int end = window + step; end <= total; end += step) {
+      const int first = end - window;
+      const DenseMatrixView pts(stream.values.data() + size_t(first) * size_t(d), window, d);
+      carry.first      = first;
+      const auto fresh = fit_spherical_kmeans_warm(pts, centroids, plain);
+      const auto with  = fit_spherical_kmeans_warm(pts, centroids, o, &carry);
+      CAPTURE(end);
+      check_same_fit(with, fresh);
+      const auto slot = match_centroids(centroids, fresh.centroids);
+      for (int j = 0; j < k; ++j)
+        std::copy_n(fresh.centroids.row(j).data(), d, centroids.row(slot[size_t(j)]).data());
+      carry.reorder(slot);
+      ++refits;
+    }
+    CHECK(refits == 25);
+  }
+  SUBCASE("a carry whose rows changed (wrong ids) or whose centroids differ is not trusted")
+  {
+    KMeansOptions o;
+    o.max_iterations    = 3;
+    KMeansOptions plain = o;
+    plain.bounds        = false;
+    const DenseMatrixView a(stream.values.data(), window, d),
+        b(stream.values.data() + size_t(step) * size_t(d), window, d);
+    const DenseMatrix c0 = fit_spherical_kmeans(a, k, plain).centroids;
+    WindowCarry carry;
+    carry.first = 0;
+    fit_spherical_kmeans_warm(a, c0, o, &carry);
+    carry.first = 0;  // wrong: b starts at id `step`
+    check_same_fit(fit_spherical_kmeans_warm(b, c0, o, &carry), fit_spherical_kmeans_warm(b, c0, plain));
+    const DenseMatrix other = random_directions(rng, k, d);
+    carry.first             = step;
+    check_same_fit(fit_spherical_kmeans_warm(b, other, o, &carry), fit_spherical_kmeans_warm(b, other, plain));
+    CHECK_THROWS_AS(carry.reorder(std::vector<int>{0, 1}), std::invalid_argument);
+  }
+}

@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -53,7 +54,9 @@ struct MoveAfter {
   }
 };
 
-class Solver {
+// Sparse: a cost of +infinity marks a pair that may not be used (its moves are never published, and
+// a search that reaches no cluster with room reports the instance infeasible).
+template <bool Sparse> class Solver {
  public:
   Solver(const double* cost, int n, int k, std::span<const int> capacity)
       : c_(cost), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0), cluster_(size_t(n), -1),
@@ -62,13 +65,16 @@ class Solver {
   {
   }
 
-  void insert(int i)
+  // False when point i cannot be added (Sparse only).
+  bool insert(int i)
   {
     const double* ci = row(i);
     // Potential of the new point: makes its cheapest reduced edge exactly 0, the others >= 0.
     double pi = -std::numeric_limits<double>::infinity();
     for (int b = 0; b < k_; ++b)
       pi = std::max(pi, pot_[size_t(b)] - ci[b]);
+    if (Sparse && pi == -std::numeric_limits<double>::infinity())
+      return false;  // no allowed cluster
     for (int b = 0; b < k_; ++b) {
       dist_[size_t(b)]    = ci[b] + pi - pot_[size_t(b)];
       parent_[size_t(b)]  = -1;
@@ -81,6 +87,8 @@ class Solver {
       for (int b = 0; b < k_; ++b)
         if (!settled_[size_t(b)] && (a < 0 || dist_[size_t(b)] < dist_[size_t(a)]))
           a = b;
+      if (Sparse && !(dist_[size_t(a)] < std::numeric_limits<double>::infinity()))
+        return false;
       settled_[size_t(a)] = 1;
       if (size_[size_t(a)] < cap_[size_t(a)]) {
         target = a;
@@ -116,6 +124,7 @@ class Solver {
       x = a;
     }
     place(i, x);
+    return true;
   }
 
   BalancedAssignment result() const
@@ -124,6 +133,7 @@ class Solver {
     r.cluster = cluster_;
     for (int i = 0; i < n_; ++i)
       r.total_cost += row(i)[cluster_[size_t(i)]];
+    r.duals = pot_;
     return r;
   }
 
@@ -148,7 +158,7 @@ class Solver {
     const uint32_t s    = ++stamp_[size_t(j)];
     const double* cj    = row(j);
     for (int b = 0; b < k_; ++b) {
-      if (b == x)
+      if (b == x || (Sparse && !(cj[b] < std::numeric_limits<double>::infinity())))
         continue;
       auto& h = moves_[size_t(x) * size_t(k_) + size_t(b)];
       h.push_back(MoveEntry{cj[b] - cj[x], j, s});
@@ -214,9 +224,29 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
 
   // Points enter in index order. The order does not change the optimum, only the work, and
   // inserting by decreasing regret (second-cheapest minus cheapest cost) measured no faster.
-  Solver s(cost.data(), n, k, capacity);
+  Solver<false> s(cost.data(), n, k, capacity);
   for (int i = 0; i < n; ++i)
     s.insert(i);
+  return s.result();
+}
+
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity)
+{
+  if (n < 0 || k <= 0 || cost.size() != size_t(n) * size_t(k) || capacity.size() != size_t(k))
+    throw std::invalid_argument("balanced_assignment_allowed: shapes do not match");
+  long total = 0;
+  for (int c : capacity)
+    total += c;
+  for (double v : cost)
+    if (std::isnan(v) || v == -std::numeric_limits<double>::infinity())
+      throw std::invalid_argument("balanced_assignment_allowed: cost matrix has a NaN or -infinity");
+  if (total < n)
+    return std::nullopt;
+  Solver<true> s(cost.data(), n, k, capacity);
+  for (int i = 0; i < n; ++i)
+    if (!s.insert(i))
+      return std::nullopt;
   return s.result();
 }
 
@@ -226,6 +256,59 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
     return balanced_assignment(cost, n, k, std::span<const int>{});  // throws the usual message
   const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
   return balanced_assignment(cost, n, k, cap);
+}
+
+bool is_unique_optimum(std::span<const double> cost, int n, int k, std::span<const int> capacity,
+                       std::span<const int> cluster, double margin)
+{
+  if (n < 0 || k <= 0 || cost.size() != size_t(n) * size_t(k) || capacity.size() != size_t(k) ||
+      cluster.size() != size_t(n))
+    throw std::invalid_argument("is_unique_optimum: shapes do not match");
+  const double inf = std::numeric_limits<double>::infinity();
+  const int t      = k;  // the sink
+  std::vector<int> size(size_t(k), 0);
+  for (int a : cluster) {
+    if (a < 0 || a >= k)
+      throw std::invalid_argument("is_unique_optimum: cluster index out of range");
+    ++size[size_t(a)];
+  }
+  for (int a = 0; a < k; ++a)
+    if (size[size_t(a)] > capacity[size_t(a)])
+      return false;  // infeasible
+  // w[a][b]: the cheapest move of a point from a to b, less the margin; the sink edges cost 0.
+  std::vector<double> w(size_t(k + 1) * size_t(k + 1), inf);
+  for (int i = 0; i < n; ++i) {
+    const double* ci = cost.data() + size_t(i) * size_t(k);
+    const int a      = cluster[size_t(i)];
+    double* wa       = w.data() + size_t(a) * size_t(k + 1);
+    for (int b = 0; b < k; ++b)
+      if (b != a)
+        wa[b] = std::min(wa[b], ci[b] - ci[a] - margin);
+  }
+  for (int a = 0; a < k; ++a) {
+    if (size[size_t(a)] < capacity[size_t(a)])
+      w[size_t(a) * size_t(k + 1) + size_t(t)] = 0;
+    if (size[size_t(a)] > 0)
+      w[size_t(t) * size_t(k + 1) + size_t(a)] = 0;
+  }
+  // Potentials from a virtual root at distance 0 to every node; a relaxation in round K + 1 means a
+  // negative cycle. A cycle a -> sink -> a is an edge and its own reverse, not a different
+  // assignment: a node's sink edges both cost 0 and carry no margin, so it never counts.
+  std::vector<double> dist(size_t(k + 1), 0.0);
+  for (int round = 0; round <= k + 1; ++round) {
+    bool changed = false;
+    for (int a = 0; a <= k; ++a) {
+      const double* wa = w.data() + size_t(a) * size_t(k + 1);
+      for (int b = 0; b <= k; ++b)
+        if (wa[b] < inf && dist[size_t(a)] + wa[b] < dist[size_t(b)]) {
+          dist[size_t(b)] = dist[size_t(a)] + wa[b];
+          changed         = true;
+        }
+    }
+    if (!changed)
+      return true;
+  }
+  return false;
 }
 
 }  // namespace eldr

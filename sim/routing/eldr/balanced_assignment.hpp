@@ -4,14 +4,17 @@
 // step of ELDR's balanced K-means (docs/design.md sections 1 and 4) and, with capacity 1, the centroid
 // matching of the online refit. It is exact (a min-cost flow optimum, checked against Boost.Graph in
 // tests/unit/balanced_assignment_test.cpp) and fast for small K (a few ms at N = 2000, K = 16).
+#include <optional>
 #include <span>
 #include <vector>
 
 namespace eldr {
 
 struct BalancedAssignment {
-  std::vector<int> cluster;  // cluster[i] in [0, K): where point i goes
-  double total_cost = 0;     // sum over i of cost[i][cluster[i]]
+  std::vector<int> cluster;   // cluster[i] in [0, K): where point i goes
+  double total_cost = 0;      // sum over i of cost[i][cluster[i]]
+  std::vector<double> duals;  // per cluster, the solver's final potential: cost[i][cluster[i]] - duals[cluster[i]]
+                              // <= cost[i][b] - duals[b] for every b (up to rounding)
 };
 
 // ceil(n / k): the capacity that makes K clusters as even as N points allow.
@@ -23,5 +26,18 @@ int balanced_capacity(int n, int k);
 BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k, std::span<const int> capacity);
 // Every cluster holds at most balanced_capacity(n, k) points.
 BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k);
+
+// The same solver on a sparse instance: cost +infinity marks a pair that may not be used (the rest as
+// above). Empty when no assignment within the capacities uses allowed pairs only.
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity);
+
+// Whether `cluster` (within `capacity`) is the only optimum of `cost`, every other assignment costing
+// at least `margin` more: then every exact solver returns it, whatever its tie rule. It checks that
+// the residual graph on the K clusters (moving a point from a to b, a cluster with room to the sink,
+// the sink to a non-empty cluster) has no cycle costing less than `margin` per point it moves
+// (Bellman-Ford: O(N K + K^3)). False for any tie (e.g. a zero row with room in two clusters).
+bool is_unique_optimum(std::span<const double> cost, int n, int k, std::span<const int> capacity,
+                       std::span<const int> cluster, double margin);
 
 }  // namespace eldr

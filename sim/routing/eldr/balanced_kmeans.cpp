@@ -9,8 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <immintrin.h>
 #include <iterator>
+#include <limits>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -321,56 +325,405 @@ DenseMatrix kmeanspp_seeds(DenseMatrixView pts, int k, const std::vector<char>& 
   return seeds;
 }
 
-KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMatrix centroids, const KMeansOptions& o)
+// The N x K similarities of a fit, each computed when an assignment needs it. Entry (i, q) holds the
+// dot of point i with some earlier version of centroid q; it is exact when that version is the
+// current one. Otherwise the true dot lies within slack(i, q) of it: |x.c - x.c'| <= |x| |c - c'|,
+// |c - c'| is at most the distance centroid q has travelled since (the sum of its moves), and each
+// of the two computed dots is within the float rounding of its D/8-term lanes. A dot depends only on
+// the two vectors (not on the blocking or the kernel), so an entry computed late equals the one a
+// full pass would have given.
+class LazySims {
+ public:
+  LazySims(DenseMatrixView pts, const std::vector<char>& zero, int k)
+      : pts_(pts), zero_(zero), k_(k), avx_(cpu_has_avx2_fma()),
+        // (D/8 + D%8 + 3) roundings along a dot's path, each relative to sum |x_j c_j| <= |x| |c|
+        // (both at most 1.001), doubled for the two dots compared and with room to spare.
+        rounding_(2.0 * (double(pts.cols / 8 + pts.cols % 8) + 8.0) * 0x1p-24 * 1.01)
+  {
+    sim_.assign(size_t(pts.rows) * size_t(k), 0.0f);
+    version_.assign(sim_.size(), -1);
+    travelled_.resize(size_t(k));
+    for (auto& t : travelled_)
+      t.assign(1, 0.0);
+  }
+
+  const float* row(int i) const { return sim_.data() + size_t(i) * size_t(k_); }
+  // Zero rows have dot 0 with every centroid, whatever its version.
+  bool exact(int i, int q) const
+  {
+    return zero_[size_t(i)] || version_[at(i, q)] == int(travelled_[size_t(q)].size()) - 1;
+  }
+  // Centroid q was rewritten with new values `distance` away from the old ones.
+  void moved(int q, double distance)
+  {
+    auto& t = travelled_[size_t(q)];
+    t.push_back(t.back() + distance * (1 + 1e-6) + 1e-30);
+  }
+
+  // Takes over the carried entries of the rows it shares with the previous fit (same id, same hash);
+  // a centroid that differs from the carried one adds the distance between them to its travel.
+  void take(WindowCarry& carry, const DenseMatrix& centroids, std::vector<double>& duals)
+  {
+    const int n = pts_.rows, d = pts_.cols;
+    hash_rows();
+    if (carry.centroids.rows != k_ || carry.centroids.cols != d || carry.travelled.size() != size_t(k_))
+      return;
+    for (int q = 0; q < k_; ++q) {
+      travelled_[size_t(q)].swap(carry.travelled[size_t(q)]);
+      const float* a = centroids.row(q).data();
+      const float* b = carry.centroids.row(q).data();
+      double d2      = 0;
+      bool changed   = false;
+      for (int j = 0; j < d; ++j) {
+        changed |= a[j] != b[j];
+        d2 += (double(a[j]) - double(b[j])) * (double(a[j]) - double(b[j]));
+      }
+      if (changed)
+        moved(q, std::sqrt(d2));
+    }
+    const long from = std::max(carry.first, carry.rows_first);
+    const long to   = std::min(carry.first + long(n), carry.rows_first + long(carry.row_hash.size()));
+    for (long id = from; id < to; ++id) {
+      const size_t i = size_t(id - carry.first), c = size_t(id - carry.rows_first);
+      if (carry.row_hash[c] != row_hash_[i])
+        continue;
+      std::copy_n(carry.sim.data() + c * size_t(k_), k_, sim_.data() + i * size_t(k_));
+      std::copy_n(carry.version.data() + c * size_t(k_), k_, version_.data() + i * size_t(k_));
+    }
+    if (carry.duals.size() == size_t(k_))
+      duals = carry.duals;
+  }
+
+  // Leaves this fit's entries for the next one, each centroid's travel trimmed to the versions still
+  // referenced (a long run would otherwise keep every refit's).
+  void give(WindowCarry& carry, const DenseMatrix& centroids, const std::vector<double>& duals)
+  {
+    const size_t n = size_t(pts_.rows);
+    std::vector<int> oldest(static_cast<size_t>(k_));
+    for (int q = 0; q < k_; ++q)
+      oldest[size_t(q)] = int(travelled_[size_t(q)].size()) - 1;
+    for (size_t e = 0; e < n * size_t(k_); ++e)
+      if (version_[e] >= 0)
+        oldest[e % size_t(k_)] = std::min(oldest[e % size_t(k_)], version_[e]);
+    for (int q = 0; q < k_; ++q) {
+      auto& t = travelled_[size_t(q)];
+      t.erase(t.begin(), t.begin() + oldest[size_t(q)]);
+    }
+    for (size_t e = 0; e < n * size_t(k_); ++e)
+      if (version_[e] >= 0)
+        version_[e] -= oldest[e % size_t(k_)];
+    carry.rows_first = carry.first;
+    carry.centroids  = centroids;
+    carry.row_hash.swap(row_hash_);
+    carry.sim.swap(sim_);
+    carry.version.swap(version_);
+    carry.travelled.swap(travelled_);
+    carry.duals = duals;
+  }
+
+  // The rows with an entry never computed, computed whole (the kernel in one call per run of rows).
+  void compute_unknown(const DenseMatrix& centroids)
+  {
+    const int n = pts_.rows, d = pts_.cols;
+    for (int i = 0; i < n;) {
+      auto unknown = [&](int r) {
+        const int* v = version_.data() + at(r, 0);
+        return std::find(v, v + k_, -1) != v + k_;
+      };
+      if (!unknown(i)) {
+        ++i;
+        continue;
+      }
+      int end = i + 1;
+      while (end < n && unknown(end))
+        ++end;
+      dots(DenseMatrixView(pts_.data + size_t(i) * size_t(d), end - i, d), centroids, sim_.data() + at(i, 0), avx_);
+      for (int r = i; r < end; ++r)
+        for (int q = 0; q < k_; ++q)
+          version_[at(r, q)] = int(travelled_[size_t(q)].size()) - 1;
+      i = end;
+    }
+  }
+
+  // Every entry exact for `centroids`: the columns with a stale entry are recomputed whole.
+  void compute_all(const DenseMatrix& centroids)
+  {
+    const int n = pts_.rows, d = pts_.cols;
+    ids_.clear();
+    for (int q = 0; q < k_; ++q)
+      for (int i = 0; i < n; ++i)
+        if (!exact(i, q) || version_[at(i, q)] < 0) {
+          ids_.push_back(q);
+          break;
+        }
+    if (int(ids_.size()) == k_) {
+      dots(pts_, centroids, sim_.data(), avx_);
+    } else if (!ids_.empty()) {
+      const int m = int(ids_.size());
+      rows_       = DenseMatrix(m, d);
+      for (int a = 0; a < m; ++a)
+        std::copy_n(centroids.row(ids_[size_t(a)]).data(), d, rows_.row(a).data());
+      part_.resize(size_t(n) * size_t(m));
+      dots(pts_, rows_, part_.data(), avx_);
+      for (int i = 0; i < n; ++i)
+        for (int a = 0; a < m; ++a)
+          sim_[at(i, ids_[size_t(a)])] = part_[size_t(i) * size_t(m) + size_t(a)];
+    }
+    for (int q : ids_)
+      for (int i = 0; i < n; ++i)
+        version_[at(i, q)] = int(travelled_[size_t(q)].size()) - 1;
+  }
+
+  // The listed entries of point i made exact, four centroids per kernel call.
+  void compute(int i, std::span<const int> cols, const DenseMatrix& centroids)
+  {
+    const float* x = pts_.data + size_t(i) * size_t(pts_.cols);
+    size_t a       = 0;
+    float out[4];
+    for (; a + 4 <= cols.size(); a += 4) {
+      const float* c[4];
+      for (int q = 0; q < 4; ++q)
+        c[q] = centroids.row(cols[a + size_t(q)]).data();
+      block<1, 4>(avx_, &x, c, pts_.cols, out, 1);
+      for (int q = 0; q < 4; ++q)
+        store(i, cols[a + size_t(q)], out[q]);
+    }
+    const size_t rest = cols.size() - a;
+    const float* c[3];
+    for (size_t q = 0; q < rest; ++q)
+      c[q] = centroids.row(cols[a + q]).data();
+    if (rest == 3)
+      block<1, 3>(avx_, &x, c, pts_.cols, out, 1);
+    else if (rest == 2)
+      block<1, 2>(avx_, &x, c, pts_.cols, out, 1);
+    else if (rest == 1)
+      block<1, 1>(avx_, &x, c, pts_.cols, out, 1);
+    for (size_t q = 0; q < rest; ++q)
+      store(i, cols[a + q], out[q]);
+  }
+
+  // e[q] = slack(i, q), 0 where the entry is exact: one pass over the row.
+  void slacks(int i, double* e) const
+  {
+    const int* v = version_.data() + at(i, 0);
+    for (int q = 0; q < k_; ++q) {
+      const auto& t = travelled_[size_t(q)];
+      e[q]          = zero_[size_t(i)] || v[q] == int(t.size()) - 1
+                          ? 0.0
+                          : 1.001 * (t.back() - t[size_t(v[q])]) * (1 + 1e-9) + rounding_;
+    }
+  }
+
+ private:
+  size_t at(int i, int q) const { return size_t(i) * size_t(k_) + size_t(q); }
+  void hash_rows()
+  {
+    // A multiply-xorshift hash of the row's bits, 4 independent lanes of 64-bit words (a byte-wise
+    // hash took longer than the dots it saves): a carried row is taken over only if it is the same.
+    const size_t bytes = size_t(pts_.cols) * sizeof(float);
+    row_hash_.assign(size_t(pts_.rows), 0);
+    for (int i = 0; i < pts_.rows; ++i) {
+      const auto* b = reinterpret_cast<const unsigned char*>(pts_.data + size_t(i) * size_t(pts_.cols));
+      uint64_t h[4] = {1, 2, 3, 4};
+      uint64_t w[4] = {};
+      size_t j      = 0;
+      auto mix      = [](uint64_t x, uint64_t y) {
+        x = (x ^ y) * 0x9e3779b97f4a7c15ull;
+        return x ^ (x >> 29);
+      };
+      for (; j + 32 <= bytes; j += 32) {
+        std::memcpy(w, b + j, 32);
+        for (int l = 0; l < 4; ++l)
+          h[l] = mix(h[l], w[l]);
+      }
+      uint64_t tail = 0;
+      for (; j < bytes; ++j)
+        tail = (tail << 8) | b[j];
+      row_hash_[size_t(i)] = mix(mix(mix(mix(h[0], h[1]), h[2]), h[3]), tail);
+    }
+  }
+  void store(int i, int q, float v)
+  {
+    sim_[at(i, q)]     = v;
+    version_[at(i, q)] = int(travelled_[size_t(q)].size()) - 1;
+  }
+
+  DenseMatrixView pts_;
+  const std::vector<char>& zero_;
+  int k_;
+  bool avx_;
+  std::vector<float> sim_;
+  std::vector<int> version_;                    // per entry: the centroid version it was computed with
+  std::vector<std::vector<double>> travelled_;  // per centroid, per version: distance moved before it
+  double rounding_;
+  std::vector<uint64_t> row_hash_;  // filled when carried
+  std::vector<int> ids_;            // scratch
+  DenseMatrix rows_;
+  std::vector<float> part_;
+};
+
+// The balanced step computes a point's dots with the centroids it could be assigned to under the
+// previous assignment's duals, with this much room for the duals to move.
+constexpr double kDualRoom = 0.05;
+// Every other assignment must cost this much more than the one found on bounds: far above the
+// solver's rounding (~1e-12), far below any real difference of float similarities that matters.
+constexpr double kUniqueMargin = 1e-9;
+// When the bounds do not prove a solution: the bounds within this much of a point's reduced cost
+// under that solution's duals are made exact, and the sparse instance solved again, this many times.
+constexpr double kRefineRoom = 0.01;
+constexpr int kRounds        = 3;
+
+// The vanilla step on bounds: a centroid whose upper bound is below the best lower bound cannot be
+// the maximum (nor tie it), so only the others are computed; ties go to the lowest index as before.
+void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, std::vector<int>& next)
+{
+  std::vector<int> need;
+  std::vector<double> e(static_cast<size_t>(k));
+  for (int i = 0; i < n; ++i) {
+    const float* si = sims.row(i);
+    sims.slacks(i, e.data());
+    double best_lo = -1e30;
+    for (int q = 0; q < k; ++q)
+      best_lo = std::max(best_lo, double(si[q]) - e[size_t(q)]);
+    need.clear();
+    for (int q = 0; q < k; ++q)
+      if (e[size_t(q)] > 0 && double(si[q]) + e[size_t(q)] >= best_lo) {
+        need.push_back(q);
+        e[size_t(q)] = 0;
+      }
+    sims.compute(i, need, centroids);
+    int arg = -1;
+    for (int q = 0; q < k; ++q)
+      if (e[size_t(q)] == 0 && (arg < 0 || si[q] > si[arg]))
+        arg = q;
+    next[size_t(i)] = arg;
+  }
+}
+
+// The balanced step on bounds: exact dots where the previous duals say a point may go, lower bounds
+// of the cost elsewhere. The exact entries alone are solved as a sparse instance; its optimum is the
+// optimum of the exact costs when, on the matrix of exact entries and lower bounds, it is the only
+// optimum (no assignment is cheaper on exact costs, which are at least the bounds, and the solver on
+// exact costs finds it whatever its tie rule): is_unique_optimum checks that. Otherwise (false,
+// also when the previous duals are missing) nothing was decided.
+bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n, int k, std::vector<double>& duals,
+                             std::vector<double>& cost, std::vector<double>& sparse, std::vector<int>& next)
+{
+  if (duals.size() != size_t(k))
+    return false;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  std::vector<int> need;
+  std::vector<double> lo(static_cast<size_t>(k)), e(static_cast<size_t>(k));
+  for (int i = 0; i < n; ++i) {
+    const float* si = sims.row(i);
+    sims.slacks(i, e.data());
+    double best_hi = inf;  // the lowest upper bound of a reduced cost (cost - dual)
+    for (int q = 0; q < k; ++q) {
+      lo[size_t(q)] = 1.0 - (double(si[q]) + e[size_t(q)]) - duals[size_t(q)];
+      best_hi       = std::min(best_hi, 1.0 - (double(si[q]) - e[size_t(q)]) - duals[size_t(q)]);
+    }
+    need.clear();
+    for (int q = 0; q < k; ++q)
+      if (e[size_t(q)] > 0 && lo[size_t(q)] <= best_hi + kDualRoom) {
+        need.push_back(q);
+        e[size_t(q)] = 0;  // exact once computed below
+      }
+    sims.compute(i, need, centroids);
+    double* ci = cost.data() + size_t(i) * size_t(k);
+    double* pi = sparse.data() + size_t(i) * size_t(k);
+    for (int q = 0; q < k; ++q) {
+      ci[q] = 1.0 - (double(si[q]) + e[size_t(q)]);
+      pi[q] = e[size_t(q)] == 0 ? ci[q] : inf;
+    }
+  }
+  const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
+  std::optional<BalancedAssignment> a;
+  bool solve = true;
+  for (int round = 0; round <= kRounds; ++round) {
+    if (solve) {
+      a = balanced_assignment_allowed(sparse, n, k, cap);
+      if (!a)
+        return false;
+    }
+    if (is_unique_optimum(cost, n, k, cap, a->cluster, kUniqueMargin)) {
+      next.swap(a->cluster);
+      duals.swap(a->duals);
+      return true;
+    }
+    if (round == kRounds)
+      break;
+    // Not proven: make exact the bounds that this solution's duals do not clear. Solve again only if
+    // an exact entry undercuts a point's own (else the duals still prove the solution optimal).
+    const std::vector<double>& p = a->duals;
+    bool more                    = false;
+    solve                        = false;
+    for (int i = 0; i < n; ++i) {
+      double* ci      = cost.data() + size_t(i) * size_t(k);
+      const int at    = a->cluster[size_t(i)];
+      const double in = ci[at] - p[size_t(at)];
+      need.clear();
+      for (int q = 0; q < k; ++q)
+        if (!sims.exact(i, q) && ci[q] - p[size_t(q)] <= in + kRefineRoom)
+          need.push_back(q);
+      if (need.empty())
+        continue;
+      more = true;
+      sims.compute(i, need, centroids);
+      const float* si = sims.row(i);
+      for (int q : need) {
+        ci[q] = sparse[size_t(i) * size_t(k) + size_t(q)] = 1.0 - double(si[q]);
+        solve |= ci[q] - p[size_t(q)] < in;
+      }
+    }
+    if (!more)
+      break;
+  }
+  return false;
+}
+
+KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMatrix centroids, const KMeansOptions& o,
+                     WindowCarry* carry = nullptr)
 {
   const int n = pts.rows, d = pts.cols, k = centroids.rows;
-  const bool avx = cpu_has_avx2_fma();
   KMeansResult r;
   r.assignment.assign(size_t(n), -1);
-  std::vector<float> sim(size_t(n) * size_t(k));
+  LazySims sims(pts, zero, k);
   std::vector<double> cost(o.variant == KMeansVariant::balanced ? size_t(n) * size_t(k) : 0);
+  std::vector<double> sparse(cost.size());  // the exact entries of `cost`, +infinity elsewhere
+  std::vector<double> duals;                // the last balanced solve's
   std::vector<int> next(static_cast<size_t>(n));
   std::vector<double> sum(size_t(k) * size_t(d), 0.0);
   std::vector<int> members(size_t(k), 0);  // non-zero points per cluster
   std::vector<char> touched(static_cast<size_t>(k));
-  // Centroids the last centroid step rewrote: only their columns of `sim` need new dots (a dot does not
-  // depend on the blocking or on the other centroids, so the others' are what a full pass would give).
-  std::vector<char> moved(static_cast<size_t>(k), 1);
-  std::vector<int> moved_ids;
-  DenseMatrix moved_rows;
-  std::vector<float> moved_sim;
-  auto update_sim = [&] {
-    moved_ids.clear();
-    for (int q = 0; q < k; ++q)
-      if (moved[size_t(q)])
-        moved_ids.push_back(q);
-    std::fill(moved.begin(), moved.end(), 0);
-    if (int(moved_ids.size()) == k) {
-      dots(pts, centroids, sim.data(), avx);
-      return;
-    }
-    if (moved_ids.empty())
-      return;
-    const int m = int(moved_ids.size());
-    moved_rows  = DenseMatrix(m, d);
-    for (int a = 0; a < m; ++a)
-      std::copy_n(centroids.row(moved_ids[size_t(a)]).data(), d, moved_rows.row(a).data());
-    moved_sim.resize(size_t(n) * size_t(m));
-    dots(pts, moved_rows, moved_sim.data(), avx);
-    for (int i = 0; i < n; ++i)
-      for (int a = 0; a < m; ++a)
-        sim[size_t(i) * size_t(k) + size_t(moved_ids[size_t(a)])] = moved_sim[size_t(i) * size_t(m) + size_t(a)];
-  };
+
+  if (!o.bounds)
+    carry = nullptr;
+  if (carry)
+    sims.take(*carry, centroids, duals);
 
   for (int it = 1; it <= o.max_iterations; ++it) {
-    update_sim();
+    // With bounds, only the dots that can matter are computed, once every entry is known (a first
+    // iteration computes them all, but for the rows carried from a previous fit). The balanced step
+    // also needs the duals of a previous assignment.
+    const bool bounded = o.bounds;
+    if (bounded)
+      sims.compute_unknown(centroids);
     if (o.variant == KMeansVariant::balanced) {
-      for (size_t e = 0; e < cost.size(); ++e)
-        cost[e] = 1.0 - double(sim[e]);
-      next = balanced_assignment(cost, n, k).cluster;
+      if (!bounded || !balanced_step_on_bounds(sims, centroids, n, k, duals, cost, sparse, next)) {
+        sims.compute_all(centroids);
+        for (int i = 0; i < n; ++i)
+          for (int q = 0; q < k; ++q)
+            cost[size_t(i) * size_t(k) + size_t(q)] = 1.0 - double(sims.row(i)[q]);
+        BalancedAssignment a = balanced_assignment(cost, n, k);
+        next.swap(a.cluster);
+        duals.swap(a.duals);
+      }
+    } else if (bounded) {
+      vanilla_step(sims, centroids, n, k, next);
     } else {
+      sims.compute_all(centroids);
       for (int i = 0; i < n; ++i) {
-        const float* si = sim.data() + size_t(i) * size_t(k);
+        const float* si = sims.row(i);
         next[size_t(i)] = int(std::max_element(si, si + k) - si);  // first maximum: lowest index
       }
     }
@@ -415,21 +768,31 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
         continue;  // points that cancel out exactly: keep the centroid
       const double inv = 1.0 / std::sqrt(n2);
       float* c         = centroids.row(q).data();
-      for (int j = 0; j < d; ++j)
-        c[j] = float(s[j] * inv);
-      moved[size_t(q)] = 1;
+      double moved2    = 0;
+      bool changed     = false;
+      for (int j = 0; j < d; ++j) {
+        const float v = float(s[j] * inv);
+        changed |= v != c[j];
+        moved2 += (double(v) - double(c[j])) * (double(v) - double(c[j]));
+        c[j] = v;
+      }
+      if (changed)
+        sims.moved(q, std::sqrt(moved2));
     }
   }
 
-  // The objective of what is returned: when converged the centroids already match the assignment
-  // and `sim` holds their dots; otherwise the last centroid step moved them.
+  // The objective of what is returned: each point's dot with its final centroid.
   r.objective = 0;
   if (o.objective) {
-    if (!r.converged)
-      update_sim();
-    for (int i = 0; i < n; ++i)
-      r.objective += 1.0 - double(sim[size_t(i) * size_t(k) + size_t(r.assignment[size_t(i)])]);
+    for (int i = 0; i < n; ++i) {
+      const int a = r.assignment[size_t(i)];
+      if (!sims.exact(i, a))
+        sims.compute(i, std::span<const int>(&a, 1), centroids);
+      r.objective += 1.0 - double(sims.row(i)[a]);
+    }
   }
+  if (carry)
+    sims.give(*carry, centroids, duals);
   r.centroids = std::move(centroids);
   return r;
 }
@@ -445,7 +808,8 @@ KMeansResult fit_spherical_kmeans(DenseMatrixView points, int k, const KMeansOpt
   return iterate(points, zero, kmeanspp_seeds(points, k, zero, options.seed), options);
 }
 
-KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial, const KMeansOptions& options)
+KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial, const KMeansOptions& options,
+                                       WindowCarry* carry)
 {
   check_options(options);
   const std::vector<char> zero = check_points(points);
@@ -465,7 +829,38 @@ KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView i
     for (int j = 0; j < initial.cols; ++j)
       c.row(q)[size_t(j)] = float(double(in[size_t(j)]) * inv);
   }
-  return iterate(points, zero, std::move(c), options);
+  return iterate(points, zero, std::move(c), options, carry);
+}
+
+void WindowCarry::reorder(std::span<const int> slot)
+{
+  const int k = centroids.rows;
+  if (k == 0)
+    return;  // nothing carried
+  if (int(slot.size()) != k || travelled.size() != size_t(k))
+    bad("WindowCarry::reorder: " + std::to_string(slot.size()) + " slots for " + std::to_string(k) + " centroids");
+  const size_t rows = row_hash.size();
+  DenseMatrix c(k, centroids.cols);
+  std::vector<float> s(sim.size());
+  std::vector<int> v(version.size());
+  std::vector<std::vector<double>> t(static_cast<size_t>(k));
+  std::vector<double> du(duals.size());
+  for (int j = 0; j < k; ++j) {
+    const size_t to = size_t(slot[size_t(j)]);
+    std::copy_n(centroids.row(j).data(), centroids.cols, c.row(int(to)).data());
+    t[to].swap(travelled[size_t(j)]);
+    if (!du.empty())
+      du[to] = duals[size_t(j)];
+    for (size_t r = 0; r < rows; ++r) {
+      s[r * size_t(k) + to] = sim[r * size_t(k) + size_t(j)];
+      v[r * size_t(k) + to] = version[r * size_t(k) + size_t(j)];
+    }
+  }
+  centroids = std::move(c);
+  sim.swap(s);
+  version.swap(v);
+  travelled.swap(t);
+  duals.swap(du);
 }
 
 std::vector<int> match_centroids(DenseMatrixView old_centroids, DenseMatrixView new_centroids)

@@ -59,6 +59,10 @@ struct KMeansOptions {
   // false: KMeansResult::objective is left 0. A fit stopped by max_iterations would otherwise compute
   // the dots of its last centroids just for it (the online refit only takes the centroids).
   bool objective = true;
+  // Compute only the dots an assignment can depend on, once each point has one with every centroid
+  // (bounds from how far a centroid moved since; balanced_kmeans.cpp): the same result as computing
+  // them all (false: the plain fit, for the tests and benches that compare the two).
+  bool bounds = true;
 };
 
 struct KMeansResult {
@@ -70,6 +74,29 @@ struct KMeansResult {
                                 // (0 when options.objective is false)
 };
 
+// What a warm fit leaves for the next warm fit on a sliding window (the online refit, whose windows
+// share most of their points): each point's dots with the centroids, exact or with a bound on their
+// distance from the exact ones, and the last assignment's duals. The next fit takes them over for the
+// points it shares (recognised by id and checked by a hash of the row), so it need not compare every
+// point with every centroid again. Only the work changes: a fit with a carry returns exactly what it
+// returns without one.
+struct WindowCarry {
+  long first = 0;  // set by the caller before each fit: the id of point row 0 (row r is id first + r)
+
+  // Reorders the carried centroids as the caller reorders the fit's: centroid j goes to slot[j]
+  // (nothing when nothing is carried; throws std::invalid_argument when slot has the wrong size).
+  void reorder(std::span<const int> slot);
+
+  // Filled by the fit (empty: nothing carried).
+  long rows_first = 0;
+  DenseMatrix centroids;  // the fit's returned centroids
+  std::vector<uint64_t> row_hash;
+  std::vector<float> sim;                      // rows x K
+  std::vector<int> version;                    // rows x K: the centroid version of the entry (-1: none)
+  std::vector<std::vector<double>> travelled;  // per centroid, per version: the distance moved before it
+  std::vector<double> duals;                   // the last balanced assignment's, if any
+};
+
 // K clusters from k-means++ seeds on cosine distance. N < K is allowed: clusters left without a
 // point keep their seed (which then duplicates another seed). Throws std::invalid_argument on bad
 // input (see the top of this file), K <= 0, N = 0 or max_iterations <= 0.
@@ -77,9 +104,10 @@ KMeansResult fit_spherical_kmeans(DenseMatrixView points, int k, const KMeansOpt
 
 // The same iterations warm-started from given centroids (K = initial.rows, rows need not be unit:
 // they are normalised; a zero row is rejected): the online refit's re-run on its sliding window,
-// started from the current profiles. options.seed is unused.
+// started from the current profiles. options.seed is unused. With a carry (and options.bounds),
+// the fit starts from the previous fit's dots and leaves its own there.
 KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial,
-                                       const KMeansOptions& options = {});
+                                       const KMeansOptions& options = {}, WindowCarry* carry = nullptr);
 
 // slot[j] = the index in `old_centroids` that new centroid j takes over, a permutation maximising
 // sum_j cos(new_j, old_slot[j]) (an exact K x K assignment), so that a refit moves each decode

@@ -299,6 +299,7 @@ void EldrRouter::remember(double now, std::span<const float> signature)
   while (!window_times_.empty() && window_times_.front() < now - spec_.refit_window_s) {
     window_times_.pop_front();
     ++window_start_;
+    ++window_dropped_;
   }
   if (window_start_ > window_times_.size()) {
     window_rows_.erase(window_rows_.begin(), window_rows_.begin() + std::ptrdiff_t(window_start_ * signature.size()));
@@ -319,9 +320,11 @@ void EldrRouter::refit(double now)
   o.variant        = model_.kmeans;
   o.max_iterations = spec_.refit_iterations;
   o.objective      = false;
-  KMeansResult fit = fit_spherical_kmeans_warm(points, model_.centroids, o);
+  carry_.first     = window_dropped_;
+  KMeansResult fit = fit_spherical_kmeans_warm(points, model_.centroids, o, &carry_);
   // Keep each worker's profile where it was: new centroid j goes to the old slot it is closest to.
   std::vector<int> slot = match_centroids(model_.centroids, fit.centroids);
+  carry_.reorder(slot);
   for (int j = 0; j < k; ++j) {
     auto from = fit.centroids.row(j);
     std::copy(from.begin(), from.end(), model_.centroids.row(slot[size_t(j)]).begin());

@@ -115,7 +115,9 @@ class EldrRouter : public ExpertLocality {
   // outnumber the live ones.
   std::deque<double> window_times_;
   std::vector<float> window_rows_;
-  size_t window_start_   = 0;
+  size_t window_start_ = 0;
+  long window_dropped_ = 0;  // rows ever dropped from the window's front: the id of its oldest row
+  WindowCarry carry_;        // the last refit's dots, for the next (same results, less work)
   double next_refit_s_   = 0;
   long refits_           = 0;
   long decisions_        = 0;
