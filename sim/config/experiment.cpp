@@ -500,14 +500,14 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
     ConfigReader section = r.section(name);
     rs.read(section, root);
     section.finish();
-    if (rs.check_with)
-      rs.check_with(section, x);
     // A section only its own router reads would do nothing under another: a sweep of its values would
     // give identical points labelled differently.
     if (name != x.router && !rs.every_run && !rs.shared && doc.contains(name) && doc[name].is_object() &&
         !doc[name].empty())
       r.fail(name, "applies only to router '" + name + "', but the run's router is '" + x.router + "': set router " +
                        name + ", or remove the " + name + " keys");
+    if (rs.check_with)
+      rs.check_with(section, x);
     x.router_sections[name] = x.resolved[name];
     if (name != x.router && !(rs.every_run && !x.resolved[name].empty()))
       x.resolved.erase(name);

@@ -256,13 +256,22 @@ Composition read_section(ConfigReader& r)
   return c;
 }
 
-// A scheduler file's notes, each once in a run (a sweep reads the file for every point).
-void print_notes(const std::vector<std::string>& notes)
+// A scheduler file's notes wait until the section is known to apply (check_composed_with): a run that
+// refuses the section says only why. Each note is said once in a process (a sweep reads the file for
+// every point).
+std::vector<std::string>& scheduler_notes()
+{
+  static std::vector<std::string> pending;
+  return pending;
+}
+
+void check_composed_with(const ConfigReader& /*r*/, const Experiment& /*x*/)
 {
   static std::set<std::string> said;
-  for (const std::string& n : notes)
+  for (const std::string& n : scheduler_notes())
     if (said.insert(n).second)
       std::fprintf(stderr, "eldrsim: note: %s\n", n.c_str());
+  scheduler_notes().clear();
 }
 
 // The section as given: with a scheduler file, its decode profile's plugins, each of the section's own
@@ -286,9 +295,8 @@ void check_composed_section(ConfigReader& r, const std::string& root)
   read_steps(given);
   given.finish();
 
-  std::vector<std::string> notes;
-  Json merged = read_endpoint_picker_config(file, &notes);
-  print_notes(notes);
+  scheduler_notes().clear();
+  Json merged = read_endpoint_picker_config(file, &scheduler_notes());
   for (const char* kind : {"filters", "scorers"})
     if (own.contains(kind)) {
       merged[kind].merge_patch(own[kind]);
@@ -347,7 +355,8 @@ void check_prefill_with(const ConfigReader& r, const Experiment& x)
 
 }  // namespace
 
-const RouterSection kComposedSection = {"composed", kComposedKeys, check_composed_section};
+const RouterSection kComposedSection = {"composed", kComposedKeys, check_composed_section,
+                                        false,      false,         check_composed_with};
 const RouterSection kPrefillSection  = {"prefill_router",  prefill_keys(), check_prefill_section, true, false,
                                         check_prefill_with};
 
