@@ -58,7 +58,7 @@ struct SweepPoint {
   std::string fit;      // the router's offline fit its run does at start (router_fit.hpp), empty: none;
   std::string fit_key;  // the sweep fits it once per key (the content of what the fit reads) and shares it
   // What the point reads, by content: the resolved config (every value the run uses) and every file
-  // it reads besides the config (model, cluster, hardware, scheduler, trace, lengths, ELDR model file),
+  // it reads besides the config (model, cluster, hardware, scheduler, trace, lengths, a fitted router file),
   // by project label, each its FNV-1a 64.
   std::string resolved_hash;
   std::map<std::string, std::string> input_hashes;
