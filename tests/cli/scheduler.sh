@@ -58,7 +58,7 @@ expect_error "sweep --report with --emit-slurm" "--report" "emit-slurm" \
 
 # llm-d's published files run as they are (tests/data/llm-d, read in full by the unit test); what eldr-sim
 # reads differently is said in notes, the only lines on stderr.
-only_notes() { [ -s "$1" ] && ! grep -qv '^eldrsim: note: ' "$1"; }
+only_notes() { drop_sanitizer_noise "$1"; [ -s "$1" ] && ! grep -qv '^eldrsim: note: ' "$1"; }
 D=tests/data/llm-d
 "$ELDRSIM" "${RUN[@]}" --scheduler $D/v0.2.0-epp-prefix-cache-tracking-config.yaml --out "$TMP/v020" 2>"$TMP/v020.err"
 check "llm-d v0.2.0's file runs: kv-cache-scorer read as kv-cache-utilization-scorer, with a note" \
