@@ -7,6 +7,7 @@
 #include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
+#include "sim/routing/compose/endpoint_picker_config.hpp"
 #include "sim/routing/registry/router_registry.hpp"
 #include "sim/workload/workload_factory.hpp"
 
@@ -42,7 +43,11 @@ std::vector<OptionOverride> collect_overrides(const RunOptions& o)
   if (!o.scheduler.empty()) {
     // Relative to where the command runs, like the config's own path.
     v.push_back({"--scheduler", {"router", Json("composed").dump()}});
-    v.push_back({"--scheduler", {"composed.scheduler", Json(std::filesystem::absolute(o.scheduler).string()).dump()}});
+    const std::string file = std::filesystem::absolute(o.scheduler).string();
+    v.push_back({"--scheduler", {"composed.scheduler", Json(file).dump()}});
+    // llm-d runs a P/D file's prefill profile too.
+    if (has_prefill_profile(file))
+      v.push_back({"--scheduler", {"prefill_router.scheduler", Json(file).dump()}});
   }
   if (!o.router.empty())
     v.push_back({"--router", {"router", Json(o.router).dump()}});
@@ -126,8 +131,9 @@ Command add_run_command(CLI::App& app)
   sub->add_option("--router", o->router,
                   "Decode router: " + routers + " (`eldrsim routers --describe` says what each does)");
   sub->add_option("--scheduler", o->scheduler,
-                  "An llm-d EndpointPickerConfig (YAML) whose decode profile routes: router composed with "
-                  "composed.scheduler (docs/routing-policies.md)");
+                  "An llm-d EndpointPickerConfig (YAML) whose decode profile routes decode (router composed with "
+                  "composed.scheduler) and, in a P/D file, whose prefill profile routes prefill "
+                  "(prefill_router.scheduler) (docs/routing-policies.md)");
   sub->add_option("--rate", o->rate, "Measured arrival rate, requests/s (workload.rate_rps)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--requests", o->requests, "Measured requests (workload.measured_requests)")

@@ -30,11 +30,39 @@ check "... and routes byte-identically to the same composition written in JSON" 
 "$ELDRSIM" "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode.yaml --out "$TMP/pd"
 check "llm-d's P/D file runs unchanged: its decode profile" \
   "composition '$TMP/pd/summary.json' | grep -qF '\"scorers\": {\"prefix-cache-scorer\": {\"weight\": 2.0}, \"queue-scorer\": {\"weight\": 1.0}}'"
-# The key in a config file, relative to the project root, from another directory.
+# The keys in a config file, relative to the project root, from another directory.
 (cd "$TMP" && "$ELDRSIM" run "$OLDPWD/configs/default.json" --set workload.duration_s=20 -q --router composed \
-  --set composed.scheduler=configs/scheduler/llm-d-decode.yaml --out "$TMP/pd-key")
-check "composed.scheduler resolves against the project root and routes as --scheduler" \
+  --set composed.scheduler=configs/scheduler/llm-d-decode.yaml \
+  --set prefill_router.scheduler=configs/scheduler/llm-d-decode.yaml --out "$TMP/pd-key")
+check "composed.scheduler and prefill_router.scheduler resolve against the project root and route as --scheduler" \
   "cmp -s '$TMP/pd/requests.csv' '$TMP/pd-key/requests.csv'"
+
+# The P/D file's prefill profile routes prefill (prefill_router): the same as that profile written in JSON.
+# With prefix caching, so that its prefix-cache scorer sees something on the prefill workers.
+"$ELDRSIM" "${RUN[@]}" --set serving.prefix_cache=true --scheduler configs/scheduler/llm-d-decode.yaml \
+  --out "$TMP/pd-cache"
+"$ELDRSIM" "${RUN[@]}" --set serving.prefix_cache=true --router composed --out "$TMP/pd-cache-json" \
+  --set 'composed={"scorers": {"prefix-cache-scorer": {"weight": 2}, "queue-scorer": {"weight": 1}}}' \
+  --set 'prefill_router={"scorers": {"prefix-cache-scorer": {"weight": 2}, "queue-scorer": {"weight": 1}}}'
+check "a P/D file's prefill profile routes prefill byte-identically to the same prefill_router in JSON" \
+  "cmp -s '$TMP/pd-cache/requests.csv' '$TMP/pd-cache-json/requests.csv' && \
+   $PY -c 'import json,sys; c=json.load(open(sys.argv[1]))[\"config\"][\"prefill_router\"]; sys.exit(c[\"scorers\"] != {\"prefix-cache-scorer\": {\"weight\": 2.0}, \"queue-scorer\": {\"weight\": 1.0}})' '$TMP/pd-cache/summary.json'"
+"$ELDRSIM" "${RUN[@]}" --set serving.prefix_cache=true --router composed \
+  --set composed.scheduler=configs/scheduler/llm-d-decode.yaml --out "$TMP/pd-decode-only" 2>"$TMP/pd-decode-only.err"
+check "composed.scheduler alone routes decode only (prefill by the ring), and a note says how to route prefill too" \
+  "! cmp -s '$TMP/pd-cache/requests.csv' '$TMP/pd-decode-only/requests.csv' && \
+   grep -qF 'its prefill profile does not route prefill here: set prefill_router.scheduler' '$TMP/pd-decode-only.err'"
+"$ELDRSIM" "${RUN[@]}" --router eldr --set prefill_router.scheduler=configs/scheduler/llm-d-decode.yaml \
+  --out "$TMP/pd-eldr" 2>"$TMP/pd-eldr.err"
+check "prefill_router.scheduler under ELDR: llm-d's prefill profile before ELDR's decode routing; the file's cache scorer noted" \
+  "[ -f '$TMP/pd-eldr/summary.json' ] && grep -qF \"the file's prefix-cache-scorer scores every prefill worker the same\" '$TMP/pd-eldr.err' && \
+   grep -qF \"'prefix-based-pd-decider' is llm-d's prefix-based-pd-decider, not modelled\" '$TMP/pd-eldr.err'"
+expect_error "prefill_router.scheduler names a file without a prefill profile" \
+  "gie-default.yaml" "plugins" "no P/D profile handler" \
+  -- "${RUN[@]}" --set prefill_router.scheduler=configs/scheduler/gie-default.yaml --out "$TMP/x"
+expect_error "prefill_router.scheduler set both by --scheduler and --set" "prefill_router.scheduler" \
+  -- "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode.yaml \
+  --set prefill_router.scheduler=configs/scheduler/llm-d-decode-expert-locality.yaml --out "$TMP/x"
 
 # The config's own entries replace the file's: a weight swept over a scheduler file.
 "$ELDRSIM" "${RUN[@]}" --scheduler configs/scheduler/llm-d-decode-expert-locality.yaml \
@@ -69,9 +97,8 @@ check "llm-d v0.8.0's precise file runs: the precise scorer, its tokenizer step 
   "composition '$TMP/v080/summary.json' | grep -qF '\"precise-prefix-cache-scorer\": {\"weight\": 2.0}' && \
    only_notes '$TMP/v080.err' && grep -qF 'schedulingProfiles[0].plugins[1].pluginRef' '$TMP/v080.err'"
 "$ELDRSIM" "${RUN[@]}" --scheduler $D/main-pd-epp-config.yaml --out "$TMP/main-pd" 2>"$TMP/main-pd.err"
-check "llm-d main's P/D file runs: its decode profile, the prefill profile said not read" \
-  "cmp -s '$TMP/pd/requests.csv' '$TMP/main-pd/requests.csv' && only_notes '$TMP/main-pd.err' && \
-   grep -qF \"profile 'prefill' is not read\" '$TMP/main-pd.err'"
+check "llm-d main's P/D file runs: its decode and prefill profiles, as the shipped P/D file's" \
+  "cmp -s '$TMP/pd/requests.csv' '$TMP/main-pd/requests.csv' && only_notes '$TMP/main-pd.err'"
 expect_error "a published file with a scorer eldr-sim does not model is refused" \
   "v0.2.0-epp-prefix-estimate-config.yaml" "schedulingProfiles[0].plugins[2].pluginRef" "load-aware-scorer" \
   -- "${RUN[@]}" --scheduler $D/v0.2.0-epp-prefix-estimate-config.yaml --out "$TMP/x"

@@ -443,11 +443,78 @@ TEST_CASE("EndpointPickerConfig: what llm-d runs and skips is skipped with a not
                     notes);
   CHECK(got == Json::parse(R"({"filters": {}, "scorers": {"queue-scorer": {"weight": 2.5}}, "picker": {}})"));
   CHECK(noted(notes, "schedulingProfiles[0].plugins[1].pluginRef", "the two weights added"));
-  // A P/D file's other profiles are not read.
+  // A P/D file's profiles other than decode and prefill are not read; the prefill one is the prefill router's.
   read_noting(kHead + "plugins:\n- type: pd-profile-handler\n- type: queue-scorer\nschedulingProfiles:\n"
-                      "- name: prefill\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins: []\n",
+                      "- name: prefill\n  plugins:\n  - pluginRef: queue-scorer\n- name: decode\n  plugins: []\n"
+                      "- name: encode\n  plugins: []\n",
               notes);
-  CHECK(noted(notes, "schedulingProfiles[0]", "profile 'prefill' is not read"));
+  CHECK(noted(notes, "schedulingProfiles[2]", "profile 'encode' is not read"));
+  CHECK(!noted(notes, "schedulingProfiles[0]", "is not read"));
+}
+
+// The prefill profile of `text` (prefill_router.scheduler), with its notes.
+Json read_prefill(const std::string& text, std::vector<std::string>& notes)
+{
+  EppDir dir;
+  notes.clear();
+  return read_endpoint_picker_config(dir.write(text), &notes, ProfileRole::prefill);
+}
+
+TEST_CASE("EndpointPickerConfig: a P/D file's prefill profile routes prefill")
+{
+  std::vector<std::string> notes;
+  // llm-d's P/D example: prefill-filter (every candidate is a prefill worker), max-score-picker,
+  // prefix-cache-scorer 2, queue-scorer 1; the decider is said not modelled.
+  Json got = read_endpoint_picker_config("configs/scheduler/llm-d-decode.yaml", &notes, ProfileRole::prefill);
+  CHECK(got == Json::parse(R"({"filters": {},
+    "scorers": {"prefix-cache-scorer": {"weight": 2}, "queue-scorer": {"weight": 1}},
+    "picker": {"max-score-picker": {}}})"));
+  CHECK(noted(notes, "plugins[6].type", "prefix-based-pd-decider, not modelled: every request is prefilled"));
+  got["name"] = "llm-d-prefill";
+  CHECK(read_prefill_composition(got, "x").has_value());
+
+  // The handler names the profile: pd-profile-handler's flat prefillProfile, disagg-profile-handler's
+  // nested profiles.prefill; the default is "prefill".
+  const std::string profiles = "- type: queue-scorer\n- type: random-picker\nschedulingProfiles:\n"
+                               "- name: p\n  plugins:\n  - pluginRef: queue-scorer\n"
+                               "- name: prefill\n  plugins:\n  - pluginRef: random-picker\n"
+                               "- name: decode\n  plugins: []\n";
+  for (const char* handler : {"- type: pd-profile-handler\n  parameters:\n    prefillProfile: p\n",
+                              "- type: disagg-profile-handler\n  parameters:\n    profiles:\n      prefill: p\n"}) {
+    CAPTURE(handler);
+    got = read_prefill(kHead + "plugins:\n" + handler + profiles, notes);
+    CHECK(got["scorers"] == Json::parse(R"({"queue-scorer": {"weight": 1}})"));
+  }
+  got = read_prefill(kHead + "plugins:\n- type: disagg-profile-handler\n" + profiles, notes);
+  CHECK(got["picker"] == Json::parse(R"({"random-picker": {}})"));
+  CHECK(got["scorers"].empty());
+
+  // No prefill profile: no handler, or the profile it names is missing; decode-filter has no place in it.
+  const auto prefill_error = [&](const std::string& text) {
+    try {
+      read_prefill(text, notes);
+    } catch (const InputError& e) {
+      return e.field() + ": " + e.what();
+    }
+    return std::string("no error");
+  };
+  CHECK(contains(prefill_error(single("- type: queue-scorer\n", "  - pluginRef: queue-scorer\n")),
+                 "plugins: no P/D profile handler"));
+  CHECK(contains(prefill_error(kHead + "plugins:\n- type: pd-profile-handler\n- type: queue-scorer\n"
+                                       "schedulingProfiles:\n- name: decode\n  plugins: []\n"),
+                 "the prefill profile 'prefill' is not in schedulingProfiles (decode)"));
+  CHECK(contains(prefill_error(kHead + "plugins:\n- type: pd-profile-handler\n- type: decode-filter\n"
+                                       "schedulingProfiles:\n- name: prefill\n  plugins:\n"
+                                       "  - pluginRef: decode-filter\n- name: decode\n  plugins: []\n"),
+                 "remove it from the prefill profile 'prefill'"));
+
+  // Whether --scheduler routes prefill by the file.
+  EppDir dir;
+  CHECK(has_prefill_profile("configs/scheduler/llm-d-decode.yaml"));
+  CHECK(!has_prefill_profile("configs/scheduler/gie-default.yaml"));
+  CHECK(!has_prefill_profile("tests/data/llm-d/main-sim-e-pd-epp-config.yaml"));  // encode and decode only
+  CHECK(!has_prefill_profile((dir.path / "missing.yaml").string()));
+  CHECK(!has_prefill_profile(dir.write("plugins: [", "broken.yaml")));
 }
 
 // llm-d's published EndpointPickerConfig files (tests/data/llm-d/README.md: every distinct version of
@@ -474,7 +541,7 @@ TEST_CASE("EndpointPickerConfig: llm-d's published files")
   const std::filesystem::path dir = "tests/data/llm-d";
   std::ifstream readme_file(dir / "README.md");
   const std::string readme((std::istreambuf_iterator<char>(readme_file)), std::istreambuf_iterator<char>());
-  size_t files = 0, run = 0;
+  size_t files = 0, run = 0, prefill_run = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (entry.path().extension() != ".yaml")
@@ -499,7 +566,14 @@ TEST_CASE("EndpointPickerConfig: llm-d's published files")
     section["name"] = "llm-d";
     read_composition(section, entry.path().string());
     ++run;
+    if (has_prefill_profile(entry.path().string())) {  // and its prefill profile routes prefill
+      Json prefill    = read_endpoint_picker_config(entry.path().string(), &notes, ProfileRole::prefill);
+      prefill["name"] = "llm-d-prefill";
+      CHECK(read_prefill_composition(prefill, entry.path().string()).has_value());
+      ++prefill_run;
+    }
   }
   CHECK(files == 40);
   CHECK(run == files - std::size(kNotRun));
+  CHECK(prefill_run == 11);  // the 9 P/D files and two E/P/D ones
 }

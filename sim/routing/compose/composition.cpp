@@ -130,8 +130,9 @@ const ConfigKey kComposedKeys[] = {
 };
 #undef SCORER
 
-// The prefill router's section: the composed section's keys under prefill_router, but for the
-// scheduler file and the locality plugins (a prompt's experts are known only once it is prefilled).
+// The prefill router's section: the composed section's keys under prefill_router, but for the locality
+// plugins (a prompt's experts are known only once it is prefilled); its scheduler file gives the prefill
+// profile.
 KeyTable prefill_keys()
 {
   static std::deque<std::string> paths;
@@ -139,7 +140,7 @@ KeyTable prefill_keys()
     std::vector<ConfigKey> out;
     for (ConfigKey k : kComposedKeys) {
       const std::string_view path = k.path;
-      if (path == "composed.scheduler" || path.find("locality") != std::string_view::npos)
+      if (path.find("locality") != std::string_view::npos)
         continue;
       k.path = paths.emplace_back("prefill_router" + std::string(path.substr(std::string_view("composed").size())));
       if (k.path == "prefill_router")
@@ -149,6 +150,10 @@ KeyTable prefill_keys()
         k.def  = "\"prefill\"";
         k.help = "names the prefill policy and its random stream (router.NAME)";
       }
+      if (k.path == "prefill_router.scheduler")
+        k.help = "an llm-d EndpointPickerConfig (YAML) with a P/D profile handler: its prefill profile gives the "
+                 "plugins; filters, scorers and picker given here replace its entries (run --scheduler sets it "
+                 "for a P/D file)";
       out.push_back(k);
     }
     return out;
@@ -265,7 +270,7 @@ std::vector<std::string>& scheduler_notes()
   return pending;
 }
 
-void check_composed_with(const ConfigReader& /*r*/, const Experiment& /*x*/)
+void say_scheduler_notes()
 {
   static std::set<std::string> said;
   for (const std::string& n : scheduler_notes())
@@ -274,29 +279,30 @@ void check_composed_with(const ConfigReader& /*r*/, const Experiment& /*x*/)
   scheduler_notes().clear();
 }
 
-// The section as given: with a scheduler file, its decode profile's plugins, each of the section's own
+void check_composed_with(const ConfigReader& /*r*/, const Experiment& /*x*/)
+{
+  say_scheduler_notes();
+}
+
+// A section with a scheduler file (given in `r`): the file's `role` profile, each of the section's own
 // filters, scorers and picker replacing the file's entry of that type (the picker: the file's picker).
-void check_composed_section(ConfigReader& r, const std::string& root)
+void read_with_scheduler(ConfigReader& r, const std::string& root, KeyTable keys, const char* path, ProfileRole role)
 {
   namespace fs     = std::filesystem;
   std::string file = r.text("scheduler");
-  if (file.empty()) {
-    read_section(r);
-    return;
-  }
-  file = fs::path(file).is_absolute() || fs::exists(file) ? file : (fs::path(root) / file).string();
+  file             = fs::path(file).is_absolute() || fs::exists(file) ? file : (fs::path(root) / file).string();
   require_file(file, r, "scheduler");
   read_name(r);
   // The section's own entries, checked where they were written first.
   Json own = r.json();
   own.erase("scheduler");
   own.erase("name");
-  ConfigReader given(own, r.file(), kComposedKeys, nullptr, "composed");  // the file's entries come later
+  ConfigReader given(own, r.file(), keys, nullptr, path);  // the file's entries come later
   read_steps(given);
   given.finish();
 
   scheduler_notes().clear();
-  Json merged = read_endpoint_picker_config(file, &scheduler_notes());
+  Json merged = read_endpoint_picker_config(file, &scheduler_notes(), role);
   for (const char* kind : {"filters", "scorers"})
     if (own.contains(kind)) {
       merged[kind].merge_patch(own[kind]);
@@ -312,10 +318,24 @@ void check_composed_section(ConfigReader& r, const std::string& root)
   r.finish();
 }
 
+// The section as given: with a scheduler file, its decode profile's plugins under the section's own.
+void check_composed_section(ConfigReader& r, const std::string& root)
+{
+  if (r.text("scheduler").empty()) {
+    read_section(r);
+    return;
+  }
+  read_with_scheduler(r, root, kComposedKeys, "composed", ProfileRole::decode);
+}
+
 // The prefill router's section: a composition when it gives a plugin (else nothing is recorded: the
 // ring routes, configured under serving).
-void check_prefill_section(ConfigReader& r, const std::string& /*root*/)
+void check_prefill_section(ConfigReader& r, const std::string& root)
 {
+  if (r.has("scheduler") && !r.text("scheduler").empty()) {
+    read_with_scheduler(r, root, prefill_keys(), "prefill_router", ProfileRole::prefill);
+    return;
+  }
   if (r.has("filters") || r.has("scorers") || r.has("picker")) {
     const Json& given = r.json();
     const bool named  = std::any_of(kPluginKinds, std::end(kPluginKinds), [&](const char* kind) {
@@ -340,17 +360,37 @@ void check_prefill_section(ConfigReader& r, const std::string& /*root*/)
 
 // Scorers of the prefill router that read the prefill workers' prefix caches: without them every
 // worker scores the same, and the router picks at random.
+// A scheduler file's prefill profile is run as llm-d runs it: its cache scorers are said to score alike.
 void check_prefill_with(const ConfigReader& r, const Experiment& x)
 {
-  if (x.serving.prefix_cache || !r.json().contains("scorers") || !r.json()["scorers"].is_object())
-    return;
-  for (const char* type : {"kv-cache-utilization-scorer", "prefix-cache-scorer", "precise-prefix-cache-scorer"}) {
-    const Json& scorers = r.json()["scorers"];
-    if (scorers.contains(type) && !(scorers[type].contains("weight") && scorers[type]["weight"] == 0))
-      r.fail(std::string("scorers.") + type,
-             "scores every prefill worker the same without serving.prefix_cache (a prefill worker keeps no KV "
-             "between prompts), so prefill would be routed at random: set serving.prefix_cache true, or remove it");
+  static const Json kNone = Json::object();
+  const auto scorers_of   = [](const Json& section) -> const Json& {
+    return section.is_object() && section.contains("scorers") && section["scorers"].is_object() ? section["scorers"]
+                                                                                                  : kNone;
+  };
+  // A P/D file routing decode whose prefill profile does not route prefill.
+  if (x.router == "composed" && x.resolved.contains("composed")) {
+    const std::string decode_file = x.resolved["composed"].value("scheduler", "");
+    if (!decode_file.empty() && !(r.has("scheduler") && !r.json()["scheduler"].get<std::string>().empty()) &&
+        has_prefill_profile(decode_file))
+      scheduler_notes().push_back(decode_file + ": its prefill profile does not route prefill here: set "
+                                                "prefill_router.scheduler to this file (run --scheduler does)");
   }
+  const Json& own = scorers_of(r.json());
+  const Json& all = x.resolved.contains("prefill_router") ? scorers_of(x.resolved["prefill_router"]) : kNone;
+  for (const char* type : {"kv-cache-utilization-scorer", "prefix-cache-scorer", "precise-prefix-cache-scorer"}) {
+    if (x.serving.prefix_cache)
+      break;
+    const std::string why = "scores every prefill worker the same without serving.prefix_cache (a prefill worker "
+                            "keeps no KV between prompts)";
+    if (own.contains(type) && !(own[type].contains("weight") && own[type]["weight"] == 0))
+      r.fail(std::string("scorers.") + type,
+             why + ", so prefill would be routed at random: set serving.prefix_cache true, or remove it");
+    if (!own.contains(type) && all.contains(type) && all[type].value("weight", 1.0) > 0)
+      scheduler_notes().push_back(r.file() + ": prefill_router.scheduler: the file's " + type + " " + why +
+                                  ": the profile's other scorers decide");
+  }
+  say_scheduler_notes();
 }
 
 }  // namespace

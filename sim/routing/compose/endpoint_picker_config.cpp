@@ -59,10 +59,18 @@ constexpr std::string_view kFields[] = {
     "apiVersion", "kind",        "plugins", "schedulingProfiles", "featureGates", "saturationDetector",
     "dataLayer",  "flowControl", "parser",  "requestHandler"};
 
-// Every candidate of a decode router is a decode worker: llm-d's decode-filter keeps them all.
-constexpr std::string_view kDecodeFilter = "decode-filter";
+// Every candidate of a decode router is a decode worker: llm-d's decode-filter keeps them all; so
+// does prefill-filter in a prefill router's profile.
+constexpr std::string_view kDecodeFilter  = "decode-filter";
+constexpr std::string_view kPrefillFilter = "prefill-filter";
 // The P/D profile handlers, which name the decode profile (pd-profile-handler is v0.8.0's legacy alias).
 constexpr std::string_view kPdHandlers[] = {"disagg-profile-handler", "pd-profile-handler"};
+
+// The P/D deciders: whether a request is prefilled remotely (always-disagg: every one).
+constexpr std::string_view kPdDeciders[] = {"prefix-based-pd-decider"};
+constexpr const char* kNoPrefillProfile =
+    "no P/D profile handler (disagg-profile-handler, pd-profile-handler), so no prefill profile: give a P/D "
+    "file, or route prefill by the front end's ring (remove prefill_router.scheduler)";
 
 // llm-d's filters, scorers and pickers that eldr-sim does not model: a decode profile that uses one
 // is refused (the simulation would not be llm-d's policy); another profile may use them.
@@ -173,12 +181,10 @@ constexpr KnownParameter kNotModelledParameters[] = {
     {"active-request-scorer", "requestTimeout"},
     // The P/D handlers' other parameters pick prefill, encode and the decider (v0.2.0 to v0.8.0).
     {"disagg-profile-handler", "deciders"},
-    {"disagg-profile-handler", "prefillProfile"},
     {"disagg-profile-handler", "encodeProfile"},
     {"disagg-profile-handler", "prefillDeciderPluginName"},
     {"disagg-profile-handler", "encodeDeciderPluginName"},
     {"disagg-profile-handler", "deciderPluginName"},
-    {"pd-profile-handler", "prefillProfile"},
     {"pd-profile-handler", "prefixPluginType"},
     {"pd-profile-handler", "prefixPluginName"},
     {"pd-profile-handler", "primaryPort"},
@@ -434,8 +440,9 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
       dropped.push_back(key);
       continue;
     }
-    if (contains(kPdHandlers, p.type) && (key == "decodeProfile" || (key == "profiles" && p.type == kPdHandlers[0])))
-      continue;  // read by decode_profile
+    if (contains(kPdHandlers, p.type) &&
+        (key == "decodeProfile" || key == "prefillProfile" || (key == "profiles" && p.type == kPdHandlers[0])))
+      continue;  // read by role_profile
     const std::string snake = snake_case(key);
     const std::string decl  = "composed." + kind + "." + p.type;
     // One spelling, llm-d's camelCase: tie_break is not taken for tieBreak.
@@ -482,13 +489,22 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
   return out;
 }
 
-// The decode profile's name and where it was given, when a P/D profile handler names one (llm-d's
-// default: "decode"); nullopt without a P/D handler.
+// The role's profile name and where it was given, when a P/D profile handler names one (llm-d's
+// defaults: "decode", "prefill"; disagg_profile_handler.go, pd_profile_handler.go); nullopt without a
+// P/D handler.
 struct ProfileChoice {
   std::string name;
   std::string field;
 };
-std::optional<ProfileChoice> decode_profile(const Reader& r, const std::vector<Plugin>& plugins)
+std::string_view role_name(ProfileRole role)
+{
+  return role == ProfileRole::decode ? "decode" : "prefill";
+}
+ProfileRole other_role(ProfileRole role)
+{
+  return role == ProfileRole::decode ? ProfileRole::prefill : ProfileRole::decode;
+}
+std::optional<ProfileChoice> role_profile(const Reader& r, const std::vector<Plugin>& plugins, ProfileRole role)
 {
   const Plugin* handler = nullptr;
   for (const Plugin& p : plugins) {
@@ -501,25 +517,28 @@ std::optional<ProfileChoice> decode_profile(const Reader& r, const std::vector<P
   }
   if (!handler)
     return std::nullopt;
-  ProfileChoice choice{"decode", join(handler->field, "type")};
+  const std::string role_text(role_name(role));
+  ProfileChoice choice{role_text, join(handler->field, "type")};
   const YAML::Node& params = handler->parameters;
   if (!params.IsDefined() || params.IsNull())
     return choice;
-  const std::string field = join(handler->field, "parameters");
-  const YAML::Node legacy = params["decodeProfile"];
-  const YAML::Node nested = params["profiles"];  // disagg-profile-handler's only
-  const bool has_nested   = handler->type == kPdHandlers[0] && given(nested);
+  const std::string field     = join(handler->field, "parameters");
+  const std::string flat_name = role_text + "Profile";  // decodeProfile, prefillProfile
+  const YAML::Node legacy     = params[flat_name];
+  const YAML::Node nested     = params["profiles"];  // disagg-profile-handler's only
+  const bool has_nested       = handler->type == kPdHandlers[0] && given(nested);
   // As llm-d v0.8.0: disagg-profile-handler takes the nested form or the older flat one, not both.
   if (given(legacy) && handler->type == kPdHandlers[0] && (given(nested) || given(params["deciders"])))
-    r.fail(join(field, "decodeProfile"),
-           "the older flat decodeProfile with the nested profiles/deciders: give profiles.decode instead");
+    r.fail(join(field, flat_name), "the older flat " + flat_name +
+                                       " with the nested profiles/deciders: give profiles." + role_text + " instead");
   if (given(legacy)) {
-    choice = {r.text(legacy, join(field, "decodeProfile")), join(field, "decodeProfile")};
+    choice = {r.text(legacy, join(field, flat_name)), join(field, flat_name)};
   } else if (has_nested) {
     constexpr std::string_view kRoles[] = {"decode", "prefill", "encode"};
     r.keys(nested, join(field, "profiles"), "the profile of each role: decode, prefill, encode", kRoles);
-    if (given(nested["decode"]))
-      choice = {r.text(nested["decode"], join(field, "profiles.decode")), join(field, "profiles.decode")};
+    const std::string nested_field = join(field, "profiles." + role_text);
+    if (given(nested[role_text]))
+      choice = {r.text(nested[role_text], nested_field), nested_field};
   }
   return choice;
 }
@@ -564,9 +583,10 @@ YAML::Node parse_yaml(const Reader& r, const std::string& text)
 
 }  // namespace
 
-Json read_endpoint_picker_config(const std::string& path, std::vector<std::string>* notes)
+Json read_endpoint_picker_config(const std::string& path, std::vector<std::string>* notes, ProfileRole role)
 {
   const Reader r{path, notes};
+  const std::string role_text(role_name(role));
   const std::string text = read_input_file(path, kMaxFileBytes);
   require_utf8(text, path, "");
   const YAML::Node root = parse_yaml(r, text);
@@ -622,7 +642,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
                              ? plugin_parameters(r, p)
                              : Json::object());
 
-  // The decode profile's steps: each a plugin, its weight when given, and the fields that name them.
+  // The profile's steps: each a plugin, its weight when given, and the fields that name them.
   struct Step {
     size_t plugin;
     std::optional<double> weight;
@@ -636,9 +656,11 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
   if (!given(profile_list) || (profile_list.IsSequence() && profile_list.size() == 0)) {
     // llm-d's default (GIE pkg/epp/config/loader/defaults.go, ensureSchedulingLayer): one profile of
     // every filter, scorer and picker plugin, scorers at weight 1.
-    if (const auto choice = decode_profile(r, plugins))
-      r.fail(choice->field,
-             "the decode profile " + in_quotes(choice->name) + " is not in schedulingProfiles (none given): add it");
+    if (const auto choice = role_profile(r, plugins, role))
+      r.fail(choice->field, "the " + std::string(role_name(role)) + " profile " + in_quotes(choice->name) +
+                                " is not in schedulingProfiles (none given): add it");
+    if (role == ProfileRole::prefill)
+      r.fail("plugins", kNoPrefillProfile);
     profile = "default";
     for (size_t i = 0; i < plugins.size(); ++i)
       if (!contains(kOutsidePlugins, plugins[i].type))
@@ -675,19 +697,24 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
         profiles.back().push_back(step);
       }
     }
-    // The decode profile: the P/D handler's, else the only one.
+    // The role's profile: the P/D handler's, else (decode) the only one.
     size_t chosen = 0;
-    if (const auto choice = decode_profile(r, plugins)) {
+    if (const auto choice = role_profile(r, plugins, role)) {
       const auto it = std::find(names.begin(), names.end(), choice->name);
       if (it == names.end())
-        r.fail(choice->field, "the decode profile " + in_quotes(choice->name) + " is not in schedulingProfiles (" +
-                                  joined(names) + ")");
+        r.fail(choice->field, "the " + role_text + " profile " + in_quotes(choice->name) +
+                                  " is not in schedulingProfiles (" + joined(names) + ")");
       chosen = size_t(it - names.begin());
+      // The other role's profile is the other router's (composition.cpp says when it is not read).
+      const auto other = role_profile(r, plugins, other_role(role));
       for (size_t i = 0; i < names.size(); ++i)
-        if (i != chosen)
-          r.note(item("schedulingProfiles", i),
-                 "profile " + in_quotes(names[i]) + " is not read (only the decode profile " + in_quotes(choice->name) +
-                     " is): eldr-sim's prefill router is configured by the prefill_router section");
+        if (i != chosen && names[i] != other->name)
+          r.note(item("schedulingProfiles", i), "profile " + in_quotes(names[i]) + " is not read (only the " +
+                                                    role_text + " profile " + in_quotes(choice->name) + " and the " +
+                                                    std::string(role_name(other_role(role))) + " profile " +
+                                                    in_quotes(other->name) + " are)");
+    } else if (role == ProfileRole::prefill) {
+      r.fail("plugins", kNoPrefillProfile);
     } else if (names.size() > 1) {
       r.fail("schedulingProfiles", std::to_string(names.size()) + " profiles (" + joined(names) +
                                        ") but no P/D profile handler (" + joined(kPdHandlers) +
@@ -697,12 +724,20 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
     steps   = profiles[chosen];
   }
 
+  // llm-d's P/D deciders send a request with few uncached prompt tokens straight to decode; here every
+  // request is prefilled by a prefill worker.
+  if (role == ProfileRole::prefill)
+    for (const Plugin& p : plugins)
+      if (contains(kPdDeciders, p.type))
+        r.note(join(p.field, "type"), in_quotes(p.name) + " is llm-d's " + p.type +
+                                          ", not modelled: every request is prefilled by a prefill worker");
+
   Json out = {{"filters", Json::object()}, {"scorers", Json::object()}, {"picker", Json::object()}};
   std::map<std::string, const Step*> used;  // type -> its first step, for a second plugin of the type
   std::string picker_field;
   for (const Step& s : steps) {
     const Plugin& p = plugins[s.plugin];
-    if (p.type == kDecodeFilter)
+    if (p.type == (role == ProfileRole::decode ? kDecodeFilter : kPrefillFilter))
       continue;
     // GIE's SchedulerProfile.AddPlugins (v1.5.0 pkg/epp/scheduling/scheduler_profile.go) keeps a
     // reference's filter, scorer and picker roles and skips a plugin that has none.
@@ -714,7 +749,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
     const std::string kind = kind_of(p.type);
     if (kind.empty())
       r.fail(s.field, in_quotes(p.name) + " is llm-d's " + p.type + ", which eldr-sim does not model" +
-                          ": remove it from the decode profile " + in_quotes(profile) +
+                          ": remove it from the " + role_text + " profile " + in_quotes(profile) +
                           " (supported: " + joined(known) + ")");
     // A type twice under two names (llm-d runs both): the same filter twice is the filter, the same
     // scorer twice is one scorer with the two weights added (the same total); different parameters
@@ -754,19 +789,53 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
       if (kind_of(plugins[i].type) == "picker" || plugins[i].type == "weighted-random-picker")
         pickers.push_back(i);
     if (pickers.size() > 1)
-      r.fail(plugins[pickers[1]].field,
-             "the decode profile " + in_quotes(profile) + " has no picker, and llm-d would give it any one of the " +
-                 std::to_string(pickers.size()) + " picker plugins: add the pluginRef of the one meant");
+      r.fail(plugins[pickers[1]].field, "the " + role_text + " profile " + in_quotes(profile) +
+                                            " has no picker, and llm-d would give it any one of the " +
+                                            std::to_string(pickers.size()) +
+                                            " picker plugins: add the pluginRef of the one meant");
     if (pickers.size() == 1) {
       const Plugin& p = plugins[pickers[0]];
       if (kind_of(p.type).empty())
-        r.fail(join(p.field, "type"), "the decode profile " + in_quotes(profile) +
+        r.fail(join(p.field, "type"), "the " + role_text + " profile " + in_quotes(profile) +
                                           " has no picker, so llm-d gives it this " + p.type +
                                           ", which eldr-sim does not model: add a picker to the profile");
       out["picker"][p.type] = parameters[pickers[0]];
     }
   }
   return out;
+}
+
+bool has_prefill_profile(const std::string& path)
+{
+  // yaml-cpp throws on asking a missing key's node anything but IsDefined: `scalar` asks that first.
+  const auto scalar = [](const YAML::Node& n) { return given(n) && n.IsScalar() ? n.Scalar() : std::string(); };
+  try {
+    const Reader r{path, nullptr};
+    const YAML::Node root = parse_yaml(r, read_input_file(path, kMaxFileBytes));
+    if (!root.IsMap() || !given(root["plugins"]) || !root["plugins"].IsSequence() ||
+        !given(root["schedulingProfiles"]) || !root["schedulingProfiles"].IsSequence())
+      return false;
+    std::string name = "prefill";  // the handler's prefill profile, as role_profile reads it
+    bool handler     = false;
+    for (const YAML::Node& p : root["plugins"]) {
+      if (!p.IsMap() || !contains(kPdHandlers, scalar(p["type"])))
+        continue;
+      handler                 = true;
+      const YAML::Node params = p["parameters"];
+      if (!given(params) || !params.IsMap())
+        continue;
+      if (const std::string flat = scalar(params["prefillProfile"]); !flat.empty())
+        name = flat;
+      else if (given(params["profiles"]) && params["profiles"].IsMap() &&
+               !scalar(params["profiles"]["prefill"]).empty())
+        name = scalar(params["profiles"]["prefill"]);
+    }
+    for (const YAML::Node& profile : root["schedulingProfiles"])
+      if (handler && profile.IsMap() && scalar(profile["name"]) == name)
+        return true;
+  } catch (const std::exception&) {  // the reader that uses the file says what is wrong with it
+  }
+  return false;
 }
 
 }  // namespace eldr
