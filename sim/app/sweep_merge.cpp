@@ -147,6 +147,18 @@ std::string param_header(const SweepPlan& plan, bool with_seed)
   return h;
 }
 
+// Whether the first line of `file` ends with `tail` (false when it cannot be read).
+bool first_line_ends_with(const fs::path& file, const std::string& tail)
+{
+  try {
+    const std::string text = read_input_file(file.string());
+    const std::string line = text.substr(0, text.find('\n'));
+    return line.size() >= tail.size() && line.compare(line.size() - tail.size(), tail.size(), tail) == 0;
+  } catch (const InputError&) {
+    return false;
+  }
+}
+
 // Whether `file` holds exactly `text` (false when it cannot be read).
 bool same_text(const fs::path& file, const std::string& text)
 {
@@ -211,13 +223,20 @@ size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
     std::fprintf(stderr, "sweep: %s described other results: removed (`eldrsim report %s` writes it again)\n",
                  report.c_str(), out.c_str());
   write_file_atomically(combined.string(), csv);
-  if (plan.seeds <= 1)  // another sweep's into this OUT: not these points' intervals
-    fs::remove(fs::path(out) / "combined_seeds.csv", ec);
+  // combined_seeds.csv's columns after the parameters' (its header ends with them).
+  std::string seeds_columns = ",seeds";
+  for (const auto& m : kMetrics)
+    seeds_columns += std::string(",") + m.column + "_mean," + m.column + "_ci95_lo," + m.column + "_ci95_hi";
+  const fs::path seeds_table = fs::path(out) / "combined_seeds.csv";
+  // Another sweep's into this OUT: not these points' intervals. Only a table eldr-sim wrote goes.
+  if (plan.seeds <= 1 && fs::exists(seeds_table, ec)) {
+    if (first_line_ends_with(seeds_table, seeds_columns))
+      fs::remove(seeds_table, ec);
+    else if (!quiet)
+      std::fprintf(stderr, "sweep: %s is not a table eldr-sim wrote: left as it is\n", seeds_table.c_str());
+  }
   if (plan.seeds > 1) {
-    std::string s = param_header(plan, false) + ",seeds";
-    for (const auto& m : kMetrics)
-      s += std::string(",") + m.column + "_mean," + m.column + "_ci95_lo," + m.column + "_ci95_hi";
-    s += "\n";
+    std::string s = param_header(plan, false) + seeds_columns + "\n";
     for (const auto& g : group_order) {
       const Group& group = groups.at(g);
       std::string row;
@@ -231,7 +250,7 @@ size_t merge(const SweepPlan& plan, const std::string& out, bool quiet)
       }
       s += row + "\n";
     }
-    write_file_atomically((fs::path(out) / "combined_seeds.csv").string(), s);
+    write_file_atomically(seeds_table.string(), s);
   }
   if (!quiet)
     std::fprintf(

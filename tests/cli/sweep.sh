@@ -135,6 +135,14 @@ for _, g in agg.iterrows():
 print("intervals match scipy")
 PY
 check "intervals equal scipy's t interval" 'grep -q "intervals match scipy" "$TMP/ci.out"'
+# A one-seed sweep into the same OUT: the intervals it wrote go (they are not these points'); a file of
+# that name eldr-sim did not write stays, said on stderr.
+"$ELDRSIM" sweep "$TMP/small.json" --out "$TMP/s" -j 2 -q
+check "a one-seed sweep over a --seeds OUT removes its combined_seeds.csv" '[ ! -e "$TMP/s/combined_seeds.csv" ]'
+printf 'my,own,table\n1,2,3\n' >"$TMP/s/combined_seeds.csv"
+"$ELDRSIM" sweep "$TMP/small.json" --out "$TMP/s" -j 2 2>"$TMP/seeds-own.err" >/dev/null
+check "... but not a combined_seeds.csv eldr-sim did not write" \
+  '[ "$(cat "$TMP/s/combined_seeds.csv")" = "$(printf "my,own,table\n1,2,3")" ] && grep -q "combined_seeds.csv is not a table eldr-sim wrote: left as it is" "$TMP/seeds-own.err"'
 
 # What a Slurm array task and the merge step run.
 "$ELDRSIM" sweep "$TMP/small.json" --out "$TMP/p" --point 2 -q
