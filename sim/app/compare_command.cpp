@@ -77,7 +77,7 @@ Json run_identity(const Json& s)
   return id;
 }
 
-// "router eldr vs round_robin, seed 1 vs 2": the fields in which two runs differ (empty: comparable).
+// "router jsq vs round_robin, seed 1 vs 2": the fields in which two runs differ (empty: comparable).
 std::string differences(const Json& a, const Json& b)
 {
   std::string out;

@@ -147,7 +147,7 @@ Command add_run_command(CLI::App& app)
   sub->add_flag("--steps", o->steps, "Also write steps.csv (one row per decode step)");
   sub->add_flag("--decisions", o->decisions,
                 "Also write decisions.csv (one row per decode routing decision: loads seen, choice; "
-                "ELDR: similarities, band, candidates)");
+                "for a router that scores the workers: the scores, the band it kept, the candidates)");
   sub->add_flag("--quiet,-q", o->quiet, "No progress or summary line");
   sub->add_option("--routing-cache", o->routing_cache,
                   "Directory where generated routing sources are kept for other runs with the same inputs (sweep "

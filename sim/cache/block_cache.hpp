@@ -6,10 +6,10 @@
 // Blocks that can never be shared (a prompt's partial last block, output tokens) are "private":
 // counted, not indexed. Capacity is in blocks; nothing here ever exceeds it.
 //
-// Each cached block also remembers where its tokens came from (BlockOrigin): ELDR's signature cache
-// keeps per-block expert counts allocated and evicted with the block, and a block's counts are a
-// function of its tokens, so the origin is what the simulator needs to reproduce them
-// (sim/gating/prompt_profile.hpp).
+// Each cached block also remembers where its tokens came from (BlockOrigin): a router that profiles
+// cached blocks (DecodeRouter::profiles_cached_blocks) has per-block expert counts allocated and
+// evicted with the block, and a block's counts are a function of its tokens, so the origin is what
+// the simulator needs to reproduce them (sim/gating/prompt_profile.hpp).
 //
 // Plain C++ (no SimGrid).
 #include "sim/workload/request.hpp"

@@ -1,5 +1,6 @@
 #pragma once
-// ELDR's signature cache (docs/design.md section 1, point 4). With prefix caching a prefill worker does not
+// The signature cache: per-block expert counts for a router that routes on the prompt's experts and
+// profiles cached blocks (DecodeRouter::profiles_cached_blocks). With prefix caching a prefill worker does not
 // run a prompt's cached blocks, so it does not see their expert choices. The signature cache keeps,
 // per cached KV block, the [layer x expert] counts of the tokens that filled it (int8: a block has at
 // most 64 tokens), allocated and evicted with the block; a request's prompt profile is then the sum

@@ -1,8 +1,8 @@
 #pragma once
 // What a router's decision compared, for the optional decision log (output.decision_log, the score
-// columns of decisions.csv): filled only by routers that score the workers (ELDR: similarity to each
-// worker's centroid), and only while a log is attached, so the decision's hot path is untouched
-// otherwise.
+// columns of decisions.csv): filled only by routers that score the workers and keep a band of the best
+// as candidates (the expert-locality band: similarity to each worker's profile), and only while a log
+// is attached, so the decision's hot path is untouched otherwise.
 #include <vector>
 
 namespace eldr {

@@ -111,8 +111,8 @@ static Json cache_workers_json(const std::vector<CacheCounters>& caches)
   return a;
 }
 
-// What prefix caching did, and what ELDR's signature cache costs: an int8 count per (layer, expert)
-// for every cached KV block of a prefill worker.
+// What prefix caching did, and what the signature cache (per-block expert counts, cache/cached_profile.hpp)
+// costs or would cost: an int8 count per (layer, expert) for every cached KV block of a prefill worker.
 static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
 {
   const double block_bytes     = x.model.kv_reserved_bytes(1);  // one whole block

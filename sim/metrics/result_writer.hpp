@@ -39,7 +39,7 @@ struct TpotWindow {
   double start_s = 0, end_s = 0;  // from the measured phase's start
   long requests = 0;              // measured requests finished in [start_s, end_s)
   double p50_ms = 0, p99_ms = 0;  // 0 when empty
-  long refits = 0;                // ELDR refits in the window
+  long refits = 0;                // the decode router's refits in the window
 };
 inline constexpr double kTpotWindowS = 10;
 std::vector<TpotWindow> tpot_windows(const Workload& w, const RunRecorder& rec, double window_s = kTpotWindowS);

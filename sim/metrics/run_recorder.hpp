@@ -110,7 +110,7 @@ class RunRecorder {
   // requests each instance's placement was balanced for (empty otherwise).
   int decode_expert_parallel = 1;
   std::string expert_union   = "sampled";  // how steps counted distinct experts (workload.union)
-  bool signature_cache       = false;      // the router profiled cached blocks too (ELDR's signature cache)
+  bool signature_cache       = false;      // the router profiled cached blocks too (cache/cached_profile.hpp)
   std::vector<long> placement_calibration_requests;
   std::vector<double> refit_times_s;  // the decode router's refits, simulated times
   bool router_follows_drift = false;  // DecodeRouter::follows_drift(): summary.json gets its drift section
