@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,8 @@ TEST_CASE("composed: the section's defaults are a max-score picker over no score
   CHECK(c.name == "composed");
   CHECK(c.filters.empty());
   CHECK(c.scorers.empty());
-  CHECK(c.picker.type == PickerType::max_score);
-  CHECK(c.picker.ties == TieBreak::random);
+  CHECK(c.picker.type() == "max-score-picker");
+  CHECK(c.picker.params["tie_break"] == "random");
 }
 
 TEST_CASE("composed: plugins run in the declarations' order whatever the JSON's")
@@ -60,12 +61,12 @@ TEST_CASE("composed: plugins run in the declarations' order whatever the JSON's"
   const Composition c = composition(R"({"scorers": {"label-match-scorer": {"weight": 2}, "queue-scorer": {}},
                                        "filters": {"locality-band-filter": {}, "label-pool-filter": {}}})");
   REQUIRE(c.filters.size() == 2);
-  CHECK(c.filters[0].type == FilterType::label_pool);
-  CHECK(c.filters[1].type == FilterType::locality_band);
+  CHECK(c.filters[0].type() == "label-pool-filter");
+  CHECK(c.filters[1].type() == "locality-band-filter");
   REQUIRE(c.scorers.size() == 2);
-  CHECK(c.scorers[0].type == ScorerType::queue);
+  CHECK(c.scorers[0].type() == "queue-scorer");
   CHECK(c.scorers[0].weight == 1);
-  CHECK(c.scorers[1].type == ScorerType::label_match);
+  CHECK(c.scorers[1].type() == "label-match-scorer");
   CHECK(c.scorers[1].weight == 2);
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("composed: a scorer of weight 0 is not run")
 {
   const Composition c = composition(R"({"scorers": {"queue-scorer": {"weight": 0}, "label-match-scorer": {}}})");
   REQUIRE(c.scorers.size() == 1);
-  CHECK(c.scorers[0].type == ScorerType::label_match);
+  CHECK(c.scorers[0].type() == "label-match-scorer");
 }
 
 TEST_CASE("composed: bad sections are one-line input errors")
@@ -286,5 +287,69 @@ TEST_CASE("composed: the prefill router is a composition only when its section g
   REQUIRE(c);
   CHECK(c->name == "prefill");
   REQUIRE(c->scorers.size() == 1);
-  CHECK(c->scorers[0].type == ScorerType::queue);
+  CHECK(c->scorers[0].type() == "queue-scorer");
+}
+
+TEST_CASE("plugin table: unique type names, one factory each, parameters relative to the plugin's section")
+{
+  std::vector<std::string_view> types;
+  for (const PluginEntry* e : plugin_table()) {
+    CHECK(std::count(types.begin(), types.end(), e->type) == 0);
+    types.push_back(e->type);
+    CHECK(int(e->filter != nullptr) + int(e->scorer != nullptr) + int(e->picker != nullptr) == 1);
+    CHECK(e->help.size() > 10);
+    for (const ConfigKey& k : e->keys)
+      CHECK(k.path.find('.') == std::string_view::npos);
+    CHECK(find_plugin(plugin_table(), e->type) == e);
+  }
+  CHECK(find_plugin(plugin_table(), "max-score-picker"));  // the picker of a section that names none
+  // Kinds in the pipeline's order: every filter before every scorer, every scorer before every picker.
+  std::string kinds;
+  for (const PluginEntry* e : plugin_table())
+    if (kinds.empty() || kinds.back() != plugin_kind(*e)[0])
+      kinds += plugin_kind(*e)[0];
+  CHECK(kinds == "fsp");
+}
+
+namespace {
+
+struct Counted : RouterPart {
+  static inline int built = 0;
+  static std::unique_ptr<Counted> make(const RouterSetup&)
+  {
+    ++built;
+    return std::make_unique<Counted>();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("plugin context: one shared state of each type per router, built for the first plugin asking")
+{
+  const RouterSetup setup{4, 1, nullptr};
+  PluginContext ctx(setup);
+  Counted::built = 0;
+  Counted& a     = ctx.shared(&Counted::make);
+  Counted& b     = ctx.shared(&Counted::make);
+  CHECK(&a == &b);
+  CHECK(Counted::built == 1);
+  auto states = ctx.take_shared();
+  REQUIRE(states.size() == 1);
+  CHECK(states[0].get() == &a);
+  PluginContext other(setup);  // another router: its own
+  CHECK(&other.shared(&Counted::make) != &a);
+  CHECK(Counted::built == 2);
+}
+
+TEST_CASE("composed: the label filter and scorer together share one set of pools, the label pool its home")
+{
+  // The pool filter and the match scorer together: label 1's pool is workers 2-3 (two labels over 4).
+  auto r = composed(R"({"filters": {"label-pool-filter": {}}, "scorers": {"label-match-scorer": {}},
+                        "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})");
+  Request q;
+  q.label               = 1;
+  std::vector<int> load = {0, 0, 0, 0};
+  CHECK(r->choose(q, DecodeLoadView{load}) == 2);
+  CHECK(r->home_workers(q, {}) == std::vector<int>{2, 3});
+  CHECK(r->stats().empty());  // neither filter can empty the set
 }
