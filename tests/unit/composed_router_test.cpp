@@ -82,7 +82,7 @@ TEST_CASE("composed: bad sections are one-line input errors")
   CHECK(error_of(R"({"scorers": {"queue-scorrer": {}}})") ==
         "test.json: composed.scorers.queue-scorrer: unknown key (did you mean 'queue-scorer'?); keys here: "
         "queue-scorer, kv-cache-utilization-scorer, prefix-cache-scorer, expert-locality-scorer, label-match-scorer, "
-        "precise-prefix-cache-scorer, active-request-scorer");
+        "precise-prefix-cache-scorer, active-request-scorer, kv-headroom-scorer");
   CHECK(error_of(R"({"scorers": {"queue-scorer": {"weight": -1}}})") ==
         "test.json: composed.scorers.queue-scorer.weight: must be between 0 and 1e+06, got -1");
   CHECK(error_of(R"({"picker": {"p2c-picker": {}, "random-picker": {}}})") ==

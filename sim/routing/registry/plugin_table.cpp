@@ -7,8 +7,8 @@ namespace eldr {
 namespace {
 
 // One line per plugin: the name of its PluginEntry, defined in the plugin's own file (sim/routing/compose/,
-// the policies' in sim/routing/eldr/). Filters run, and scores add up, in this order whatever a
-// config's; it is also the order of `eldrsim config keys`.
+// the policies' in sim/routing/eldr/, the worked examples' in examples/plugins/). Filters run, and scores
+// add up, in this order whatever a config's; it is also the order of `eldrsim config keys`.
 #define ELDR_PLUGINS(PLUGIN)                                                                                           \
   PLUGIN(kLabelPoolFilter)                                                                                             \
   PLUGIN(kLoadThresholdFilter)                                                                                         \
@@ -20,6 +20,7 @@ namespace {
   PLUGIN(kLabelMatchScorer)                                                                                            \
   PLUGIN(kPrecisePrefixCacheScorer)                                                                                    \
   PLUGIN(kActiveRequestScorer)                                                                                         \
+  PLUGIN(kKvHeadroomScorer)                                                                                            \
   PLUGIN(kMaxScorePicker)                                                                                              \
   PLUGIN(kRandomPicker)                                                                                                \
   PLUGIN(kP2cPicker)                                                                                                   \
