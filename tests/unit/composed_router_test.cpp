@@ -353,3 +353,71 @@ TEST_CASE("composed: the label filter and scorer together share one set of pools
   CHECK(r->home_workers(q, {}) == std::vector<int>{2, 3});
   CHECK(r->stats().empty());  // neither filter can empty the set
 }
+
+namespace {
+
+// A scorer outside the table answering every hook from its parameters, to see how the router combines them.
+struct HookScorer : Scorer {
+  explicit HookScorer(const Json& p) : p_(p) {}
+  void score(const Decision& d, std::span<double> scores) override
+  {
+    for (size_t i = 0; i < d.candidates.size(); ++i)
+      scores[i] = d.candidates[i] == p_["likes"].get<int>() ? 1.0 : 0.0;
+  }
+  bool uses_prompt_profile() const override { return true; }
+  ProfileFields prompt_fields() const override { return {p_["prob"].get<bool>(), false}; }
+  std::span<const int> prompt_layers() const override { return layers_; }
+  double handoff_bytes(const Request&) const override { return p_["bytes"].get<double>(); }
+  double routing_overhead_s() const override { return 0.5; }
+  std::optional<std::vector<int>> home_workers(const Request&, const PromptProfile&) const override
+  {
+    return std::vector<int>{p_["likes"].get<int>()};
+  }
+  int home_precedence() const override { return p_["rank"].get<int>(); }
+  void add_stats(std::vector<std::pair<std::string, double>>& out) const override
+  {
+    out.emplace_back("likes", p_["likes"].get<double>());
+  }
+  std::vector<double> refit_times() const override { return {p_["bytes"].get<double>()}; }
+  Json p_;
+  std::vector<int> layers_ = p_["layers"].get<std::vector<int>>();
+};
+
+const PluginEntry kHookScorer = {
+    .type   = "hook-scorer",
+    .help   = "test: answers every hook",
+    .scorer = [](const Json& p, PluginContext&) -> std::unique_ptr<Scorer> { return std::make_unique<HookScorer>(p); }};
+
+Step hook_step(const char* params)
+{
+  return Step{&kHookScorer, 1.0, Json::parse(params)};
+}
+
+}  // namespace
+
+TEST_CASE("composed: a plugin outside the table runs, and the router combines the hooks of every part")
+{
+  Composition c = composition(R"({"picker": {"max-score-picker": {"tie_break": "lowest-index"}}})");
+  c.scorers.push_back(hook_step(R"({"likes": 2, "prob": false, "layers": [3, 1], "bytes": 10, "rank": 2})"));
+  c.scorers.push_back(hook_step(R"({"likes": 1, "prob": true, "layers": [1, 5], "bytes": 20, "rank": 1})"));
+  auto r = make_composed_router(c, RouterSetup{4, 1, nullptr});
+  std::vector<int> load(4, 0);
+  Request q;
+  CHECK(r->choose(q, DecodeLoadView{load}) == 1);  // totals 0, 1, 1, 0: the lowest index
+  CHECK(r->uses_prompt_profile());
+  CHECK(r->prompt_fields().gate_prob);
+  CHECK(!r->prompt_fields().gate_score);
+  const std::span<const int> layers = r->prompt_layers();
+  CHECK(std::vector<int>(layers.begin(), layers.end()) == std::vector<int>{1, 3, 5});  // the union, sorted
+  CHECK(r->handoff_bytes(q) == 30);
+  CHECK(r->routing_overhead_s() == 1.0);
+  CHECK(r->home_workers(q, {}) == std::vector<int>{1});  // the lower precedence answers
+  CHECK(r->stats() == std::vector<std::pair<std::string, double>>{{"likes", 2}, {"likes", 1}});
+  CHECK(r->refit_times() == std::vector<double>{10, 20});
+  // One part alone: its own layers, as they are.
+  Composition one = composition("{}");
+  one.scorers.push_back(hook_step(R"({"likes": 0, "prob": false, "layers": [4, 2], "bytes": 0, "rank": 1})"));
+  auto single                  = make_composed_router(one, RouterSetup{4, 1, nullptr});
+  const std::span<const int> l = single->prompt_layers();
+  CHECK(std::vector<int>(l.begin(), l.end()) == std::vector<int>{4, 2});
+}

@@ -3,23 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
-#include <stdexcept>
 
 namespace eldr {
-
-namespace {
-
-// The parts asking for the prompt's profile.
-std::vector<const RouterPart*> profile_users(const std::vector<RouterPart*>& parts)
-{
-  std::vector<const RouterPart*> out;
-  for (const RouterPart* p : parts)
-    if (p->uses_prompt_profile())
-      out.push_back(p);
-  return out;
-}
-
-}  // namespace
 
 ComposedRouter::ComposedRouter(Composition c, const RouterSetup& setup)
     : c_(std::move(c)), rng_(setup.seed, "router." + c_.name)
@@ -41,11 +26,13 @@ ComposedRouter::ComposedRouter(Composition c, const RouterSetup& setup)
     parts_.push_back(p.get());
   parts_.push_back(picker_.get());
 
+  for (const RouterPart* p : parts_)
+    if (p->uses_prompt_profile())
+      profile_users_.push_back(p);
   // Layers are fixed when a part is built; more than one asking: every layer any of them counts.
-  if (const auto users = profile_users(parts_);
-      users.size() > 1 &&
-      std::none_of(users.begin(), users.end(), [](const RouterPart* p) { return p->prompt_layers().empty(); })) {
-    for (const RouterPart* p : users)
+  const auto every_layer = [](const RouterPart* p) { return p->prompt_layers().empty(); };
+  if (profile_users_.size() > 1 && std::none_of(profile_users_.begin(), profile_users_.end(), every_layer)) {
+    for (const RouterPart* p : profile_users_)
       layers_.insert(layers_.end(), p->prompt_layers().begin(), p->prompt_layers().end());
     std::sort(layers_.begin(), layers_.end());
     layers_.erase(std::unique(layers_.begin(), layers_.end()), layers_.end());
@@ -88,12 +75,12 @@ int ComposedRouter::choose(const Request& r, const DecodeLoadView& load)
 
 bool ComposedRouter::uses_prompt_profile() const
 {
-  return !profile_users(parts_).empty();
+  return !profile_users_.empty();
 }
 ProfileFields ComposedRouter::prompt_fields() const
 {
   ProfileFields f;
-  for (const RouterPart* p : profile_users(parts_)) {
+  for (const RouterPart* p : profile_users_) {
     f.gate_prob  = f.gate_prob || p->prompt_fields().gate_prob;
     f.gate_score = f.gate_score || p->prompt_fields().gate_score;
   }
@@ -101,8 +88,7 @@ ProfileFields ComposedRouter::prompt_fields() const
 }
 std::span<const int> ComposedRouter::prompt_layers() const
 {
-  const auto users = profile_users(parts_);
-  return users.size() == 1 ? users[0]->prompt_layers() : std::span<const int>(layers_);
+  return profile_users_.size() == 1 ? profile_users_[0]->prompt_layers() : std::span<const int>(layers_);
 }
 void ComposedRouter::observe_prompt(const Request& r, const PromptProfile& profile)
 {

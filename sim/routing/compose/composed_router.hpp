@@ -49,9 +49,10 @@ class ComposedRouter : public DecodeRouter {
   std::vector<std::unique_ptr<Filter>> filters_;
   std::vector<std::unique_ptr<Scorer>> scorers_;
   std::unique_ptr<Picker> picker_;
-  std::vector<RouterPart*> parts_;  // every one of the above, shared states first
-  std::vector<int> layers_;         // the union of the parts' prompt layers, when more than one asks
-  bool can_empty_ = false;          // a filter may leave no candidate
+  std::vector<RouterPart*> parts_;                // every one of the above, shared states first
+  std::vector<const RouterPart*> profile_users_;  // the parts asking for the prompt's profile
+  std::vector<int> layers_;                       // the union of their prompt layers, when more than one asks
+  bool can_empty_ = false;                        // a filter may leave no candidate
   long fallbacks_ = 0;
   // Scratch of one decision: the candidates (ascending), the next filter's, and their totals.
   std::vector<int> cand_, kept_;

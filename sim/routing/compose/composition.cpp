@@ -216,10 +216,12 @@ Composition CompositionSections::read_steps(ConfigReader& r) const
   if (given.size() > 1)
     picker.fail(given[1], "a second picker (give exactly one; the first is '" + given[0] + "')");
   const PluginEntry* e = find_plugin(plugins_, given.empty() ? kDefaultPicker : std::string_view(given[0]));
-  if (!e || !e->picker)
+  if (!e || !e->picker) {
     picker.finish();  // the unknown picker's error, with the closest name
-  if (!e)
-    throw std::logic_error("no plugin " + std::string(kDefaultPicker));
+    throw std::logic_error("no picker " + std::string(kDefaultPicker) + " in the plugin table");
+  }
+  if (!picker.declares(std::string(e->type)))
+    picker.fail(std::string(e->type), "not for the prefill router: " + std::string(e->not_for_prefill));
   ConfigReader p  = picker.section(std::string(e->type));
   c.picker.plugin = e;
   c.picker.params = read_params(p, *e);
