@@ -43,16 +43,20 @@ constexpr ConfigKey kKindKeys[] = {
     {.path = "composed.scorers",
      .type = K::section,
      .help = "scorers: a worker's total is the weighted sum of its scores, each in [0, 1]"},
-    {.path = "composed.picker",
-     .type = K::section,
-     .help = "the picker, exactly one (absent: max-score-picker with its defaults)"},
+    {.path = "composed.picker", .type = K::section},  // help: default_picker_help
 };
 // Every scorer's key: its weight.
 constexpr ConfigKey kWeightKey = {
     .path = "weight", .type = K::number, .def = "1", .min = 0, .max = 1e6, .help = "the score's weight in the total"};
 
-// The picker of a section that names none.
-constexpr std::string_view kDefaultPicker = "max-score-picker";
+// A section that names no picker gets the catalog's first.
+const PluginEntry* default_picker(PluginCatalog plugins)
+{
+  const auto first = std::find_if(plugins.begin(), plugins.end(), [](const PluginEntry* e) { return e->picker; });
+  if (first == plugins.end())
+    throw std::logic_error("the plugin table has no picker");
+  return *first;
+}
 
 // The smallest weight above 0: weights span at most 1e12 (up to 1e6), so weighted scores stay normal
 // numbers and scaling every weight keeps the policy.
@@ -122,7 +126,7 @@ const PluginEntry* find_plugin(PluginCatalog plugins, std::string_view type)
 
 bool Composition::uses_fit(std::string_view fit) const
 {
-  const auto reads = [&](const Step& s) { return !fit.empty() && s.plugin->fit == fit; };
+  const auto reads = [&](const Step& s) { return !fit.empty() && s.plugin && s.plugin->fit == fit; };
   return std::any_of(filters.begin(), filters.end(), reads) || std::any_of(scorers.begin(), scorers.end(), reads) ||
          reads(picker);
 }
@@ -139,7 +143,11 @@ CompositionSections::CompositionSections(PluginCatalog plugins) : plugins_(plugi
   for (const ConfigKey& k : kOwnKeys)
     add(k, nullptr);
   for (size_t kind = 0; kind < std::size(kKinds); ++kind) {
-    add(kKindKeys[kind], nullptr);
+    ConfigKey kind_key = kKindKeys[kind];
+    if (kKinds[kind] == "picker")
+      kind_key.help = texts_.emplace_back(
+          "the picker, exactly one (absent: " + std::string(default_picker(plugins_)->type) + " with its defaults)");
+    add(kind_key, nullptr);
     for (const PluginEntry* e : plugins_) {
       if (plugin_kind(*e) != kKinds[kind])
         continue;
@@ -215,10 +223,10 @@ Composition CompositionSections::read_steps(ConfigReader& r) const
   const std::vector<std::string> given = picker.keys();
   if (given.size() > 1)
     picker.fail(given[1], "a second picker (give exactly one; the first is '" + given[0] + "')");
-  const PluginEntry* e = find_plugin(plugins_, given.empty() ? kDefaultPicker : std::string_view(given[0]));
+  const PluginEntry* e = given.empty() ? default_picker(plugins_) : find_plugin(plugins_, given[0]);
   if (!e || !e->picker) {
     picker.finish();  // the unknown picker's error, with the closest name
-    throw std::logic_error("no picker " + std::string(kDefaultPicker) + " in the plugin table");
+    throw std::logic_error("picker '" + given[0] + "' passed the picker section's check");
   }
   if (!picker.declares(std::string(e->type)))
     picker.fail(std::string(e->type), "not for the prefill router: " + std::string(e->not_for_prefill));

@@ -158,7 +158,8 @@ struct PluginEntry {
   std::string_view fit = {};
 };
 
-// The registered plugins, in the pipeline's order: filters run in this order, scores add up in this order.
+// The registered plugins, in the pipeline's order: filters run in this order, scores add up in this
+// order; the first picker is a composition's when it names none.
 using PluginCatalog = std::span<const PluginEntry* const>;
 
 // The kind's section of the composed section: "filters", "scorers" or "picker".

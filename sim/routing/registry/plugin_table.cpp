@@ -8,7 +8,8 @@ namespace {
 
 // One line per plugin: the name of its PluginEntry, defined in the plugin's own file (sim/routing/compose/,
 // the policies' in sim/routing/eldr/, the worked examples' in examples/plugins/). Filters run, and scores
-// add up, in this order whatever a config's; it is also the order of `eldrsim config keys`.
+// add up, in this order whatever a config's; it is also the order of `eldrsim config keys`. The first
+// picker is a composition's when it names none.
 #define ELDR_PLUGINS(PLUGIN)                                                                                           \
   PLUGIN(kLabelPoolFilter)                                                                                             \
   PLUGIN(kLoadThresholdFilter)                                                                                         \
