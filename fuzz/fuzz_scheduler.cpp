@@ -2,6 +2,7 @@
 #include "fuzz_common.hpp"
 #include "sim/routing/compose/composition.hpp"
 #include "sim/routing/compose/endpoint_picker_config.hpp"
+#include "sim/routing/registry/plugin_table.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size)
 {

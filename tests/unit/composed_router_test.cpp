@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,8 @@ TEST_CASE("composed: the section's defaults are a max-score picker over no score
   CHECK(c.name == "composed");
   CHECK(c.filters.empty());
   CHECK(c.scorers.empty());
-  CHECK(c.picker.type == PickerType::max_score);
-  CHECK(c.picker.ties == TieBreak::random);
+  CHECK(c.picker.type() == "max-score-picker");
+  CHECK(c.picker.params["tie_break"] == "random");
 }
 
 TEST_CASE("composed: plugins run in the declarations' order whatever the JSON's")
@@ -60,12 +61,12 @@ TEST_CASE("composed: plugins run in the declarations' order whatever the JSON's"
   const Composition c = composition(R"({"scorers": {"label-match-scorer": {"weight": 2}, "queue-scorer": {}},
                                        "filters": {"locality-band-filter": {}, "label-pool-filter": {}}})");
   REQUIRE(c.filters.size() == 2);
-  CHECK(c.filters[0].type == FilterType::label_pool);
-  CHECK(c.filters[1].type == FilterType::locality_band);
+  CHECK(c.filters[0].type() == "label-pool-filter");
+  CHECK(c.filters[1].type() == "locality-band-filter");
   REQUIRE(c.scorers.size() == 2);
-  CHECK(c.scorers[0].type == ScorerType::queue);
+  CHECK(c.scorers[0].type() == "queue-scorer");
   CHECK(c.scorers[0].weight == 1);
-  CHECK(c.scorers[1].type == ScorerType::label_match);
+  CHECK(c.scorers[1].type() == "label-match-scorer");
   CHECK(c.scorers[1].weight == 2);
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("composed: a scorer of weight 0 is not run")
 {
   const Composition c = composition(R"({"scorers": {"queue-scorer": {"weight": 0}, "label-match-scorer": {}}})");
   REQUIRE(c.scorers.size() == 1);
-  CHECK(c.scorers[0].type == ScorerType::label_match);
+  CHECK(c.scorers[0].type() == "label-match-scorer");
 }
 
 TEST_CASE("composed: bad sections are one-line input errors")
@@ -81,7 +82,7 @@ TEST_CASE("composed: bad sections are one-line input errors")
   CHECK(error_of(R"({"scorers": {"queue-scorrer": {}}})") ==
         "test.json: composed.scorers.queue-scorrer: unknown key (did you mean 'queue-scorer'?); keys here: "
         "queue-scorer, kv-cache-utilization-scorer, prefix-cache-scorer, expert-locality-scorer, label-match-scorer, "
-        "precise-prefix-cache-scorer, active-request-scorer");
+        "precise-prefix-cache-scorer, active-request-scorer, kv-headroom-scorer");
   CHECK(error_of(R"({"scorers": {"queue-scorer": {"weight": -1}}})") ==
         "test.json: composed.scorers.queue-scorer.weight: must be between 0 and 1e+06, got -1");
   CHECK(error_of(R"({"picker": {"p2c-picker": {}, "random-picker": {}}})") ==
@@ -286,5 +287,141 @@ TEST_CASE("composed: the prefill router is a composition only when its section g
   REQUIRE(c);
   CHECK(c->name == "prefill");
   REQUIRE(c->scorers.size() == 1);
-  CHECK(c->scorers[0].type == ScorerType::queue);
+  CHECK(c->scorers[0].type() == "queue-scorer");
+}
+
+TEST_CASE("plugin table: unique type names, one factory each, parameters relative to the plugin's section")
+{
+  std::vector<std::string_view> types;
+  for (const PluginEntry* e : plugin_table()) {
+    CHECK(std::count(types.begin(), types.end(), e->type) == 0);
+    types.push_back(e->type);
+    CHECK(int(e->filter != nullptr) + int(e->scorer != nullptr) + int(e->picker != nullptr) == 1);
+    CHECK(e->help.size() > 10);
+    for (const ConfigKey& k : e->keys)
+      CHECK(k.path.find('.') == std::string_view::npos);
+    CHECK(find_plugin(plugin_table(), e->type) == e);
+  }
+  // The first picker is a section's when it names none.
+  const auto first_picker = std::find_if(plugin_table().begin(), plugin_table().end(),
+                                         [](const PluginEntry* e) { return e->picker != nullptr; });
+  REQUIRE(first_picker != plugin_table().end());
+  CHECK((*first_picker)->type == "max-score-picker");
+  // Kinds in the pipeline's order: every filter before every scorer, every scorer before every picker.
+  std::string kinds;
+  for (const PluginEntry* e : plugin_table())
+    if (kinds.empty() || kinds.back() != plugin_kind(*e)[0])
+      kinds += plugin_kind(*e)[0];
+  CHECK(kinds == "fsp");
+}
+
+namespace {
+
+struct Counted : RouterPart {
+  static inline int built = 0;
+  static std::unique_ptr<Counted> make(const RouterSetup&)
+  {
+    ++built;
+    return std::make_unique<Counted>();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("plugin context: one shared state of each type per router, built for the first plugin asking")
+{
+  const RouterSetup setup{4, 1, nullptr};
+  PluginContext ctx(setup);
+  Counted::built = 0;
+  Counted& a     = ctx.shared(&Counted::make);
+  Counted& b     = ctx.shared(&Counted::make);
+  CHECK(&a == &b);
+  CHECK(Counted::built == 1);
+  auto states = ctx.take_shared();
+  REQUIRE(states.size() == 1);
+  CHECK(states[0].get() == &a);
+  PluginContext other(setup);  // another router: its own
+  CHECK(&other.shared(&Counted::make) != &a);
+  CHECK(Counted::built == 2);
+}
+
+TEST_CASE("composed: the label filter and scorer together share one set of pools, the label pool its home")
+{
+  // The pool filter and the match scorer together: label 1's pool is workers 2-3 (two labels over 4).
+  auto r = composed(R"({"filters": {"label-pool-filter": {}}, "scorers": {"label-match-scorer": {}},
+                        "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})");
+  Request q;
+  q.label               = 1;
+  std::vector<int> load = {0, 0, 0, 0};
+  CHECK(r->choose(q, DecodeLoadView{load}) == 2);
+  CHECK(r->home_workers(q, {}) == std::vector<int>{2, 3});
+  CHECK(r->stats().empty());  // neither filter can empty the set
+}
+
+namespace {
+
+// A scorer outside the table answering every hook from its parameters, to see how the router combines them.
+struct HookScorer : Scorer {
+  explicit HookScorer(const Json& p) : p_(p) {}
+  void score(const Decision& d, std::span<double> scores) override
+  {
+    for (size_t i = 0; i < d.candidates.size(); ++i)
+      scores[i] = d.candidates[i] == p_["likes"].get<int>() ? 1.0 : 0.0;
+  }
+  bool uses_prompt_profile() const override { return true; }
+  ProfileFields prompt_fields() const override { return {p_["prob"].get<bool>(), false}; }
+  std::span<const int> prompt_layers() const override { return layers_; }
+  double handoff_bytes(const Request&) const override { return p_["bytes"].get<double>(); }
+  double routing_overhead_s() const override { return 0.5; }
+  std::optional<std::vector<int>> home_workers(const Request&, const PromptProfile&) const override
+  {
+    return std::vector<int>{p_["likes"].get<int>()};
+  }
+  int home_precedence() const override { return p_["rank"].get<int>(); }
+  void add_stats(std::vector<std::pair<std::string, double>>& out) const override
+  {
+    out.emplace_back("likes", p_["likes"].get<double>());
+  }
+  std::vector<double> refit_times() const override { return {p_["bytes"].get<double>()}; }
+  Json p_;
+  std::vector<int> layers_ = p_["layers"].get<std::vector<int>>();
+};
+
+const PluginEntry kHookScorer = {
+    .type   = "hook-scorer",
+    .help   = "test: answers every hook",
+    .scorer = [](const Json& p, PluginContext&) -> std::unique_ptr<Scorer> { return std::make_unique<HookScorer>(p); }};
+
+Step hook_step(const char* params)
+{
+  return Step{&kHookScorer, 1.0, Json::parse(params)};
+}
+
+}  // namespace
+
+TEST_CASE("composed: a plugin outside the table runs, and the router combines the hooks of every part")
+{
+  Composition c = composition(R"({"picker": {"max-score-picker": {"tie_break": "lowest-index"}}})");
+  c.scorers.push_back(hook_step(R"({"likes": 2, "prob": false, "layers": [3, 1], "bytes": 10, "rank": 2})"));
+  c.scorers.push_back(hook_step(R"({"likes": 1, "prob": true, "layers": [1, 5], "bytes": 20, "rank": 1})"));
+  auto r = make_composed_router(c, RouterSetup{4, 1, nullptr});
+  std::vector<int> load(4, 0);
+  Request q;
+  CHECK(r->choose(q, DecodeLoadView{load}) == 1);  // totals 0, 1, 1, 0: the lowest index
+  CHECK(r->uses_prompt_profile());
+  CHECK(r->prompt_fields().gate_prob);
+  CHECK(!r->prompt_fields().gate_score);
+  const std::span<const int> layers = r->prompt_layers();
+  CHECK(std::vector<int>(layers.begin(), layers.end()) == std::vector<int>{1, 3, 5});  // the union, sorted
+  CHECK(r->handoff_bytes(q) == 30);
+  CHECK(r->routing_overhead_s() == 1.0);
+  CHECK(r->home_workers(q, {}) == std::vector<int>{1});  // the lower precedence answers
+  CHECK(r->stats() == std::vector<std::pair<std::string, double>>{{"likes", 2}, {"likes", 1}});
+  CHECK(r->refit_times() == std::vector<double>{10, 20});
+  // One part alone: its own layers, as they are.
+  Composition one = composition("{}");
+  one.scorers.push_back(hook_step(R"({"likes": 0, "prob": false, "layers": [4, 2], "bytes": 0, "rank": 1})"));
+  auto single                  = make_composed_router(one, RouterSetup{4, 1, nullptr});
+  const std::span<const int> l = single->prompt_layers();
+  CHECK(std::vector<int>(l.begin(), l.end()) == std::vector<int>{4, 2});
 }

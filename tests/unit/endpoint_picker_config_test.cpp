@@ -3,6 +3,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/routing/compose/composition.hpp"
 #include "sim/routing/compose/endpoint_picker_config.hpp"
+#include "sim/routing/registry/plugin_table.hpp"
 #include "unit/input_error_util.hpp"
 
 #include <doctest/doctest.h>
@@ -76,11 +77,11 @@ TEST_CASE("EndpointPickerConfig: llm-d's P/D example gives its decode profile")
   const Composition c = read_composition(section, "configs/scheduler/llm-d-decode.yaml");
   CHECK(c.filters.empty());
   REQUIRE(c.scorers.size() == 2);
-  CHECK(c.scorers[0].type == ScorerType::queue);
+  CHECK(c.scorers[0].type() == "queue-scorer");
   CHECK(c.scorers[0].weight == 1);
-  CHECK(c.scorers[1].type == ScorerType::prefix_cache);
+  CHECK(c.scorers[1].type() == "prefix-cache-scorer");
   CHECK(c.scorers[1].weight == 2);
-  CHECK(c.picker.type == PickerType::max_score);
+  CHECK(c.picker.type() == "max-score-picker");
 }
 
 TEST_CASE("EndpointPickerConfig: the example with expert locality adds its scorer")
@@ -93,7 +94,7 @@ TEST_CASE("EndpointPickerConfig: the example with expert locality adds its score
   CHECK(got == want);
   Json section    = got;
   section["name"] = "llm-d-eldr";
-  CHECK(read_composition(section, "x").uses_expert_locality());
+  CHECK(read_composition(section, "x").uses_fit("eldr"));
 }
 
 TEST_CASE("EndpointPickerConfig: eldr-sim's plugins, camelCase parameters, default weight, profile choice")
@@ -410,10 +411,10 @@ TEST_CASE("EndpointPickerConfig: precise-prefix-cache-scorer and active-request-
   section["name"]     = "x";
   const Composition c = read_composition(section, "x");
   REQUIRE(c.scorers.size() == 2);
-  CHECK(c.scorers[0].type == ScorerType::precise_prefix_cache);
-  CHECK(c.scorers[1].type == ScorerType::active_request);
-  CHECK(c.scorers[1].idle_threshold == 2);
-  CHECK(c.scorers[1].max_busy_score == 0.5);
+  CHECK(c.scorers[0].type() == "precise-prefix-cache-scorer");
+  CHECK(c.scorers[1].type() == "active-request-scorer");
+  CHECK(c.scorers[1].params["idle_threshold"] == 2);
+  CHECK(c.scorers[1].params["max_busy_score"] == 0.5);
 }
 
 TEST_CASE("EndpointPickerConfig: what llm-d runs and skips is skipped with a note")

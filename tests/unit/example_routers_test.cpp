@@ -1,9 +1,11 @@
 // The worked example routers (examples/routers/, docs/adding-a-router.md): jsq_of_d and prefix_affinity,
-// built through the router table like every router, and what the table says about them.
+// built through the router table like every router, and what the table says about them; the worked
+// example plugin (examples/plugins/): kv-headroom-scorer, through the plugin table.
 #include "examples/routers/jsq_of_d.hpp"
 #include "examples/routers/prefix_affinity.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/routing/compose/composed_router.hpp"
 #include "sim/routing/registry/router_registry.hpp"
 
 #include <doctest/doctest.h>
@@ -92,4 +94,42 @@ TEST_CASE("router table: unique names, a description each, a section named after
     CHECK(find_decode_router(e.name) == &e);
   }
   CHECK(find_decode_router("JSQ") == nullptr);
+}
+
+TEST_CASE("kv-headroom-scorer: free KV blocks up to headroom_blocks, so workers with headroom tie")
+{
+  // Capacities of 100 blocks, headroom 50: worker 0 holds 80 (20 free: .4), worker 1 holds 40 (60 free:
+  // 1), worker 2 holds 95 (5 free: .1), worker 3 had 10 released to the cache (all 100 free: 1).
+  std::vector<BlockCache> caches(4, BlockCache(100));
+  caches[0].acquire({}, 80);
+  caches[1].acquire({}, 40);
+  caches[2].acquire({}, 95);
+  const std::vector<uint64_t> keys = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  caches[3].acquire(keys, 0);
+  caches[3].release(keys, 0);
+  const RouterSetup setup{4, 1, nullptr};
+  auto alone            = make_composed_router(read_composition(Json::parse(R"({"scorers": {"kv-headroom-scorer":
+      {"headroom_blocks": 50}}, "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})"),
+                                                                "test.json"),
+                                               setup);
+  std::vector<int> load = {3, 5, 0, 4};
+  Request q;
+  // Workers 1 and 3 both score 1: the lowest index (by free fraction, .6 against 1, it would be 3).
+  CHECK(alone->choose(q, DecodeLoadView{load, 0, caches}) == 1);
+  // With the queue scorer ((5 - n) / 5: .4, 0, 1, .2): totals .8, 1, 1.1, 1.2 -> worker 3; the queue
+  // scorer alone takes worker 2, the least loaded but nearly full.
+  auto both = make_composed_router(read_composition(Json::parse(R"({"scorers": {"queue-scorer": {},
+      "kv-headroom-scorer": {"headroom_blocks": 50}}, "picker": {"max-score-picker": {"tie_break": "lowest-index"}}})"),
+                                                    "test.json"),
+                                   setup);
+  CHECK(both->choose(q, DecodeLoadView{load, 0, caches}) == 3);
+  // The default headroom, 64 blocks, is a declared key: worker 1's 60 free blocks score 60/64 < 1.
+  const Composition c = read_composition(Json::parse(R"({"scorers": {"kv-headroom-scorer": {}}})"), "test.json");
+  REQUIRE(c.scorers.size() == 1);
+  CHECK(c.scorers[0].params["headroom_blocks"] == 64);
+  auto defaults = make_composed_router(c, setup);
+  CHECK(defaults->choose(q, DecodeLoadView{load, 0, caches}) == 3);
+  CHECK_THROWS_AS(
+      read_composition(Json::parse(R"({"scorers": {"kv-headroom-scorer": {"headroom_blocks": 0}}})"), "test.json"),
+      InputError);
 }

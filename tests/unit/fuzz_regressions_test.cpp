@@ -7,6 +7,7 @@
 #include "sim/config/model_spec.hpp"
 #include "sim/routing/compose/composition.hpp"
 #include "sim/routing/compose/endpoint_picker_config.hpp"
+#include "sim/routing/registry/plugin_table.hpp"
 #include "sim/trace/gating_file.hpp"
 #include "sim/trace/trace_format.hpp"
 #include "sim/trace/trace_importers.hpp"

@@ -1,28 +1,27 @@
 #pragma once
 // A decode router run from a Composition (composition.hpp): filters, then weighted scores, then the
-// picker. Plugins with state keep it here: the locality plugins share one locality state
-// (expert_locality.hpp, built by the factory the router table gives), the label plugins the domain pools.
+// picker, each a registered plugin (plugin.hpp) built for the router. Plugins with state keep it; the
+// states plugins share (one per type and router: PluginContext::shared) live here too, and the router
+// hooks are answered from all of them.
 //
 // A filter that would leave no candidate is skipped for that decision (the candidates before it
 // stand) and counted: router_stats' filter_fallbacks, reported for compositions with a filter that
-// can empty the set (load-threshold-filter; the pool and band filters never do, in their order).
+// can empty the set (PluginEntry::can_empty).
 #include "sim/common/rng.hpp"
 #include "sim/routing/compose/composition.hpp"
-#include "sim/routing/compose/expert_locality.hpp"
+#include "sim/routing/compose/plugin.hpp"
 #include "sim/routing/decode_router.hpp"
-#include "sim/routing/domain_pools.hpp"
 #include "sim/routing/router_setup.hpp"
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 namespace eldr {
 
 class ComposedRouter : public DecodeRouter {
  public:
-  // `make_locality` builds the locality plugins' state; a composition that uses them needs one.
-  ComposedRouter(Composition c, const RouterSetup& setup, ExpertLocalityFactory make_locality = nullptr);
+  // Throws std::invalid_argument (or InputError) when a plugin cannot work with the setup.
+  ComposedRouter(Composition c, const RouterSetup& setup);
   ~ComposedRouter() override;
 
   std::string_view name() const override { return c_.name; }
@@ -44,26 +43,23 @@ class ComposedRouter : public DecodeRouter {
   const Composition& composition() const { return c_; }
 
  private:
-  void filter(const FilterStep& f, const Request& r, const DecodeLoadView& load);
-  void score(const ScorerStep& s, const Request& r, const DecodeLoadView& load);
-  int pick(const DecodeLoadView& load);
-
   Composition c_;
   Rng rng_;
-  std::unique_ptr<ExpertLocality> locality_;  // the locality plugins' state, when one is used
-  std::optional<DomainPools> pools_;          // the label plugins' pools, when one is used
-  bool can_empty_ = false;                    // a filter may leave no candidate
+  std::vector<std::unique_ptr<RouterPart>> shared_;  // the states plugins share, in the order built
+  std::vector<std::unique_ptr<Filter>> filters_;
+  std::vector<std::unique_ptr<Scorer>> scorers_;
+  std::unique_ptr<Picker> picker_;
+  std::vector<RouterPart*> parts_;                // every one of the above, shared states first
+  std::vector<const RouterPart*> profile_users_;  // the parts asking for the prompt's profile
+  std::vector<int> layers_;                       // the union of their prompt layers, when more than one asks
+  bool can_empty_ = false;                        // a filter may leave no candidate
   long fallbacks_ = 0;
-  int next_turn_  = 0;  // round-robin-picker: the worker whose turn it is
   // Scratch of one decision: the candidates (ascending), the next filter's, and their totals.
   std::vector<int> cand_, kept_;
   std::vector<double> total_, part_;
-  std::vector<double> hits_;  // precise-prefix-cache-scorer: each worker's cached prompt blocks
-  std::vector<size_t> order_;
 };
 
 // The router for a composition (the experiment's `composed` section, or a built-in router's).
-std::unique_ptr<DecodeRouter> make_composed_router(const Composition& c, const RouterSetup& setup,
-                                                   ExpertLocalityFactory make_locality = nullptr);
+std::unique_ptr<DecodeRouter> make_composed_router(const Composition& c, const RouterSetup& setup);
 
 }  // namespace eldr

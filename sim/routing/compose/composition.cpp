@@ -1,14 +1,14 @@
-// The `composed` section's declarations and reader. Each plugin type is a section of its kind
-// (composed.scorers.queue-scorer), present when the policy uses it, with its parameters as keys: the
-// declarations are the plugin reference (`eldrsim config keys`, docs/config-reference.md), and a sweep
-// reaches a weight by its dotted path (composed.scorers.expert-locality-scorer.weight).
+// The `composed` section's declarations and reader, generated from the plugins' registrations
+// (plugin.hpp). Each plugin type is a section of its kind (composed.scorers.queue-scorer), present when
+// the policy uses it, with its parameters as keys: the declarations are the plugin reference (`eldrsim
+// config keys`, docs/config-reference.md), and a sweep reaches a weight by its dotted path
+// (composed.scorers.queue-scorer.weight).
 #include "sim/routing/compose/composition.hpp"
 #include "sim/config/config_reader.hpp"
 #include "sim/routing/compose/endpoint_picker_config.hpp"
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
 #include <set>
 
@@ -18,51 +18,14 @@ namespace {
 
 using K = KeyType;
 
-// Plugin type names follow llm-d's where llm-d has the plugin (queue-scorer, kv-cache-utilization-scorer,
-// prefix-cache-scorer, max-score-picker, random-picker); the others are eldr-sim's, named the same way.
-constexpr KeyChoice kFilters[] = {
-    {"label-pool-filter", "the domain oracle's pool for the request's label (every worker for a label without one)"},
-    {"load-threshold-filter", "workers with at most max_in_flight requests in flight"},
-    {"locality-band-filter",
-     "ELDR's locality band: workers within eldr.tau of the best signature similarity (the eldr section's model)"},
-};
-constexpr KeyChoice kScorers[] = {
-    {"queue-scorer", "fewest in-flight requests: (max - n) / (max - min) over the candidates, 1 when all equal"},
-    {"kv-cache-utilization-scorer", "free KV memory: 1 - the fraction of KV blocks held by running requests"},
-    {"prefix-cache-scorer", "the fraction of the prompt's full KV blocks cached on the worker (decode prefix cache)"},
-    {"expert-locality-scorer",
-     "signature similarity to the worker's profile, (s - min) / (max - min) over the candidates (the eldr "
-     "section's model)"},
-    {"label-match-scorer", "1 on the workers of the request label's pool, else 0"},
-    {"precise-prefix-cache-scorer",
-     "llm-d's KV-event prefix scorer: the prompt's full KV blocks cached on the worker, (n - min) / (max - min) "
-     "over the workers with a hit (1 when their hits are equal), 0 without a hit"},
-    {"active-request-scorer",
-     "llm-d's in-flight scorer: 1 with at most idle_threshold requests in flight, else (max - n) / max x "
-     "max_busy_score, max over every worker"},
-};
-constexpr KeyChoice kPickers[] = {
-    {"max-score-picker", "the highest total score"},
-    {"random-picker", "uniformly at random among the candidates, or among the top_k by score"},
-    {"p2c-picker", "power of two choices: two distinct random candidates, the higher score (the first drawn on a tie)"},
-    {"round-robin-picker", "workers in turn, skipping those filtered out"},
-};
-constexpr KeyChoice kTieBreaks[] = {
-    {"random", "uniformly among the tied candidates"},
-    {"lowest-index", "the lowest-numbered tied candidate"},
-};
+constexpr std::string_view kKinds[] = {"filters", "scorers", "picker"};
 
-#define SCORER(TYPE, HELP)                                                                                             \
-  {.path = "composed.scorers." TYPE, .type = K::section, .help = HELP},                                                \
-  {                                                                                                                    \
-    .path = "composed.scorers." TYPE ".weight", .type = K::number, .def = "1", .min = 0, .max = 1e6,                   \
-    .help = "the score's weight in the total"                                                                          \
-  }
-
-const ConfigKey kComposedKeys[] = {
-    {.path = "composed",
-     .type = K::section,
-     .help = "router \"composed\": filters, weighted scorers and a picker (docs/routing-policies.md)"},
+// The composed section's own keys, around the plugins': each kind's section is followed by its plugins'.
+constexpr ConfigKey kSectionKey = {
+    .path = "composed",
+    .type = K::section,
+    .help = "router \"composed\": filters, weighted scorers and a picker (docs/routing-policies.md)"};
+constexpr ConfigKey kOwnKeys[] = {
     {.path = "composed.name",
      .type = K::text,
      .def  = "\"composed\"",
@@ -72,173 +35,61 @@ const ConfigKey kComposedKeys[] = {
      .def  = "\"\"",
      .help = "an llm-d EndpointPickerConfig (YAML): its decode profile gives the plugins; filters, scorers and "
              "picker given here replace its entries"},
+};
+constexpr ConfigKey kKindKeys[] = {
     {.path = "composed.filters",
      .type = K::section,
      .help = "filters, applied in this reference's order; one that would leave no candidate is skipped (counted)"},
-    {.path = "composed.filters.label-pool-filter", .type = K::section, .help = kFilters[0].help},
-    {.path = "composed.filters.load-threshold-filter", .type = K::section, .help = kFilters[1].help},
-    {.path = "composed.filters.load-threshold-filter.max_in_flight",
-     .type = K::integer,
-     .def  = "16",
-     .unit = "requests",
-     .min  = 0,
-     .max  = 1e6,
-     .help = "the most in-flight requests a candidate may hold"},
-    {.path = "composed.filters.locality-band-filter", .type = K::section, .help = kFilters[2].help},
     {.path = "composed.scorers",
      .type = K::section,
      .help = "scorers: a worker's total is the weighted sum of its scores, each in [0, 1]"},
-    SCORER("queue-scorer", kScorers[0].help),
-    SCORER("kv-cache-utilization-scorer", kScorers[1].help),
-    SCORER("prefix-cache-scorer", kScorers[2].help),
-    SCORER("expert-locality-scorer", kScorers[3].help),
-    SCORER("label-match-scorer", kScorers[4].help),
-    SCORER("precise-prefix-cache-scorer", kScorers[5].help),
-    SCORER("active-request-scorer", kScorers[6].help),
-    {.path = "composed.scorers.active-request-scorer.idle_threshold",
-     .type = K::integer,
-     .def  = "0",
-     .unit = "requests",
-     .min  = 0,
-     .max  = 1e6,
-     .help = "a worker with at most this many requests in flight is idle: score 1 (llm-d's idleThreshold)"},
-    {.path = "composed.scorers.active-request-scorer.max_busy_score",
-     .type = K::number,
-     .def  = "1",
-     .min  = 0,
-     .max  = 1,
-     .help = "the score of the least busy worker above idle_threshold (llm-d's maxBusyScore)"},
-    {.path = "composed.picker",
-     .type = K::section,
-     .help = "the picker, exactly one (absent: max-score-picker with its defaults)"},
-    {.path = "composed.picker.max-score-picker", .type = K::section, .help = kPickers[0].help},
-    {.path    = "composed.picker.max-score-picker.tie_break",
-     .type    = K::choice,
-     .def     = "\"random\"",
-     .choices = kTieBreaks,
-     .help    = "among candidates with the same total"},
-    {.path = "composed.picker.random-picker", .type = K::section, .help = kPickers[1].help},
-    {.path = "composed.picker.random-picker.top_k",
-     .type = K::integer,
-     .def  = "0",
-     .unit = "workers",
-     .min  = 0,
-     .max  = 1e6,
-     .help = "0: every candidate; k: the k highest totals (ties by lowest index)"},
-    {.path = "composed.picker.p2c-picker", .type = K::section, .help = kPickers[2].help},
-    {.path = "composed.picker.round-robin-picker", .type = K::section, .help = kPickers[3].help},
+    {.path = "composed.picker", .type = K::section},  // help: default_picker_help
 };
-#undef SCORER
+// Every scorer's key: its weight.
+constexpr ConfigKey kWeightKey = {
+    .path = "weight", .type = K::number, .def = "1", .min = 0, .max = 1e6, .help = "the score's weight in the total"};
 
-// The prefill router's section: the composed section's keys under prefill_router, but for the locality
-// plugins (a prompt's experts are known only once it is prefilled); its scheduler file gives the prefill
-// profile.
-KeyTable prefill_keys()
+// A section that names no picker gets the catalog's first.
+const PluginEntry* default_picker(PluginCatalog plugins)
 {
-  static std::deque<std::string> paths;
-  static const std::vector<ConfigKey> keys = [] {
-    std::vector<ConfigKey> out;
-    for (ConfigKey k : kComposedKeys) {
-      const std::string_view path = k.path;
-      if (path.find("locality") != std::string_view::npos)
-        continue;
-      k.path = paths.emplace_back("prefill_router" + std::string(path.substr(std::string_view("composed").size())));
-      if (k.path == "prefill_router")
-        k.help = "the prefill router as a composition (docs/routing-policies.md); no plugin given: the front end's "
-                 "consistent-hash ring (serving.prefill_hash_vnodes, serving.prefill_load_factor)";
-      if (k.path == "prefill_router.name") {
-        k.def  = "\"prefill\"";
-        k.help = "names the prefill policy and its random stream (router.NAME)";
-      }
-      if (k.path == "prefill_router.scheduler")
-        k.help = "an llm-d EndpointPickerConfig (YAML) with a P/D profile handler: its prefill profile gives the "
-                 "plugins; filters, scorers and picker given here replace its entries (run --scheduler sets it "
-                 "for a P/D file)";
-      out.push_back(k);
-    }
-    return out;
-  }();
-  return keys;
+  const auto first = std::find_if(plugins.begin(), plugins.end(), [](const PluginEntry* e) { return e->picker; });
+  if (first == plugins.end())
+    throw std::logic_error("the plugin table has no picker");
+  return *first;
 }
 
 // The smallest weight above 0: weights span at most 1e12 (up to 1e6), so weighted scores stay normal
 // numbers and scaling every weight keeps the policy.
 constexpr double kMinWeight = 1e-6;
 
-constexpr const char* kPluginKinds[] = {"filters", "scorers", "picker"};
-
-// A plugin of the decode router that a section's table leaves out (the prefill router's).
-constexpr const char* kNotHere =
-    "not for the prefill router: expert locality needs the prompt's experts, known only once it is prefilled";
-
-// Reads filters, scorers and picker from `r` (the composed section, or what a scheduler file maps to).
-Composition read_steps(ConfigReader& r)
+// A plugin's parameters through its declarations, into a step's params (by type, so the reader checks
+// each value against its declaration).
+Json read_params(ConfigReader& r, const PluginEntry& e)
 {
-  Composition c;
-  ConfigReader filters = r.section("filters");
-  for (size_t i = 0; i < std::size(kFilters); ++i) {
-    const std::string type(kFilters[i].value);
-    if (!filters.has(type))
-      continue;
-    if (!filters.declares(type))
-      filters.fail(type, kNotHere);
-    ConfigReader f = filters.section(type);
-    FilterStep step;
-    step.type = FilterType(i);
-    if (step.type == FilterType::load_threshold)
-      step.max_in_flight = f.integer("max_in_flight");
-    f.finish();
-    c.filters.push_back(step);
-  }
-  filters.finish();
-
-  ConfigReader scorers = r.section("scorers");
-  for (size_t i = 0; i < std::size(kScorers); ++i) {
-    const std::string type(kScorers[i].value);
-    if (!scorers.has(type))
-      continue;
-    if (!scorers.declares(type))
-      scorers.fail(type, kNotHere);
-    ConfigReader s      = scorers.section(type);
-    const double weight = s.number("weight");
-    ScorerStep step{ScorerType(i), weight};
-    if (step.type == ScorerType::active_request) {
-      step.idle_threshold = s.integer("idle_threshold");
-      step.max_busy_score = s.number("max_busy_score");
+  Json out = Json::object();
+  for (const ConfigKey& k : e.keys) {
+    const std::string key(k.path);
+    switch (k.type) {
+    case K::number:
+      out[key] = r.number(key);
+      break;
+    case K::integer:
+      out[key] = r.integer(key);
+      break;
+    case K::boolean:
+      out[key] = r.boolean(key);
+      break;
+    case K::text:
+      out[key] = r.text(key);
+      break;
+    case K::choice:
+      out[key] = r.choice(key);
+      break;
+    default:
+      throw std::logic_error("plugin " + std::string(e.type) + ": key " + key + " of a type plugins cannot use");
     }
-    // Totals are compared across candidates: a weight so small that weight x score loses its digits (or
-    // goes subnormal) would make a policy and the same policy scaled differ.
-    if (weight > 0 && weight < kMinWeight)
-      s.fail("weight", "must be 0 (the scorer off) or at least 1e-6 (smaller weights lose the score's digits; scale "
-                       "every weight up instead), got " +
-                           s.json()["weight"].dump());
-    s.finish();
-    if (weight > 0)  // weight 0 is the policy without the scorer (a sweep's first point), its state unbuilt
-      c.scorers.push_back(step);
   }
-  scorers.finish();
-
-  ConfigReader picker                  = r.section("picker");
-  const std::vector<std::string> given = picker.keys();
-  if (given.size() > 1)
-    picker.fail(given[1], "a second picker (give exactly one; the first is '" + given[0] + "')");
-  size_t i = 0;
-  if (!given.empty()) {
-    const auto* it =
-        std::find_if(std::begin(kPickers), std::end(kPickers), [&](const KeyChoice& p) { return p.value == given[0]; });
-    if (it == std::end(kPickers))
-      picker.finish();  // the unknown picker's error, with the closest name
-    i = size_t(it - std::begin(kPickers));
-  }
-  ConfigReader p = picker.section(std::string(kPickers[i].value));
-  c.picker.type  = PickerType(i);
-  if (c.picker.type == PickerType::max_score)
-    c.picker.ties = p.choice_of<TieBreak>("tie_break");
-  if (c.picker.type == PickerType::random)
-    c.picker.top_k = p.integer("top_k");
-  p.finish();
-  picker.finish();
-  return c;
+  return out;
 }
 
 std::string read_name(ConfigReader& r)
@@ -247,18 +98,6 @@ std::string read_name(ConfigReader& r)
   if (name.empty())
     r.fail("name", "must not be empty (it names the policy and its random stream)");
   return name;
-}
-
-// A resolved section: the scheduler file, if any, already expanded into filters, scorers and picker.
-Composition read_section(ConfigReader& r)
-{
-  const std::string name = read_name(r);
-  if (r.has("scheduler"))
-    r.ignore("scheduler");
-  Composition c = read_steps(r);
-  c.name        = name;
-  r.finish();
-  return c;
 }
 
 // A scheduler file's notes wait until the section is known to apply (check_composed_with): a run that
@@ -279,14 +118,169 @@ void say_scheduler_notes()
   scheduler_notes().clear();
 }
 
-void check_composed_with(const ConfigReader& /*r*/, const Experiment& /*x*/)
+}  // namespace
+
+std::string_view plugin_kind(const PluginEntry& e)
+{
+  return e.filter ? kKinds[0] : e.scorer ? kKinds[1] : kKinds[2];
+}
+
+const PluginEntry* find_plugin(PluginCatalog plugins, std::string_view type)
+{
+  for (const PluginEntry* e : plugins)
+    if (e->type == type)
+      return e;
+  return nullptr;
+}
+
+bool Composition::uses_fit(std::string_view fit) const
+{
+  const auto reads = [&](const Step& s) { return !fit.empty() && s.plugin && s.plugin->fit == fit; };
+  return std::any_of(filters.begin(), filters.end(), reads) || std::any_of(scorers.begin(), scorers.end(), reads) ||
+         reads(picker);
+}
+
+CompositionSections::CompositionSections(PluginCatalog plugins) : plugins_(plugins)
+{
+  // The composed section's keys, each plugin's after its kind's; the owner of each, for the prefill table.
+  std::vector<const PluginEntry*> owner;
+  auto add = [&](ConfigKey k, const PluginEntry* by) {
+    composed_.push_back(k);
+    owner.push_back(by);
+  };
+  add(kSectionKey, nullptr);
+  for (const ConfigKey& k : kOwnKeys)
+    add(k, nullptr);
+  for (size_t kind = 0; kind < std::size(kKinds); ++kind) {
+    ConfigKey kind_key = kKindKeys[kind];
+    if (kKinds[kind] == "picker")
+      kind_key.help = texts_.emplace_back(
+          "the picker, exactly one (absent: " + std::string(default_picker(plugins_)->type) + " with its defaults)");
+    add(kind_key, nullptr);
+    for (const PluginEntry* e : plugins_) {
+      if (plugin_kind(*e) != kKinds[kind])
+        continue;
+      const std::string& section = texts_.emplace_back(std::string(kKindKeys[kind].path) + "." + std::string(e->type));
+      add({.path = section, .type = K::section, .help = e->help}, e);
+      std::vector<ConfigKey> params(e->keys.begin(), e->keys.end());
+      if (e->scorer)
+        params.insert(params.begin(), kWeightKey);
+      for (ConfigKey k : params) {
+        k.path = texts_.emplace_back(section + "." + std::string(k.path));
+        add(k, e);
+      }
+    }
+  }
+  // The prefill router's section: the same keys under prefill_router, but for the plugins it cannot
+  // run; its scheduler file gives the prefill profile.
+  for (size_t i = 0; i < composed_.size(); ++i) {
+    ConfigKey k = composed_[i];
+    if (owner[i] && !owner[i]->not_for_prefill.empty())
+      continue;
+    const std::string_view path = k.path;
+    k.path = texts_.emplace_back("prefill_router" + std::string(path.substr(std::string_view("composed").size())));
+    if (k.path == "prefill_router")
+      k.help = "the prefill router as a composition (docs/routing-policies.md); no plugin given: the front end's "
+               "consistent-hash ring (serving.prefill_hash_vnodes, serving.prefill_load_factor)";
+    if (k.path == "prefill_router.name") {
+      k.def  = "\"prefill\"";
+      k.help = "names the prefill policy and its random stream (router.NAME)";
+    }
+    if (k.path == "prefill_router.scheduler")
+      k.help = "an llm-d EndpointPickerConfig (YAML) with a P/D profile handler: its prefill profile gives the "
+               "plugins; filters, scorers and picker given here replace its entries (run --scheduler sets it for a "
+               "P/D file)";
+    prefill_.push_back(k);
+  }
+}
+
+// Reads filters, scorers and picker from `r` (the composed section, or what a scheduler file maps to),
+// in the catalog's order whatever the section's.
+Composition CompositionSections::read_steps(ConfigReader& r) const
+{
+  Composition c;
+  for (const bool filters : {true, false}) {
+    ConfigReader kind = r.section(filters ? "filters" : "scorers");
+    for (const PluginEntry* e : plugins_) {
+      if (filters ? !e->filter : !e->scorer)
+        continue;
+      const std::string type(e->type);
+      if (!kind.has(type))
+        continue;
+      if (!kind.declares(type))
+        kind.fail(type, "not for the prefill router: " + std::string(e->not_for_prefill));
+      ConfigReader s = kind.section(type);
+      Step step{e};
+      if (filters) {
+        step.params = read_params(s, *e);
+        s.finish();
+        c.filters.push_back(std::move(step));
+        continue;
+      }
+      step.weight = s.number("weight");
+      step.params = read_params(s, *e);
+      // Totals are compared across candidates: a weight so small that weight x score loses its digits
+      // (or goes subnormal) would make a policy and the same policy scaled differ.
+      if (step.weight > 0 && step.weight < kMinWeight)
+        s.fail("weight", "must be 0 (the scorer off) or at least 1e-6 (smaller weights lose the score's digits; "
+                         "scale every weight up instead), got " +
+                             s.json()["weight"].dump());
+      s.finish();
+      if (step.weight > 0)  // weight 0 is the policy without the scorer (a sweep's first point), its state unbuilt
+        c.scorers.push_back(std::move(step));
+    }
+    kind.finish();
+  }
+
+  ConfigReader picker                  = r.section("picker");
+  const std::vector<std::string> given = picker.keys();
+  if (given.size() > 1)
+    picker.fail(given[1], "a second picker (give exactly one; the first is '" + given[0] + "')");
+  const PluginEntry* e = given.empty() ? default_picker(plugins_) : find_plugin(plugins_, given[0]);
+  if (!e || !e->picker) {
+    picker.finish();  // the unknown picker's error, with the closest name
+    throw std::logic_error("picker '" + given[0] + "' passed the picker section's check");
+  }
+  if (!picker.declares(std::string(e->type)))
+    picker.fail(std::string(e->type), "not for the prefill router: " + std::string(e->not_for_prefill));
+  ConfigReader p  = picker.section(std::string(e->type));
+  c.picker.plugin = e;
+  c.picker.params = read_params(p, *e);
+  p.finish();
+  picker.finish();
+  return c;
+}
+
+// A resolved section: the scheduler file, if any, already expanded into filters, scorers and picker.
+Composition CompositionSections::read_section(ConfigReader& r) const
+{
+  const std::string name = read_name(r);
+  if (r.has("scheduler"))
+    r.ignore("scheduler");
+  Composition c = read_steps(r);
+  c.name        = name;
+  r.finish();
+  return c;
+}
+
+void CompositionSections::check_composed_with(const ConfigReader& /*r*/, const Experiment& /*x*/)
 {
   say_scheduler_notes();
 }
 
+void CompositionSections::check_composed(ConfigReader& r, const std::string& root) const
+{
+  if (r.text("scheduler").empty()) {
+    read_section(r);
+    return;
+  }
+  read_with_scheduler(r, root, composed_, "composed", ProfileRole::decode);
+}
+
 // A section with a scheduler file (given in `r`): the file's `role` profile, each of the section's own
 // filters, scorers and picker replacing the file's entry of that type (the picker: the file's picker).
-void read_with_scheduler(ConfigReader& r, const std::string& root, KeyTable keys, const char* path, ProfileRole role)
+void CompositionSections::read_with_scheduler(ConfigReader& r, const std::string& root, KeyTable keys, const char* path,
+                                              ProfileRole role) const
 {
   namespace fs     = std::filesystem;
   std::string file = r.text("scheduler");
@@ -302,7 +296,7 @@ void read_with_scheduler(ConfigReader& r, const std::string& root, KeyTable keys
   given.finish();
 
   scheduler_notes().clear();
-  Json merged = read_endpoint_picker_config(file, &scheduler_notes(), role);
+  Json merged = read_endpoint_picker_config(file, plugins_, &scheduler_notes(), role);
   for (const char* kind : {"filters", "scorers"})
     if (own.contains(kind)) {
       merged[kind].merge_patch(own[kind]);
@@ -318,28 +312,19 @@ void read_with_scheduler(ConfigReader& r, const std::string& root, KeyTable keys
   r.finish();
 }
 
-// The section as given: with a scheduler file, its decode profile's plugins under the section's own.
-void check_composed_section(ConfigReader& r, const std::string& root)
-{
-  if (r.text("scheduler").empty()) {
-    read_section(r);
-    return;
-  }
-  read_with_scheduler(r, root, kComposedKeys, "composed", ProfileRole::decode);
-}
-
 // The prefill router's section: a composition when it gives a plugin (else nothing is recorded: the
 // ring routes, configured under serving).
-void check_prefill_section(ConfigReader& r, const std::string& root)
+void CompositionSections::check_prefill(ConfigReader& r, const std::string& root) const
 {
   if (r.has("scheduler") && !r.text("scheduler").empty()) {
-    read_with_scheduler(r, root, prefill_keys(), "prefill_router", ProfileRole::prefill);
+    read_with_scheduler(r, root, prefill_, "prefill_router", ProfileRole::prefill);
     return;
   }
   if (r.has("filters") || r.has("scorers") || r.has("picker")) {
     const Json& given = r.json();
-    const bool named  = std::any_of(kPluginKinds, std::end(kPluginKinds), [&](const char* kind) {
-      return given.contains(kind) && !(given[kind].is_object() && given[kind].empty());
+    const bool named  = std::any_of(std::begin(kKinds), std::end(kKinds), [&](std::string_view kind) {
+      const std::string k(kind);
+      return given.contains(k) && !(given[k].is_object() && given[k].empty());
     });
     if (!named)  // {"scorers": {}} would replace the ring by a random choice, {} keeps it
       r.fail(given.contains("scorers")   ? "scorers"
@@ -351,40 +336,41 @@ void check_prefill_section(ConfigReader& r, const std::string& root)
     return;
   }
   if (r.has("name")) {
-    ConfigReader unrecorded(r.json(), r.file(), prefill_keys(), nullptr, "prefill_router");
+    ConfigReader unrecorded(r.json(), r.file(), prefill_, nullptr, "prefill_router");
     read_name(unrecorded);  // checked all the same
     r.ignore("name");
   }
   r.finish();
 }
 
-// Scorers of the prefill router that read the prefill workers' prefix caches: without them every
-// worker scores the same, and the router picks at random.
-// A scheduler file's prefill profile is run as llm-d runs it: its cache scorers are said to score alike.
-void check_prefill_with(const ConfigReader& r, const Experiment& x)
+// Scorers of the prefill router that read the prefill workers' KV caches: without a prefix cache
+// every worker scores the same, and the router picks at random. A scheduler file's prefill profile is
+// run as llm-d runs it: its cache scorers are said to score alike. A P/D file routing decode whose
+// prefill profile does not route prefill is said too.
+void CompositionSections::check_prefill_with(const ConfigReader& r, const Experiment& x) const
 {
   static const Json kNone = Json::object();
   const auto scorers_of   = [](const Json& section) -> const Json& {
     return section.is_object() && section.contains("scorers") && section["scorers"].is_object() ? section["scorers"]
                                                                                                   : kNone;
   };
-  // A P/D file routing decode whose prefill profile does not route prefill.
-  if (x.router == "composed" && x.resolved.contains("composed")) {
+  const bool own_file = r.has("scheduler") && !r.json()["scheduler"].get<std::string>().empty();
+  if (x.router == "composed" && x.resolved.contains("composed") && !own_file) {
     const std::string decode_file = x.resolved["composed"].value("scheduler", "");
-    if (!decode_file.empty() && !(r.has("scheduler") && !r.json()["scheduler"].get<std::string>().empty()) &&
-        has_prefill_profile(decode_file))
+    if (!decode_file.empty() && has_prefill_profile(decode_file))
       scheduler_notes().push_back(decode_file + ": its prefill profile does not route prefill here: set "
                                                 "prefill_router.scheduler to this file (run --scheduler does)");
   }
   const Json& own = scorers_of(r.json());
   const Json& all = x.resolved.contains("prefill_router") ? scorers_of(x.resolved["prefill_router"]) : kNone;
-  for (const char* type : {"kv-cache-utilization-scorer", "prefix-cache-scorer", "precise-prefix-cache-scorer"}) {
-    if (x.serving.prefix_cache)
-      break;
+  for (const PluginEntry* e : plugins_) {
+    const std::string type(e->type);
+    if (x.serving.prefix_cache || !e->scorer || !e->reads_kv_cache)
+      continue;
     const std::string why = "scores every prefill worker the same without serving.prefix_cache (a prefill worker "
                             "keeps no KV between prompts)";
     if (own.contains(type) && !(own[type].contains("weight") && own[type]["weight"] == 0))
-      r.fail(std::string("scorers.") + type,
+      r.fail("scorers." + type,
              why + ", so prefill would be routed at random: set serving.prefix_cache true, or remove it");
     if (!own.contains(type) && all.contains(type) && all[type].value("weight", 1.0) > 0)
       scheduler_notes().push_back(r.file() + ": prefill_router.scheduler: the file's " + type + " " + why +
@@ -393,53 +379,17 @@ void check_prefill_with(const ConfigReader& r, const Experiment& x)
   say_scheduler_notes();
 }
 
-}  // namespace
-
-const RouterSection kComposedSection = {"composed", kComposedKeys, check_composed_section,
-                                        false,      false,         check_composed_with};
-const RouterSection kPrefillSection  = {"prefill_router",  prefill_keys(), check_prefill_section, true, false,
-                                        check_prefill_with};
-
-bool Composition::uses_expert_locality() const
+Composition CompositionSections::read(const Json& section, const std::string& file) const
 {
-  return std::any_of(filters.begin(), filters.end(),
-                     [](const FilterStep& f) { return f.type == FilterType::locality_band; }) ||
-         std::any_of(scorers.begin(), scorers.end(),
-                     [](const ScorerStep& s) { return s.type == ScorerType::expert_locality; });
-}
-
-bool Composition::uses_label_pools() const
-{
-  return std::any_of(filters.begin(), filters.end(),
-                     [](const FilterStep& f) { return f.type == FilterType::label_pool; }) ||
-         std::any_of(scorers.begin(), scorers.end(),
-                     [](const ScorerStep& s) { return s.type == ScorerType::label_match; });
-}
-
-std::span<const KeyChoice> filter_types()
-{
-  return kFilters;
-}
-std::span<const KeyChoice> scorer_types()
-{
-  return kScorers;
-}
-std::span<const KeyChoice> picker_types()
-{
-  return kPickers;
-}
-
-Composition read_composition(const Json& section, const std::string& file)
-{
-  ConfigReader r(section, file, kComposedKeys, nullptr, "composed");
+  ConfigReader r(section, file, composed_, nullptr, "composed");
   return read_section(r);
 }
 
-std::optional<Composition> read_prefill_composition(const Json& section, const std::string& file)
+std::optional<Composition> CompositionSections::read_prefill(const Json& section, const std::string& file) const
 {
   if (!section.contains("filters") && !section.contains("scorers") && !section.contains("picker"))
     return std::nullopt;
-  ConfigReader r(section, file, prefill_keys(), nullptr, "prefill_router");
+  ConfigReader r(section, file, prefill_, nullptr, "prefill_router");
   return read_section(r);
 }
 

@@ -1,82 +1,81 @@
 #pragma once
 // A decode routing policy as a pipeline, the way llm-d's inference scheduler (the Gateway API
 // Inference Extension's endpoint picker) works: filters narrow the candidate workers, weighted scorers
-// rank them (each score in [0, 1]), a picker chooses. The config's `composed` section declares one
-// (composition.cpp: every plugin and parameter as a key declaration); the router table's built-in
-// routers are compositions too (router_registry.cpp), and an llm-d EndpointPickerConfig maps onto one
-// (endpoint_picker_config.hpp). docs/routing-policies.md is the reference.
+// rank them (each score in [0, 1]), a picker chooses. The plugins are registered objects (plugin.hpp)
+// listed by the router table (sim/routing/registry/plugin_table.cpp); the config's `composed` section
+// declares a pipeline of them, each plugin a section with its parameters as keys (CompositionSections).
+// The router table's built-in routers are compositions too (router_registry.cpp), and an llm-d
+// EndpointPickerConfig maps onto one (endpoint_picker_config.hpp). docs/routing-policies.md is the
+// reference.
 #include "sim/common/json_reader.hpp"
 #include "sim/config/config_key.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/routing/compose/endpoint_picker_config.hpp"
+#include "sim/routing/compose/plugin.hpp"
 
+#include <deque>
 #include <optional>
-#include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace eldr {
 
 class ConfigReader;
 
-// Plugin types, in the order of their declarations (and of the pipeline: filters run in this order,
-// scores add up in this order).
-enum class FilterType { label_pool, load_threshold, locality_band };
-enum class ScorerType {
-  queue,
-  kv_cache_utilization,
-  prefix_cache,
-  expert_locality,
-  label_match,
-  precise_prefix_cache,
-  active_request
-};
-enum class PickerType { max_score, random, p2c, round_robin };
-enum class TieBreak { random, lowest_index };
-
-struct FilterStep {
-  FilterType type    = FilterType::label_pool;
-  long max_in_flight = 0;  // load-threshold-filter
-};
-struct ScorerStep {
-  ScorerType type       = ScorerType::queue;
-  double weight         = 0;
-  long idle_threshold   = 0;    // active-request-scorer: at most this many in flight scores 1
-  double max_busy_score = 1.0;  // active-request-scorer: the score of the least busy worker above it
-};
-struct PickerStep {
-  PickerType type = PickerType::max_score;
-  TieBreak ties   = TieBreak::random;  // max-score-picker
-  long top_k      = 0;                 // random-picker: 0, every candidate
+// One plugin of a pipeline with its parameters' values (defaults filled in), by key name.
+struct Step {
+  const PluginEntry* plugin = nullptr;
+  double weight             = 0;  // scorers: the score's weight in the total
+  Json params               = Json::object();
+  std::string_view type() const { return plugin->type; }
 };
 
 struct Composition {
   std::string name;  // names the policy; its random stream is "router.<name>"
-  std::vector<FilterStep> filters;
-  std::vector<ScorerStep> scorers;
-  PickerStep picker;
-  bool uses_expert_locality() const;
-  bool uses_label_pools() const;
+  std::vector<Step> filters;
+  std::vector<Step> scorers;  // each with a weight above 0
+  Step picker;
+  // Whether a step is of a plugin that reads the named router fit (PluginEntry::fit).
+  bool uses_fit(std::string_view fit) const;
 };
 
-// The plugin types by kind, each with its line of help, in enum order.
-std::span<const KeyChoice> filter_types();
-std::span<const KeyChoice> scorer_types();
-std::span<const KeyChoice> picker_types();
+// The `composed` and prefill_router sections for a catalog of plugins: their key declarations (every
+// plugin a section under its kind, every parameter a key), readers and checks, for the router table.
+class CompositionSections {
+ public:
+  explicit CompositionSections(PluginCatalog plugins);
+  CompositionSections(const CompositionSections&)            = delete;
+  CompositionSections& operator=(const CompositionSections&) = delete;
 
-// The `composed` section: its key declarations (every plugin a section, every parameter a key) and
-// its check, for the router table.
-extern const RouterSection kComposedSection;
+  PluginCatalog plugins() const { return plugins_; }
+  KeyTable composed_keys() const { return composed_; }
+  KeyTable prefill_keys() const { return prefill_; }
 
-// The prefill router's section (prefill_router): the same plugins but the locality ones, no scheduler file.
-extern const RouterSection kPrefillSection;
+  // RouterSection's read and check_with for each section (a scheduler file's profile merged into each:
+  // the decode profile into composed, a P/D file's prefill profile into prefill_router; the prefill
+  // router's plugins but those it cannot run).
+  void check_composed(ConfigReader& r, const std::string& root) const;
+  static void check_composed_with(const ConfigReader& r, const Experiment& x);
+  void check_prefill(ConfigReader& r, const std::string& root) const;
+  void check_prefill_with(const ConfigReader& r, const Experiment& x) const;
 
-// The composition a resolved section describes (the experiment's router_sections["composed"], or a
-// built-in router's text in the same form); `scheduler` in it is ignored (already expanded).
-// Throws InputError naming `file` on a bad value.
-Composition read_composition(const Json& section, const std::string& file);
-// The prefill router's composition, none when the resolved section gives no plugin (then the front
-// end's consistent-hash ring routes prefill).
-std::optional<Composition> read_prefill_composition(const Json& section, const std::string& file);
+  // The composition a resolved section describes (the experiment's router_sections["composed"], or a
+  // built-in router's text in the same form); `scheduler` in it is ignored (already expanded).
+  // Throws InputError naming `file` on a bad value.
+  Composition read(const Json& section, const std::string& file) const;
+  // The prefill router's composition, none when the resolved section gives no plugin (then the front
+  // end's consistent-hash ring routes prefill).
+  std::optional<Composition> read_prefill(const Json& section, const std::string& file) const;
+
+ private:
+  Composition read_steps(ConfigReader& r) const;
+  Composition read_section(ConfigReader& r) const;
+  void read_with_scheduler(ConfigReader& r, const std::string& root, KeyTable keys, const char* path,
+                           ProfileRole role) const;
+
+  PluginCatalog plugins_;
+  std::deque<std::string> texts_;  // the generated paths the declarations point into
+  std::vector<ConfigKey> composed_, prefill_;
+};
 
 }  // namespace eldr

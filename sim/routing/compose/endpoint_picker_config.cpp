@@ -261,21 +261,20 @@ std::string camel_case(std::string_view name)
   return out;
 }
 
-// The composed section's kind holding eldr-sim plugin `type` ("filters", "scorers", "picker"), or "".
-std::string kind_of(std::string_view type)
+// The composed section's kind holding plugin `type` ("filters", "scorers", "picker"), or "".
+std::string kind_of(PluginCatalog plugins, std::string_view type)
 {
-  const auto in = [&](std::span<const KeyChoice> types) {
-    return std::any_of(types.begin(), types.end(), [&](const KeyChoice& c) { return c.value == type; });
-  };
-  return in(filter_types()) ? "filters" : in(scorer_types()) ? "scorers" : in(picker_types()) ? "picker" : "";
+  const PluginEntry* e = find_plugin(plugins, type);
+  return e ? std::string(plugin_kind(*e)) : "";
 }
 
-std::vector<std::string> supported_types()
+std::vector<std::string> supported_types(PluginCatalog plugins)
 {
   std::vector<std::string> out;
-  for (const auto& types : {filter_types(), scorer_types(), picker_types()})
-    for (const KeyChoice& c : types)
-      out.emplace_back(c.value);
+  for (const std::string_view kind : {"filters", "scorers", "picker"})
+    for (const PluginEntry* e : plugins)
+      if (plugin_kind(*e) == kind)
+        out.emplace_back(e->type);
   out.emplace_back(kDecodeFilter);
   return out;
 }
@@ -283,6 +282,7 @@ std::vector<std::string> supported_types()
 struct Reader {
   const std::string& path;
   std::vector<std::string>* notes;  // may be null
+  PluginCatalog catalog;            // the registered plugins
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const
   {
@@ -432,7 +432,7 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
   const auto field = join(p.field, "parameters");
   if (none)
     return out;
-  const std::string kind = kind_of(p.type);
+  const std::string kind = kind_of(r.catalog, p.type);
   std::vector<std::string> dropped, ignored;
   for (const std::string& key : r.keys(p.parameters, field, "the plugin's parameters, name: value")) {
     const auto known = [&](const KnownParameter& k) { return k.type == p.type && k.name == key; };
@@ -444,18 +444,17 @@ Json plugin_parameters(const Reader& r, const Plugin& p)
         (key == "decodeProfile" || key == "prefillProfile" || (key == "profiles" && p.type == kPdHandlers[0])))
       continue;  // read by role_profile
     const std::string snake = snake_case(key);
-    const std::string decl  = "composed." + kind + "." + p.type;
     // One spelling, llm-d's camelCase: tie_break is not taken for tieBreak.
-    const bool camel = key.find('_') == std::string::npos;
-    if (!kind.empty() && camel && snake != "weight" && find_key(kComposedSection.keys, decl + "." + snake)) {
+    const bool camel         = key.find('_') == std::string::npos;
+    const PluginEntry* entry = find_plugin(r.catalog, p.type);
+    if (entry && camel && snake != "weight" && find_key(entry->keys, snake)) {
       out[snake] = r.scalar(p.parameters[key], join(field, key));
       continue;
     }
     std::vector<std::string> own;
-    if (!kind.empty())
-      for (const std::string& k : key_siblings(kComposedSection.keys, decl))
-        if (k != "weight")
-          own.push_back(camel_case(k));
+    if (entry)
+      for (const std::string& k : key_siblings(entry->keys, ""))
+        own.push_back(camel_case(k));
     std::vector<std::string> llmd;
     for (const KnownParameter& k : kNotModelledParameters)
       if (k.type == p.type)
@@ -583,9 +582,10 @@ YAML::Node parse_yaml(const Reader& r, const std::string& text)
 
 }  // namespace
 
-Json read_endpoint_picker_config(const std::string& path, std::vector<std::string>* notes, ProfileRole role)
+Json read_endpoint_picker_config(const std::string& path, PluginCatalog catalog, std::vector<std::string>* notes,
+                                 ProfileRole role)
 {
-  const Reader r{path, notes};
+  const Reader r{path, notes, catalog};
   const std::string role_text(role_name(role));
   const std::string text = read_input_file(path, kMaxFileBytes);
   require_utf8(text, path, "");
@@ -605,7 +605,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
   r.list(plugin_list, "plugins", "the plugins, each - type: TYPE");
   std::vector<Plugin> plugins;
   std::map<std::string, size_t> by_name;  // index in plugins
-  const std::vector<std::string> known = supported_types();
+  const std::vector<std::string> known = supported_types(r.catalog);
   for (size_t i = 0; i < plugin_list.size(); ++i) {
     const YAML::Node node = plugin_list[i];
     // yaml-cpp's Node assignment writes into the document: a Plugin is built whole, never assigned to.
@@ -638,7 +638,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
   // Every plugin's parameters are checked (not only the decode profile's), as llm-d checks them all.
   std::vector<Json> parameters;
   for (const Plugin& p : plugins)
-    parameters.push_back(!kind_of(p.type).empty() || p.type == kDecodeFilter || contains(kPdHandlers, p.type)
+    parameters.push_back(!kind_of(r.catalog, p.type).empty() || p.type == kDecodeFilter || contains(kPdHandlers, p.type)
                              ? plugin_parameters(r, p)
                              : Json::object());
 
@@ -746,7 +746,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
                           ", not a filter, scorer or picker: skipped in the profile, as llm-d skips it");
       continue;
     }
-    const std::string kind = kind_of(p.type);
+    const std::string kind = kind_of(r.catalog, p.type);
     if (kind.empty())
       r.fail(s.field, in_quotes(p.name) + " is llm-d's " + p.type + ", which eldr-sim does not model" +
                           ": remove it from the " + role_text + " profile " + in_quotes(profile) +
@@ -786,7 +786,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
   if (picker_field.empty()) {
     std::vector<size_t> pickers;
     for (size_t i = 0; i < plugins.size(); ++i)
-      if (kind_of(plugins[i].type) == "picker" || plugins[i].type == "weighted-random-picker")
+      if (kind_of(r.catalog, plugins[i].type) == "picker" || plugins[i].type == "weighted-random-picker")
         pickers.push_back(i);
     if (pickers.size() > 1)
       r.fail(plugins[pickers[1]].field, "the " + role_text + " profile " + in_quotes(profile) +
@@ -795,7 +795,7 @@ Json read_endpoint_picker_config(const std::string& path, std::vector<std::strin
                                             " picker plugins: add the pluginRef of the one meant");
     if (pickers.size() == 1) {
       const Plugin& p = plugins[pickers[0]];
-      if (kind_of(p.type).empty())
+      if (kind_of(r.catalog, p.type).empty())
         r.fail(join(p.field, "type"), "the " + role_text + " profile " + in_quotes(profile) +
                                           " has no picker, so llm-d gives it this " + p.type +
                                           ", which eldr-sim does not model: add a picker to the profile");
@@ -810,7 +810,7 @@ bool has_prefill_profile(const std::string& path)
   // yaml-cpp throws on asking a missing key's node anything but IsDefined: `scalar` asks that first.
   const auto scalar = [](const YAML::Node& n) { return given(n) && n.IsScalar() ? n.Scalar() : std::string(); };
   try {
-    const Reader r{path, nullptr};
+    const Reader r{path, nullptr, {}};
     const YAML::Node root = parse_yaml(r, read_input_file(path, kMaxFileBytes));
     if (!root.IsMap() || !given(root["plugins"]) || !root["plugins"].IsSequence() ||
         !given(root["schedulingProfiles"]) || !root["schedulingProfiles"].IsSequence())

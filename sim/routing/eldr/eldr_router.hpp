@@ -9,10 +9,9 @@
 // (eldr.refit): static (never), periodic (alias online: every refit_interval_s) and triggered (when
 // the drift detector, drift_detector.hpp, finds the routed signatures moved away from the centroids).
 // The router table's "eldr" is a composition (sim/routing/compose/): the locality-band filter and the
-// expert-locality scorer take their decisions from this class in steps (begin, band, similarities,
-// end); its own choose() is that composition's decision, for the tests.
+// expert-locality scorer (locality_plugins.cpp) take their decisions from this class in steps (begin, band,
+// similarities, end); its own choose() is that composition's decision, for the tests.
 #include "sim/config/experiment.hpp"
-#include "sim/routing/compose/expert_locality.hpp"
 #include "sim/routing/decode_router.hpp"
 #include "sim/routing/eldr/drift_detector.hpp"
 #include "sim/routing/eldr/eldr_model.hpp"
@@ -39,9 +38,9 @@ RefitPolicy parse_refit_policy(const std::string& name);
 DriftDetectorOptions drift_detector_options(const EldrSpec& spec);
 
 // ELDR's locality state: the model, the band, the online refit and drift detection, which the
-// composition's expert-locality plugins run on (router "eldr" is the composition band filter + queue
-// scorer + lowest-index max-score picker, router_registry.cpp).
-class EldrRouter : public ExpertLocality {
+// expert-locality plugins run on (locality_plugins.cpp; router "eldr" is the composition band filter +
+// queue scorer + lowest-index max-score picker, router_registry.cpp).
+class EldrRouter {
  public:
   EldrRouter(EldrModel model, const EldrSpec& spec);
 
@@ -49,32 +48,32 @@ class EldrRouter : public ExpertLocality {
   // what the eldr composition decides (tests/unit/eldr_router_test.cpp holds the two equal), for tests
   // and benches.
   int choose(const Request& r, const DecodeLoadView& load);
-  ProfileFields prompt_fields() const override { return fields_for(model_.variant); }
-  std::span<const int> prompt_layers() const override { return model_.mask; }
-  void observe_prompt(const Request& r, const PromptProfile& profile) override;
-  double handoff_bytes(const Request& r) const override;
-  double routing_overhead_s() const override { return spec_.routing_overhead_s; }
+  ProfileFields prompt_fields() const { return fields_for(model_.variant); }
+  std::span<const int> prompt_layers() const { return model_.mask; }
+  void observe_prompt(const Request& r, const PromptProfile& profile);
+  double handoff_bytes(const Request& r) const;
+  double routing_overhead_s() const { return spec_.routing_overhead_s; }
   // The nearest centroid (largest dot product of unit vectors: cosine) of the fitted model; none for a
   // prompt with nothing on the mask's layers.
-  std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const override;
-  std::vector<std::pair<std::string, double>> stats() const override;
-  void log_decisions_to(DecisionDetail* detail) override { trace_ = detail; }
+  std::vector<int> home_workers(const Request& r, const PromptProfile& prompt) const;
+  std::vector<std::pair<std::string, double>> stats() const;
+  void log_decisions_to(DecisionDetail* detail) { trace_ = detail; }
   // Simulated times of the refits performed (periodic and triggered), in order.
-  std::vector<double> refit_times() const override { return refit_times_; }
+  std::vector<double> refit_times() const { return refit_times_; }
   // Only the policies named periodic or triggered: "online" (periodic's older name) and static runs
   // keep the summaries they always had.
-  bool follows_drift() const override { return spec_.refit == "periodic" || spec_.refit == "triggered"; }
-  bool profiles_cached_blocks() const override { return spec_.signature_cache; }
+  bool follows_drift() const { return spec_.refit == "periodic" || spec_.refit == "triggered"; }
+  bool profiles_cached_blocks() const { return spec_.signature_cache; }
 
-  // One decision in steps, as the composed router's locality plugins take it (composed_router.cpp):
+  // One decision in steps, as the locality plugins take it (locality_plugins.cpp):
   // begin() takes the request's signature (observe_prompt first); band() appends to `out` the
   // candidates within tau of the best similarity among `candidates` (with min_two, the runner-up joins
   // a band of one), in their order; similarities() is every worker's exact similarity; end() counts
   // the decision and refits as the policy says.
-  void begin(const Request& r) override;
-  void band(std::span<const int> candidates, std::vector<int>& out) override;
-  std::span<const float> similarities() override;
-  void end(double now) override;
+  void begin(const Request& r);
+  void band(std::span<const int> candidates, std::vector<int>& out);
+  std::span<const float> similarities();
+  void end(double now);
 
   // Decision on a ready signature (the band over every worker, then the least loaded, lowest index on
   // ties; no refit): for tests/benches.

@@ -2,8 +2,8 @@
 #include "sim/common/input_error.hpp"
 #include "sim/routing/compose/composed_router.hpp"
 #include "sim/routing/eldr/eldr_fit.hpp"
-#include "sim/routing/eldr/eldr_router.hpp"
 #include "sim/routing/eldr/eldr_spec.hpp"
+#include "sim/routing/registry/plugin_table.hpp"
 #include "sim/routing/router_fit.hpp"
 
 #include "examples/routers/jsq_of_d.hpp"
@@ -25,15 +25,9 @@ Composition composed_section(const Experiment* x)
   return read_composition(section, x ? x->config_file : "(defaults)");
 }
 
-// The expert-locality plugins' state: ELDR's model, band and refits.
-std::unique_ptr<ExpertLocality> eldr_locality(const RouterSetup& setup)
-{
-  return make_eldr_router(setup);
-}
-
 std::unique_ptr<DecodeRouter> from_composed_section(const RouterSetup& setup)
 {
-  return make_composed_router(composed_section(setup.experiment), setup, eldr_locality);
+  return make_composed_router(composed_section(setup.experiment), setup);
 }
 
 constexpr ResultColumn kEldrColumns[] = {{"tau", "eldr.tau"}, {"kmeans", "eldr.kmeans"}, {"variant", "eldr.variant"}};
@@ -94,7 +88,7 @@ std::unique_ptr<DecodeRouter> make_decode_router(const std::string& name, const 
   if (!e)
     throw std::invalid_argument("unknown decode router '" + name + "'");
   if (e->composition)
-    return make_composed_router(builtin_composition(*e), setup, eldr_locality);
+    return make_composed_router(builtin_composition(*e), setup);
   return e->make(setup);
 }
 
@@ -129,16 +123,16 @@ std::vector<ResultColumn> result_columns()
 
 namespace {
 
-// The expert-locality plugins (locality-band-filter, expert-locality-scorer) read ELDR's model.
-bool uses_expert_locality(const Experiment& x)
+// The plugins that read ELDR's model (the expert-locality ones: PluginEntry::fit).
+bool uses_eldr_model(const Experiment& x)
 {
   const std::optional<Composition> c = decode_composition(x);
-  return c && c->uses_expert_locality();
+  return c && c->uses_fit("eldr");
 }
 
 const RouterFit kFits[] = {
     {"eldr", "ELDR", "ELDR's model: IDF, layer mask, balanced K-means", "eldr.model_file", eldr_run_only_keys(),
-     uses_expert_locality, eldr_file_given, fit_eldr_file, check_eldr_file},
+     uses_eldr_model, eldr_file_given, fit_eldr_file, check_eldr_file},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "sim/config/experiment.hpp"
 #include "sim/routing/compose/composition.hpp"
 #include "sim/routing/decode_router.hpp"
+#include "sim/routing/registry/plugin_table.hpp"
 #include "sim/routing/router_setup.hpp"
 
 #include <memory>
