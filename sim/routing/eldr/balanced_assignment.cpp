@@ -350,19 +350,38 @@ bool is_unique_optimum(std::span<const double> cost, int n, int k, std::span<con
   // Potentials from a virtual root at distance 0 to every node; a relaxation in round K + 1 means a
   // negative cycle. A cycle a -> sink -> a is an edge and its own reverse, not a different
   // assignment: a node's sink edges both cost 0 and carry no margin, so it never counts.
+  // A cycle among the nodes' last relaxations is a negative cycle too (the predecessor graph of
+  // Bellman-Ford is a tree until one forms): checked after each round, it ends most refusals in a
+  // few rounds instead of K + 2 (O(K^3) at 64 clusters).
   std::vector<double> dist(size_t(k + 1), 0.0);
+  std::vector<int> parent(size_t(k + 1), -1);
+  std::vector<char> mark(size_t(k + 1));
   for (int round = 0; round <= k + 1; ++round) {
     bool changed = false;
     for (int a = 0; a <= k; ++a) {
       const double* wa = w.data() + size_t(a) * size_t(k + 1);
       for (int b = 0; b <= k; ++b)
         if (wa[b] < inf && dist[size_t(a)] + wa[b] < dist[size_t(b)]) {
-          dist[size_t(b)] = dist[size_t(a)] + wa[b];
-          changed         = true;
+          dist[size_t(b)]   = dist[size_t(a)] + wa[b];
+          parent[size_t(b)] = a;
+          changed           = true;
         }
     }
     if (!changed)
       return true;
+    // Walk up from each node, marking the walk (1) until a finished node (2), the root or the walk.
+    std::fill(mark.begin(), mark.end(), 0);
+    for (int v = 0; v <= k; ++v) {
+      int x = v;
+      while (x >= 0 && mark[size_t(x)] == 0) {
+        mark[size_t(x)] = 1;
+        x               = parent[size_t(x)];
+      }
+      if (x >= 0 && mark[size_t(x)] == 1)
+        return false;
+      for (x = v; x >= 0 && mark[size_t(x)] == 1; x = parent[size_t(x)])
+        mark[size_t(x)] = 2;
+    }
   }
   return false;
 }
