@@ -308,6 +308,48 @@ TEST_CASE("balanced assignment: equals Boost.Graph at production size (N = 1000,
   CHECK(mine.total_cost == double(boost_min_cost_flow(icost, n, k, cap).cost));
 }
 
+TEST_CASE("balanced assignment: equals Boost.Graph where the capacities bind hard, dense and sparse")
+{
+  // Points of a few kinds that all rank the clusters alike, capacities summing to n or a little more:
+  // late points reach a cluster with room only along long paths, whose moves take the cheapest
+  // movers out of clusters and put them into others (the solver's table of cheapest moves is
+  // updated and found again all along). The sparse instances forbid each point all but a few
+  // clusters near its kind; Boost sees those pairs at a cost no optimum can afford.
+  Rng rng(17, "test.assignment.tight");
+  constexpr long forbidden = 1'000'000'000'000;
+  for (int t = 0; t < 12; ++t) {
+    const int n = 300 + int(rng.below(300)), k = 8 + int(rng.below(24));
+    const int kinds = 2 + int(rng.below(4));
+    std::vector<long> icost(size_t(n) * size_t(k));
+    std::vector<double> sparse(icost.size());
+    std::vector<long> isparse(icost.size());
+    for (int i = 0; i < n; ++i) {
+      const int kind = int(rng.below(uint64_t(kinds)));
+      for (int c = 0; c < k; ++c) {
+        const long v =
+            std::lround(((c + kind) % k < k / 2 ? 0.1 + 0.05 * ((c + kind) % k) : 1.0) * 1e6 + 1e5 * rng.uniform01());
+        const bool allowed                         = (c + kind) % k < k / 2 + 2 || rng.below(4) == 0;
+        icost[size_t(i) * size_t(k) + size_t(c)]   = v;
+        sparse[size_t(i) * size_t(k) + size_t(c)]  = allowed ? double(v) : std::numeric_limits<double>::infinity();
+        isparse[size_t(i) * size_t(k) + size_t(c)] = allowed ? v : forbidden;
+      }
+    }
+    std::vector<int> cap = random_capacities(rng, n, k, t % 2 ? 0 : 2);
+    CAPTURE(t);
+    const auto cost   = as_double(icost);
+    const auto dense  = balanced_assignment(cost, n, k, cap);
+    const auto oracle = boost_min_cost_flow(icost, n, k, cap);
+    check_feasible(dense, cost, n, k, cap);
+    CHECK(dense.total_cost == double(oracle.cost));
+    const auto mine          = balanced_assignment_allowed(sparse, n, k, cap);
+    const auto sparse_oracle = boost_min_cost_flow(isparse, n, k, cap);
+    REQUIRE(sparse_oracle.cost < forbidden);  // the allowed pairs hold an assignment
+    REQUIRE(mine.has_value());
+    check_feasible(*mine, sparse, n, k, cap);
+    CHECK(mine->total_cost == double(sparse_oracle.cost));
+  }
+}
+
 TEST_CASE("balanced assignment: near-optimal on non-integer costs (Boost on the rounded matrix)")
 {
   // Double costs: the optimum of the 1e9-rounded matrix bounds ours within N * 0.5e-9 either way.

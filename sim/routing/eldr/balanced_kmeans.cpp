@@ -600,6 +600,19 @@ void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, st
   }
 }
 
+// lo[q] = the lower bound of point i's reduced cost (cost - dual) at centroid q, from its entries si
+// and their slacks e; returns the lowest upper bound. (Its own function: inlined into the step, the
+// running minimum lived in memory, a chain of stores and loads; the step took ~10% longer.)
+[[gnu::noinline]] double reduced_bounds(const float* si, const double* e, const double* duals, int k, double* lo)
+{
+  double best_hi = std::numeric_limits<double>::infinity();
+  for (int q = 0; q < k; ++q) {
+    lo[q]   = 1.0 - (double(si[q]) + e[q]) - duals[q];
+    best_hi = std::min(best_hi, 1.0 - (double(si[q]) - e[q]) - duals[q]);
+  }
+  return best_hi;
+}
+
 // The balanced step on bounds: exact dots where the previous duals say a point may go, lower bounds
 // of the cost elsewhere. The exact entries alone are solved as a sparse instance; its optimum is the
 // optimum of the exact costs when, on the matrix of exact entries and lower bounds, it is the only
@@ -617,11 +630,7 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
   for (int i = 0; i < n; ++i) {
     const float* si = sims.row(i);
     sims.slacks(i, e.data());
-    double best_hi = inf;  // the lowest upper bound of a reduced cost (cost - dual)
-    for (int q = 0; q < k; ++q) {
-      lo[size_t(q)] = 1.0 - (double(si[q]) + e[size_t(q)]) - duals[size_t(q)];
-      best_hi       = std::min(best_hi, 1.0 - (double(si[q]) - e[size_t(q)]) - duals[size_t(q)]);
-    }
+    const double best_hi = reduced_bounds(si, e.data(), duals.data(), k, lo.data());
     need.clear();
     for (int q = 0; q < k; ++q)
       if (e[size_t(q)] > 0 && lo[size_t(q)] <= best_hi + kDualRoom) {
