@@ -3,6 +3,7 @@
 #include "sim/app/process_pool.hpp"
 #include "sim/common/output_lock.hpp"
 #include "sim/common/result_dir.hpp"
+#include "tests/support/scratch_dir.hpp"
 
 #include <doctest/doctest.h>
 
@@ -27,16 +28,6 @@ std::string read_text(const fs::path& p)
   s << in.rdbuf();
   return s.str();
 }
-
-struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("eldr-pool-test." + std::to_string(::getpid()));
-  Scratch() { fs::create_directories(dir); }
-  ~Scratch()
-  {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
 
 // Runs one child of this executable with arguments `args` under the entry point; its exit and log.
 std::pair<ChildExit, std::string> run_child(EntryPoint entry, const std::vector<std::string>& args, const fs::path& log)
@@ -77,7 +68,7 @@ int lock_and_print_holder(int, char** argv)
 
 TEST_CASE("process pool: a child of this executable runs the entry point in the forked image, with its arguments")
 {
-  Scratch s;
+  test::ScratchDir s("process-pool");
   auto [e, log] = run_child(echo_arguments, {"alpha", "beta gamma"}, s.dir / "echo.log");
   CHECK(e.code == 7);  // what the entry point returned: exec'ing the test binary would not give it
   CHECK(e.signal == 0);
@@ -86,7 +77,7 @@ TEST_CASE("process pool: a child of this executable runs the entry point in the 
 
 TEST_CASE("process pool: an interrupted child leaves the temporaries the parent registered for its own interrupts")
 {
-  Scratch s;
+  test::ScratchDir s("process-pool");
   const fs::path mine = s.dir / "parent-temporary";
   std::ofstream(mine) << "x";
   InterruptNote note("parent", {mine.string()});
@@ -98,7 +89,7 @@ TEST_CASE("process pool: an interrupted child leaves the temporaries the parent 
 
 TEST_CASE("process pool: a child's output lock names the child's command, not the parent's command line")
 {
-  Scratch s;
+  test::ScratchDir s("process-pool");
   const fs::path out = s.dir / "out";
   auto [e, log]      = run_child(lock_and_print_holder, {"run", out.string()}, s.dir / "lock.log");
   CHECK(e.code == 0);
