@@ -42,13 +42,17 @@ void set_entry_point(EntryPoint entry)
 // In a forked child that runs the command in this image: what exec would have reset. The
 // interrupt signals back to their defaults (the command installs its own handler) and this
 // process's interrupt note dropped (its temporaries are the parent's), the command named after
-// the child's arguments (lock files say who holds them).
+// the child's arguments (lock files say who holds them; ps shows it as the process's name, its
+// command line staying the parent's).
 [[noreturn]] static void run_in_image(std::vector<char*>& argv)
 {
   for (int sig : {SIGINT, SIGTERM, SIGHUP})
     ::signal(sig, SIG_DFL);
   forget_interrupt_note();
-  set_this_command(std::filesystem::path(argv[0]).filename().string() + (argv[1] ? std::string(" ") + argv[1] : ""));
+  const std::string command =
+      std::filesystem::path(argv[0]).filename().string() + (argv[1] ? std::string(" ") + argv[1] : "");
+  set_this_command(command);
+  ::prctl(PR_SET_NAME, command.c_str());  // what ps -o comm and top show (15 characters)
   const int code = g_entry(int(argv.size() - 1), argv.data());
   std::fflush(nullptr);
   ::_exit(code);  // the parent's atexit handlers and static objects are not this child's to run
