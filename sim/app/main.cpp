@@ -1,5 +1,6 @@
 // eldrsim: the command line over the simulator library.
 #include "sim/app/commands.hpp"
+#include "sim/app/process_pool.hpp"
 #include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
@@ -31,7 +32,9 @@ static std::string unknown_command(CLI::App& app, int argc, char** argv, int i, 
   return line + "; commands: " + list + " (see --help)";
 }
 
-int main(int argc, char** argv)
+// The command line: parses argv and runs its command; what main returns. Sweep points and fits
+// call it in a forked child (process_pool.hpp) as a fresh process would.
+static int eldrsim_main(int argc, char** argv)
 {
   CLI::App app{"eldr-sim: a SimGrid simulator of prefill/decode-disaggregated MoE serving, for decode routing "
                "studies.",
@@ -86,4 +89,10 @@ int main(int argc, char** argv)
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv)
+{
+  eldr::app::set_entry_point(eldrsim_main);
+  return eldrsim_main(argc, argv);
 }

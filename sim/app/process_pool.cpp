@@ -1,4 +1,6 @@
 #include "sim/app/process_pool.hpp"
+#include "sim/common/output_lock.hpp"
+#include "sim/common/result_dir.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -28,6 +30,34 @@ std::string self_executable()
   return ec ? std::string("eldrsim") : p.string();
 }
 
+namespace {
+EntryPoint g_entry = nullptr;
+}
+
+void set_entry_point(EntryPoint entry)
+{
+  g_entry = entry;
+}
+
+// In a forked child that runs the command in this image: what exec would have reset. The
+// interrupt signals back to their defaults (the command installs its own handler) and this
+// process's interrupt note dropped (its temporaries are the parent's), the command named after
+// the child's arguments (lock files say who holds them; ps shows it as the process's name, its
+// command line staying the parent's).
+[[noreturn]] static void run_in_image(std::vector<char*>& argv)
+{
+  for (int sig : {SIGINT, SIGTERM, SIGHUP})
+    ::signal(sig, SIG_DFL);
+  forget_interrupt_note();
+  const std::string command =
+      std::filesystem::path(argv[0]).filename().string() + (argv[1] ? std::string(" ") + argv[1] : "");
+  set_this_command(command);
+  ::prctl(PR_SET_NAME, command.c_str());  // what ps -o comm and top show (15 characters)
+  const int code = g_entry(int(argv.size() - 1), argv.data());
+  std::fflush(nullptr);
+  ::_exit(code);  // the parent's atexit handlers and static objects are not this child's to run
+}
+
 static sigset_t pool_signals()
 {
   sigset_t s;
@@ -43,6 +73,8 @@ static pid_t spawn(const ChildTask& t, pid_t parent, const sigset_t& child_mask)
   for (const auto& a : t.argv)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const bool in_image = g_entry != nullptr && !t.argv.empty() && t.argv[0] == self_executable();
+  std::fflush(nullptr);  // nothing buffered here is written twice, once by the child
   pid_t pid = ::fork();
   if (pid < 0)
     throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
@@ -62,6 +94,8 @@ static pid_t spawn(const ChildTask& t, pid_t parent, const sigset_t& child_mask)
       ::dup2(null, 0);
       ::close(null);
     }
+    if (in_image)
+      run_in_image(argv);
     ::execv(argv[0], argv.data());
     std::fprintf(stderr, "exec %s failed: %s\n", argv[0], std::strerror(errno));
     ::_exit(127);

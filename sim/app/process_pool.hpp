@@ -1,6 +1,8 @@
 #pragma once
 // Runs child processes (argv lists) N at a time: fork/exec with output to a log file, each child
-// killed if this process dies (PR_SET_PDEATHSIG), completions reported in order of finishing.
+// killed if this process dies (PR_SET_PDEATHSIG), completions reported in order of finishing. With an
+// entry point set (main sets its own), a child whose argv[0] is this executable runs the command in
+// the forked image instead of exec'ing a fresh one: no loading, linking and start-up per child.
 #include <functional>
 #include <string>
 #include <vector>
@@ -32,5 +34,10 @@ int usable_cpus();
 
 // This executable's path (/proc/self/exe).
 std::string self_executable();
+
+// The command line's entry point (main's body, which parses argv and runs the command). Children
+// whose argv[0] is self_executable() call it after fork and exit with what it returns.
+using EntryPoint = int (*)(int argc, char** argv);
+void set_entry_point(EntryPoint entry);
 
 }  // namespace eldr::app

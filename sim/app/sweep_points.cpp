@@ -5,6 +5,7 @@
 #include "sim/app/sweep_parts.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/gating/generated_gating.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -24,8 +25,15 @@ namespace {
 // (GeneratedGating: a source is loaded only for exactly the same inputs, so results do not change):
 // most points of a grid have the same model, workload and seed, and building the palettes is a fixed
 // ~6% of a point. Removed when the sweep ends; a killed sweep's by the next (remove_stale_temporaries).
+// Before each child starts, this process reads the files there that it has not read yet
+// (preload_routing_cache): the child, forked from it, finds them in memory.
 struct RoutingCache {
   std::string dir;
+  void preload() const
+  {
+    if (!dir.empty())
+      preload_routing_cache(dir);
+  }
   explicit RoutingCache(const std::string& out) : dir((fs::path(out) / (".routing-cache" + owner_suffix())).string())
   {
     std::error_code ec;
@@ -243,7 +251,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       fs::create_directories(fits_dir(out, p));
       std::string file = fit_file(out, p).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({nullptr, fit_argv(self, p, file, cache.dir), log, [&, key, log, label](const ChildExit& e) {
+      tasks.push_back({[&cache] { cache.preload(); }, fit_argv(self, p, file, cache.dir), log,
+                       [&, key, log, label](const ChildExit& e) {
                          if (e.code != 0 && !interrupted(e.code)) {
                            const std::string how = how_it_ended(e);
                            if (e.signal != 0)
@@ -285,7 +294,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     std::string model = fit && !p.fit.empty() ? fit_file(out, p).string() : "";
     std::string log   = (tmp / "run.log").string();
     // The temporary directory is made when the point starts, not up front.
-    auto prepare = [tmp, out] {
+    auto prepare = [tmp, out, &cache] {
+      cache.preload();
       std::error_code ec;
       fs::remove_all(tmp, ec);
       if (!fs::create_directories(tmp, ec) && ec)

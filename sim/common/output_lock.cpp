@@ -45,8 +45,12 @@ std::string describe_holder(const std::string& text)
 }
 
 // "eldrsim run": the program's name and its first argument.
+std::string g_this_command;  // set_this_command
+
 std::string this_command()
 {
+  if (!g_this_command.empty())
+    return g_this_command;
   std::string args;
   if (FILE* f = std::fopen("/proc/self/cmdline", "rb")) {
     char buf[1024];
@@ -120,6 +124,11 @@ void OutputLock::release()
 OutputLock::~OutputLock()
 {
   release();
+}
+
+void set_this_command(const std::string& command)
+{
+  g_this_command = command;
 }
 
 }  // namespace eldr

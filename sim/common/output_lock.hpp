@@ -34,6 +34,10 @@ class OutputLock {
   bool exclusive_ = true;
 };
 
+// Names this process's command in the locks it takes from now on ("eldrsim run"), in place of its
+// command line: for a child forked to run a command without exec, whose command line is its parent's.
+void set_this_command(const std::string& command);
+
 // ".<name>.lock" beside `output` ("out/" and "out" alike).
 std::string output_lock_file(const std::string& output);
 

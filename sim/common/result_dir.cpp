@@ -213,6 +213,11 @@ std::string signal_meaning(int sig)
   }
 }
 
+void forget_interrupt_note()
+{
+  g_note.store(nullptr);
+}
+
 void install_interrupt_handler()
 {
   g_tty = ::isatty(2);

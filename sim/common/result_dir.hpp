@@ -130,6 +130,9 @@ void check_output_file(const std::string& path);
 
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (again after SimGrid installs its own).
 void install_interrupt_handler();
+// In a child forked to run a command in this image: the parent's registered temporaries are not
+// the child's to remove on an interrupt (the parent's note is left as it is, not freed).
+void forget_interrupt_note();
 
 // "SIGINT", "SIGTERM", "SIGKILL", ... or "signal N"; and what a signal killing a child usually means
 // ("usually the kernel's out-of-memory killer" for SIGKILL), empty when nothing useful can be said.

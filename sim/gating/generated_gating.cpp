@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 namespace eldr {
 
@@ -233,7 +235,7 @@ template <class T> void append_array(std::string& out, const T* data, size_t n)
 
 // Reads from a buffer, front to back; every read fails once one has.
 struct BufferReader {
-  const std::string& buf;
+  std::string_view buf;
   size_t pos = 0;
   bool ok    = true;
   bool read(void* out, size_t n)
@@ -257,31 +259,66 @@ void cache_note(const std::string& file, const std::string& why)
   std::fprintf(stderr, "eldrsim: note: %s: %s; rebuilding the routing cache file\n", file.c_str(), why.c_str());
 }
 
-}  // namespace
-
-bool GeneratedGating::load_built(const std::string& file, const std::string& key)
+// A cache file's contents, read whole and checked (version and checksum); null when it is not
+// there or does not check out (noted unless `quiet`).
+std::shared_ptr<const std::string> read_checked(const std::string& file, bool quiet)
 {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec))
-    return false;
-  std::string buf;
+    return nullptr;
+  auto buf = std::make_shared<std::string>();
   try {
-    buf = read_input_file(file);
+    *buf = read_input_file(file);
   } catch (const InputError& e) {
-    cache_note(file, e.what());
-    return false;
+    if (!quiet)
+      cache_note(file, e.what());
+    return nullptr;
   }
   uint64_t stored_sum = 0;
-  if (buf.size() < sizeof kBuiltMagic + 2 * sizeof(uint64_t) || !std::equal(kBuiltMagic, kBuiltMagic + 8, buf.data())) {
-    cache_note(file, "not a routing cache file of this version");
-    return false;
+  if (buf->size() < sizeof kBuiltMagic + 2 * sizeof(uint64_t) ||
+      !std::equal(kBuiltMagic, kBuiltMagic + 8, buf->data())) {
+    if (!quiet)
+      cache_note(file, "not a routing cache file of this version");
+    return nullptr;
   }
-  std::memcpy(&stored_sum, buf.data() + buf.size() - sizeof stored_sum, sizeof stored_sum);
-  if (fnv1a64(buf.data(), buf.size() - sizeof stored_sum) != stored_sum) {
-    cache_note(file, "its contents fail their checksum (the file was damaged)");
-    return false;
+  std::memcpy(&stored_sum, buf->data() + buf->size() - sizeof stored_sum, sizeof stored_sum);
+  if (fnv1a64(buf->data(), buf->size() - sizeof stored_sum) != stored_sum) {
+    if (!quiet)
+      cache_note(file, "its contents fail their checksum (the file was damaged)");
+    return nullptr;
   }
-  buf.resize(buf.size() - sizeof stored_sum);
+  return buf;
+}
+
+// preload_routing_cache's files by path, and their bytes in all.
+std::map<std::string, std::shared_ptr<const std::string>> g_preloaded;
+size_t g_preloaded_bytes = 0;
+
+}  // namespace
+
+void preload_routing_cache(const std::string& cache_dir)
+{
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(cache_dir, ec)) {
+    const std::string name = e.path().filename().string(), file = e.path().string();
+    if (!name.starts_with("generated-") || !name.ends_with(".bin") || g_preloaded.contains(file))
+      continue;
+    if (g_preloaded_bytes + size_t(e.file_size(ec)) > kPreloadBytes)
+      continue;  // left on disk, read by each run that needs it
+    if (auto buf = read_checked(file, true)) {
+      g_preloaded_bytes += buf->size();
+      g_preloaded.emplace(file, std::move(buf));
+    }
+  }
+}
+
+bool GeneratedGating::load_built(const std::string& file, const std::string& key)
+{
+  const auto it                                 = g_preloaded.find(file);
+  const std::shared_ptr<const std::string> held = it != g_preloaded.end() ? it->second : read_checked(file, false);
+  if (!held)
+    return false;
+  const std::string_view buf(held->data(), held->size() - sizeof(uint64_t));  // less the checksum
   BufferReader in{buf, sizeof kBuiltMagic};
   uint64_t key_size = 0;
   if (!in.read(&key_size, sizeof key_size) || key_size != key.size() || buf.compare(in.pos, key.size(), key) != 0)

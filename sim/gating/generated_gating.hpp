@@ -24,6 +24,13 @@
 
 namespace eldr {
 
+// Reads the routing cache files in `cache_dir` not read yet, whole and checked, into this process's
+// memory (at most kPreloadBytes in all): a GeneratedGating of this process, or of a child forked
+// from it (a sweep's points), then takes a file's contents from memory instead of reading it again.
+// A file that does not check out is left to the run that needs it (which notes it and rebuilds).
+void preload_routing_cache(const std::string& cache_dir);
+inline constexpr size_t kPreloadBytes = size_t(1) << 30;
+
 class GeneratedGating : public GatingSource {
  public:
   // novel_after_s: measured requests arriving at or after it draw their sub-topics from a second set

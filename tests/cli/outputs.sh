@@ -205,11 +205,13 @@ for sig in TERM HUP; do
 done
 
 # ---------------------------------------------------------------- 5. a sweep point killed by a signal
-# kill_child PATTERN: SIGKILL to the sweep's child whose command line holds PATTERN, once it runs.
+# kill_child PATTERN: SIGKILL to the sweep's child whose command line or log (its stdout: the point's
+# run.log, the fit's log) holds PATTERN, once it runs. The children are forked from the sweep without
+# exec, so their command line is the sweep's; the log names the point.
 kill_child() {
   for _ in $(seq 200); do
     for c in $(pgrep -P "$BG"); do
-      if tr '\0' ' ' <"/proc/$c/cmdline" 2>/dev/null | grep -q -- "$1"; then
+      if { tr '\0' ' ' <"/proc/$c/cmdline"; readlink "/proc/$c/fd/1"; } 2>/dev/null | grep -q -- "$1"; then
         sleep 0.5
         kill -KILL "$c"
         return 0
@@ -239,7 +241,7 @@ printf '{"name": "fk", "base": "%s", "set": {"workload.measured_requests": 30, "
   "$PWD/$DEFAULT" >"$TMP/fk.json"
 "$ELDRSIM" sweep "$TMP/fk.json" -q -o "$TMP/fk" 2>"$TMP/fk.err" &
 BG=$!
-kill_child " fit "
+kill_child "eldr-fits/"
 wait $BG
 rc=$?
 BG=

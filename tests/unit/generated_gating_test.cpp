@@ -147,6 +147,31 @@ TEST_CASE("generated routing: a request's cached key follows the request, not it
   }
 }
 
+// The same arrays, palette laws and expert picks (the first 300 requests of `w`, every 7th token).
+bool same_source(const GeneratedGating& a, const GeneratedGating& b, const Workload& w)
+{
+  bool equal = a.palettes() == b.palettes();
+  for (int pal = 0; equal && pal < a.palettes(); ++pal) {
+    auto la = a.palette_logits(pal), lb = b.palette_logits(pal);
+    equal = std::equal(la.begin(), la.end(), lb.begin());
+  }
+  const size_t cells = size_t(a.shape().layers * a.shape().experts);
+  for (int i = 0; equal && i < 300; ++i) {
+    const Request& r = w.requests[size_t(i)];
+    for (int phase = 0; phase < 2; ++phase) {
+      const TokenLaw pa = a.token_law(r, phase), pb = b.token_law(r, phase);
+      for (size_t c = 0; c < cells; ++c)
+        equal = equal && pa.probability(c) == pb.probability(c);
+    }
+    for (int t = 0; t < r.prompt_tokens + r.output_tokens; t += 7) {
+      auto ma = a.token_experts(r, t);
+      auto mb = b.token_experts(r, t);
+      equal   = equal && std::equal(ma.begin(), ma.end(), mb.begin());
+    }
+  }
+  return equal;
+}
+
 TEST_CASE("generated routing: a source from the cache directory equals one built in place")
 {
   namespace fs       = std::filesystem;
@@ -160,28 +185,7 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
       v.push_back(e.path());
     return v;
   };
-  auto same = [&](const GeneratedGating& a, const GeneratedGating& b) {
-    bool equal = a.palettes() == b.palettes();
-    for (int pal = 0; equal && pal < a.palettes(); ++pal) {
-      auto la = a.palette_logits(pal), lb = b.palette_logits(pal);
-      equal = std::equal(la.begin(), la.end(), lb.begin());
-    }
-    const size_t cells = size_t(a.shape().layers * a.shape().experts);
-    for (int i = 0; equal && i < 300; ++i) {
-      const Request& r = w.requests[size_t(i)];
-      for (int phase = 0; phase < 2; ++phase) {
-        const TokenLaw pa = a.token_law(r, phase), pb = b.token_law(r, phase);
-        for (size_t c = 0; c < cells; ++c)
-          equal = equal && pa.probability(c) == pb.probability(c);
-      }
-      for (int t = 0; t < r.prompt_tokens + r.output_tokens; t += 7) {
-        auto ma = a.token_experts(r, t);
-        auto mb = b.token_experts(r, t);
-        equal   = equal && std::equal(ma.begin(), ma.end(), mb.begin());
-      }
-    }
-    return equal;
-  };
+  auto same = [&](const GeneratedGating& a, const GeneratedGating& b) { return same_source(a, b, w); };
   const GeneratedGating built(x.model, x.routing_profile, "task", w.labels, x.seed);
   const GeneratedGating first(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   REQUIRE(files().size() == 1);  // built, then written
@@ -233,6 +237,33 @@ TEST_CASE("generated routing: a source from the cache directory equals one built
   const GeneratedGating other_build(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.string());
   CHECK(same(built, other_build));
   fs::remove_all(dir);
+}
+
+TEST_CASE("generated routing: a cache file preloaded into memory is used from there, for its own inputs only")
+{
+  namespace fs = std::filesystem;
+  Experiment x = generated("qwen3-30b-a3b", "task");
+  Workload w   = make_workload(x);
+  test::ScratchDir dir("routing-preload");
+  const GeneratedGating built(x.model, x.routing_profile, "task", w.labels, x.seed);
+  {
+    const GeneratedGating first(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.path());
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir.dir))
+    files.push_back(e.path());
+  REQUIRE(files.size() == 1);
+  preload_routing_cache(dir.path());
+  // The file now fails its checksum: read from disk it would be noted and rebuilt (rewritten).
+  const std::string damaged = "ELDRPAL2 not a routing cache file";
+  std::ofstream(files[0], std::ios::binary | std::ios::trunc) << damaged;
+  const GeneratedGating second(x.model, x.routing_profile, "task", w.labels, x.seed, "", INFINITY, dir.path());
+  CHECK(same_source(built, second, w));
+  std::ifstream in(files[0], std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == damaged);  // not rebuilt: memory served
+  // Other inputs under the same directory get their own arrays, not the preloaded file's.
+  const GeneratedGating other(x.model, x.routing_profile, "task", w.labels, x.seed + 1, "", INFINITY, dir.path());
+  CHECK(!same_source(built, other, w));
 }
 
 TEST_CASE("generated routing: accumulate_tokens equals the OR of token_experts, chunked or not")
