@@ -50,8 +50,9 @@ void window_masks(const GatingSource& source, const Request& r, int position, in
   const size_t first       = out.size();
   const bool laws          = window > 0 && source.has_token_laws();
   const TokenLaw law       = laws ? source.token_law(r, 1) : TokenLaw{};
-  // A replayed request has tokens up to its last output token: drafts past it repeat that one.
-  const int last = laws ? position + window : std::max(position, r.prompt_tokens + r.output_tokens - 1);
+  // A replayed request has the tokens decode feeds, up to position P + output - 2 (the last output
+  // token is never fed): drafts past it repeat that one.
+  const int last = laws ? position + window : std::max(position, r.prompt_tokens + r.output_tokens - 2);
   thread_local std::vector<uint64_t> added;
   for (int j = 0; j <= window; ++j) {
     std::span<const uint64_t> m = source.token_experts(r, std::min(position + j, last));

@@ -66,6 +66,17 @@ check "default persistence: 4 verified tokens pick more than 8 and fewer than 32
 check "the proposer (one MoE layer per draft) and 4 verified tokens make a step slower than k = 0's" \
   "$PY -c \"import csv,sys; m=lambda p: sum(float(r['duration_ms']) for r in csv.DictReader(open(p)))/sum(1 for _ in open(p)); sys.exit(0 if m('$TMP/one3p/steps.csv') > m('$TMP/one0/steps.csv') else 1)\""
 
+# A replayed trace: drafts are the request's real next tokens, those past its last fed token repeat it.
+"$ELDRSIM" trace gen $D --out "$TMP/trace" --routing --set workload.measured_requests=40 \
+  --set workload.warmup_requests=5 --set workload.calibration_requests=10 --set workload.output_tokens=64 >/dev/null 2>&1
+REPLAY=(--set workload.kind=trace --set workload.trace="$TMP/trace" --set workload.routing=trace
+  --set workload.warmup_requests=5 -q)
+check "a replayed trace runs with k = 3 and its steps verify more experts than k = 0's" \
+  "'$ELDRSIM' run $D \"\${REPLAY[@]}\" --out '$TMP/replay0' >/dev/null &&
+   '$ELDRSIM' run $D \"\${REPLAY[@]}\" --set $S.num_speculative_tokens=3 --set '$S.acceptance=[0.9, 0.9, 0.9]' \
+     --out '$TMP/replay3' >/dev/null &&
+   $PY -c \"import json,sys; d=[json.load(open(f'$TMP/replay{k}/summary.json'))['distinct_experts_per_layer_mean'] for k in (0, 3)]; sys.exit(0 if d[1] > d[0] else 1)\""
+
 # The same model, expected against sampled, at a load where batches hold many sequences.
 for mode in expected sampled; do
   "$ELDRSIM" run $D --requests 600 --set workload.warmup_requests=0 --rate 60 -q --set workload.union=$mode \
