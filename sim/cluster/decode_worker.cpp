@@ -1,6 +1,8 @@
 #include "sim/cluster/decode_worker.hpp"
 #include "sim/cache/prefix_blocks.hpp"
 #include "sim/cluster/prefill_worker.hpp"
+#include "sim/common/rng.hpp"
+#include "sim/gating/speculative_tokens.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -73,6 +75,11 @@ DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
     rank_picks_.resize(layers * R);
     pair_max_.resize(layers);
   }
+  spec_ = s_.experiment.speculative.tokens;
+  if (spec_ > 0) {
+    accept_seed_ = stream_seed(s_.experiment.seed, "speculative acceptance");
+    expert_seed_ = stream_seed(s_.experiment.seed, "speculative experts");
+  }
   // As the driver counts them: the requests before the first measured one.
   const auto& reqs = s_.workload.requests;
   warmup_requests_ = std::find_if(reqs.begin(), reqs.end(), [](const Request& r) { return r.measured; }) - reqs.begin();
@@ -103,9 +110,13 @@ void DecodeWorker::admit()
       c.kv_peak_s     = now;
     }
     batch_.push_back(
-        {r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_)});
+        {r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_), {}});
+    if (spec_ > 0 && !expected_ && s_.routing.has_token_laws())
+      batch_.back().hot =
+          hot_cells(s_.routing.token_law(*r, 1), size_t(s_.routing.shape().layers) * size_t(s_.routing.shape().experts),
+                    s_.experiment.speculative.expert_persistence);
     if (expected_)
-      expected_->join(s_.routing.token_law(*r, 1));
+      expected_->join(decode_law(*r));
     s_.recorder.request(r->id).decode_admit_s = now;
     XBT_VERB("request %u: admitted to decode worker %d's batch (%zu sequences, %ld of %ld KV blocks used)", r->id,
              index_, batch_.size(), cache_.used(), cache_.capacity());
@@ -152,8 +163,10 @@ void DecodeWorker::accumulate_ranks(int k)
   std::span<uint64_t> u   = step_union(k);
   std::span<uint32_t> acc = step_ranks(k);
   for (size_t t = 0; t < tokens_.size(); ++t) {
-    std::span<const uint64_t> m = s_.routing.token_experts(*tokens_[t].request, tokens_[t].position);
-    const int o                 = owners_[t];
+    std::span<const uint64_t> m =
+        spec_ > 0 ? std::span<const uint64_t>(&window_[t * size_t(shape.words())], size_t(shape.words()))
+                  : s_.routing.token_experts(*tokens_[t].request, tokens_[t].position);
+    const int o = owners_[t];
     for (int l = 0; l < shape.layers; ++l) {
       uint32_t* a = &acc[size_t(l) * per_layer];
       for (int r = 0; r < R; ++r) {
@@ -184,7 +197,7 @@ double DecodeWorker::step_distinct(int k)
 DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& attention)
 {
   if (ep_ <= 1)
-    return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_);
+    return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_, nullptr, spec_ + 1);
   const GatingShape& shape = s_.routing.shape();
   const int W = shape.words_per_layer, R = ep_;
   const size_t per_layer        = size_t(R + R * R);
@@ -205,7 +218,43 @@ DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& at
     pair_max_[size_t(l)] = worst;
   }
   const RankLoads loads{R, rank_distinct_, rank_picks_, pair_max_};
-  return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_, &loads);
+  return s_.cost.decode_step(s_.decode_layout, batch, attention, distinct_, &loads, spec_ + 1);
+}
+
+TokenLaw DecodeWorker::decode_law(const Request& r) const
+{
+  return window_law(s_.routing.token_law(r, 1), spec_, s_.experiment.speculative.expert_persistence);
+}
+
+int DecodeWorker::generated_at(size_t i, int k) const
+{
+  return spec_ > 0 ? gen_at_[i * size_t(max_block_ + 1) + size_t(k)] : batch_[i].generated + k;
+}
+
+// Speculative decoding: fills gen_at_ for up to n steps, each sequence emitting 1 + a tokens a step (at
+// most what it has left, at least one); returns the steps up to the first after which one finishes.
+int DecodeWorker::plan_speculative(int n)
+{
+  const size_t row = size_t(max_block_ + 1);
+  gen_at_.resize(batch_.size() * row);
+  const std::span<const double> acceptance = s_.experiment.speculative.acceptance;
+  int steps                                = n;
+  for (size_t i = 0; i < batch_.size(); ++i) {
+    const Request& r = *batch_[i].request;
+    int g            = batch_[i].generated;
+    gen_at_[i * row] = g;
+    for (int k = 0; k < n; ++k) {
+      const int emitted =
+          std::max(1, std::min(1 + accepted_drafts(accept_seed_, r.id, g, acceptance), r.output_tokens - g));
+      g += emitted;
+      gen_at_[i * row + size_t(k) + 1] = g;
+      if (g >= r.output_tokens) {
+        steps = std::min(steps, k + 1);
+        break;
+      }
+    }
+  }
+  return steps;
 }
 
 // Plans the steps from `start` up to the first one after which a sequence finishes (at most
@@ -216,9 +265,13 @@ int DecodeWorker::plan(double start)
   const GatingShape& shape = s_.routing.shape();
   const int window         = s_.experiment.model.sliding_window;
   int n                    = max_block_;
-  for (const Sequence& seq : batch_)
-    n = std::min(n, seq.request->output_tokens - seq.generated);
-  n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step
+  if (spec_ > 0) {
+    n = plan_speculative(n);
+  } else {
+    for (const Sequence& seq : batch_)
+      n = std::min(n, seq.request->output_tokens - seq.generated);
+    n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step
+  }
   // Sampled unions: each step's tokens ORed in (expected ones are kept as the batch changes).
   for (int k = unions_ready_; k < n && !expected_; ++k) {
     std::ranges::fill(step_union(k), 0);
@@ -230,16 +283,29 @@ int DecodeWorker::plan(double start)
     // At step k a sequence runs output token generated-1+k (position prompt + generated - 1 + k).
     tokens_.clear();
     owners_.clear();
-    for (const Sequence& seq : batch_)
-      if (seq.planned <= k) {
-        tokens_.push_back({seq.request, seq.request->prompt_tokens + seq.generated - 1 + k});
+    window_.clear();
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      const Sequence& seq = batch_[i];
+      if (seq.planned > k)
+        continue;
+      const int position = seq.request->prompt_tokens + generated_at(i, k) - 1;
+      // Speculative: the step verifies this token and the next spec_, their masks in window_.
+      if (spec_ > 0)
+        window_masks(s_.routing, *seq.request, position, spec_, s_.experiment.speculative.expert_persistence,
+                     expert_seed_, seq.hot, window_);
+      for (int j = 0; j <= spec_; ++j) {
+        tokens_.push_back({seq.request, position + j});
         if (ep_ > 1)
           owners_.push_back(seq.owner);
       }
+    }
     if (tokens_.empty())
       continue;
     if (ep_ > 1)
       accumulate_ranks(k);
+    else if (spec_ > 0)
+      for (size_t t = 0; t < tokens_.size(); ++t)
+        accumulate(step_union(k), {&window_[t * size_t(shape.words())], size_t(shape.words())});
     else
       s_.routing.accumulate_tokens(tokens_, step_union(k));
   }
@@ -247,6 +313,8 @@ int DecodeWorker::plan(double start)
     seq.planned = std::max(seq.planned, n);
 
   // Contexts are whole numbers, so their sums are exact in any order: step k adds k per sequence.
+  // Speculative decoding: k + 1 positions a step, the same context for all of them (its drafts' KV, k
+  // tokens per sequence, is left out).
   long context0 = 0;
   for (const Sequence& seq : batch_)
     context0 += seq.request->prompt_tokens + seq.generated;
@@ -254,25 +322,42 @@ int DecodeWorker::plan(double start)
   double t         = start;
   for (int k = 0; k < n; ++k) {
     AttentionLoad attention;
-    attention.context_tokens  = double(context0 + k * batch);
+    attention.context_tokens = double(context0 + k * batch);
+    if (spec_ > 0) {
+      long context = 0;
+      for (size_t i = 0; i < batch_.size(); ++i)
+        context += batch_[i].request->prompt_tokens + generated_at(i, k);
+      attention.context_tokens = double(context);
+    }
     attention.windowed_tokens = attention.context_tokens;
     if (window > 0) {
       long windowed = 0;
-      for (const Sequence& seq : batch_)
-        windowed += std::min(seq.request->prompt_tokens + seq.generated + k, window);
+      for (size_t i = 0; i < batch_.size(); ++i)
+        windowed += std::min(batch_[i].request->prompt_tokens + generated_at(i, k), window);
       attention.windowed_tokens = double(windowed);
     }
     const double distinct_sum = step_distinct(k);
-    const DecodeStepCost c    = step_cost(k, int(batch_.size()), attention);
-    const double d            = c.seconds;
-    planned_[slot(k)]         = {t,
-                                 d,
-                                 attention.context_tokens,
-                                 float(distinct_sum / shape.layers),
-                                 uint32_t(batch_.size()),
-                                 uint16_t(index_),
-                                 float(c.imbalance),
-                                 float(c.all_to_all_s)};
+    DecodeStepCost c          = step_cost(k, int(batch_.size()), attention);
+    if (spec_ > 0 && s_.experiment.speculative.method == SpeculativeMethod::mtp) {
+      // vLLM's proposer: a pass over the step's B (k + 1) tokens, then k - 1 over one token a sequence;
+      // each pass's MoE layer is charged the step's mean distinct experts per layer.
+      const int layers  = s_.experiment.speculative.proposer_layers;
+      const double mean = distinct_sum / shape.layers;
+      const int tokens  = int(batch) * (spec_ + 1);
+      c.seconds += s_.cost.draft_pass_s(s_.decode_layout, layers, tokens, attention, mean) +
+                   (spec_ - 1) * s_.cost.draft_pass_s(s_.decode_layout, layers, int(batch), attention, mean);
+    }
+    const double d    = c.seconds;
+    planned_[slot(k)] = {t,
+                         d,
+                         attention.context_tokens,
+                         float(distinct_sum / shape.layers),
+                         uint32_t(batch_.size()),
+                         uint16_t(index_),
+                         float(c.imbalance),
+                         float(c.all_to_all_s)};
+    for (size_t i = 0; spec_ > 0 && i < batch_.size(); ++i)
+      planned_[slot(k)].extra_tokens += uint32_t(generated_at(i, k + 1) - generated_at(i, k) - 1);
     t += d;  // the clock after sleeping d from t, exactly as SimGrid computes it
   }
   return n;
@@ -312,18 +397,19 @@ void DecodeWorker::commit(int steps, double now)
   for (int k = 0; k < steps; ++k)
     s_.recorder.add_step(planned_[slot(k)]);
   c.steps += steps;
-  c.tokens += long(batch_.size()) * steps;
   head_ = int(slot(steps));
   unions_ready_ -= steps;
-  // Every sequence got `steps` tokens; the finished ones leave (order kept: deterministic and FCFS-fair).
+  // Every sequence got `steps` steps' tokens; the finished ones leave (order kept: deterministic and FCFS-fair).
   size_t kept = 0;
   for (size_t i = 0; i < batch_.size(); ++i) {
-    batch_[i].generated += steps;
+    const int generated = generated_at(i, steps);
+    c.tokens += generated - batch_[i].generated;
+    batch_[i].generated = generated;
     batch_[i].planned -= steps;
     if (batch_[i].generated >= batch_[i].request->output_tokens)
       finish(batch_[i], now);
-    else
-      batch_[kept++] = batch_[i];
+    else if (kept++ != i)  // a self-move would empty its vector
+      batch_[kept - 1] = std::move(batch_[i]);
   }
   batch_.resize(kept);
 }
@@ -342,7 +428,7 @@ void DecodeWorker::finish(const Sequence& seq, double now)
     keys = s_.block_keys[r.id];
   cache_.release(keys, seq.private_blocks);
   if (expected_)
-    expected_->leave(s_.routing.token_law(r, 1));
+    expected_->leave(decode_law(r));
   if (s_.caches_prefixes())
     std::vector<uint64_t>().swap(s_.block_keys[r.id]);  // the prefill side let go at the transfer's end
   auto& mix = s_.recorder.decode_worker(index_).label_requests;

@@ -22,8 +22,9 @@ class KvReceiver {
 // One decode instance: continuous batching. Between steps it admits arrived requests FIFO while
 // they fit (KV blocks for prompt + output reserved at admission, prompt blocks shared with prefix
 // caching; at most max_decode_seqs); each step
-// generates one token for every sequence in the batch, its time given by the cost model from the
-// distinct experts the batch's tokens pick.
+// generates one token for every sequence in the batch (speculative decoding: verifies k + 1 of them
+// and emits 1 + a, docs/speculative.md), its time given by the cost model from the distinct experts
+// the batch's tokens pick.
 //
 // Speed: only admissions and finishes are visible to other actors, so the worker does not sleep
 // step by step. It plans the steps up to the next finish (at most `max_block_steps`), each with its
@@ -46,6 +47,7 @@ class DecodeWorker {
     int generated;        // output tokens so far, the first one included
     int planned;          // the upcoming steps whose union already holds this sequence's token
     int owner;            // expert parallel: the rank that holds its hidden state (dispatches its tokens)
+    std::vector<uint32_t> hot;  // speculative sampled windows: hot_cells of its law
   };
   void admit();
   int plan(double start);
@@ -58,6 +60,11 @@ class DecodeWorker {
   void accumulate_ranks(int k);
   DecodeStepCost step_cost(int k, int batch, const AttentionLoad& attention);
   double step_distinct(int k);
+  // Speculative decoding: the law of a sequence's verified window; the tokens sequence i had at the
+  // start of planned step k.
+  TokenLaw decode_law(const Request& r) const;
+  int generated_at(size_t i, int k) const;
+  int plan_speculative(int n);
 
   ClusterState& s_;
   int index_;
@@ -83,6 +90,12 @@ class DecodeWorker {
   std::vector<int> owners_;  // owner of each of tokens_
   std::vector<uint16_t> rank_distinct_;
   std::vector<uint32_t> rank_picks_, pair_max_;
+  // Speculative decoding (spec_ draft tokens a step, 0: none): per planned step the tokens each
+  // sequence had at its start, [sequence][0 .. max_block_]; the window masks of a step's sequences.
+  int spec_             = 0;
+  uint64_t accept_seed_ = 0, expert_seed_ = 0;
+  std::vector<int> gen_at_;
+  std::vector<uint64_t> window_;
   long admitted_              = 0;
   const Request* logged_wait_ = nullptr;  // verbose log: the request whose wait for admission was logged
 };

@@ -184,6 +184,38 @@ static std::vector<double> read_mix_share(ConfigReader& e, const std::vector<Tas
   return share;
 }
 
+// speculative: the acceptance list is checked here (a list of fractions, one per draft position).
+static SpeculativeSpec read_speculative(ConfigReader s)
+{
+  SpeculativeSpec spec;
+  spec.method             = s.choice_of<SpeculativeMethod>("method");
+  spec.tokens             = int(s.integer("num_speculative_tokens"));
+  spec.expert_persistence = s.number("expert_persistence");
+  spec.proposer_layers    = int(s.integer("proposer_layers"));
+  if (!s.has("acceptance")) {
+    if (spec.tokens > 0)
+      s.fail("acceptance", "is required with num_speculative_tokens " + std::to_string(spec.tokens) +
+                               ": give one acceptance probability per draft position, e.g. [0.85]");
+    s.ignore("acceptance");
+  } else {
+    const Json& list = s.value("acceptance");
+    if (!list.is_array())
+      s.fail("acceptance", "must be a list of probabilities, one per draft position, e.g. [0.85, 0.8]");
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number() || !(list[i].get<double>() >= 0 && list[i].get<double>() <= 1))
+        throw InputError(s.file(), s.key_path("acceptance") + "[" + std::to_string(i) + "]",
+                         "must be a probability between 0 and 1");
+      spec.acceptance.push_back(list[i].get<double>());
+    }
+    if (long(list.size()) < spec.tokens)
+      s.fail("acceptance", "has " + std::to_string(list.size()) + " values for num_speculative_tokens " +
+                               std::to_string(spec.tokens) + ": give one per draft position");
+    spec.acceptance.resize(size_t(spec.tokens));  // a longer list serves a sweep over k; the run uses the first k
+  }
+  s.finish();
+  return spec;
+}
+
 // workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
 // {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
 // Resolved to weights by label index.
@@ -489,6 +521,9 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
                          (x.workload.system_prompt_tokens > 0 ? " + system_prompt_tokens" : "") +
                          (template_tokens > 0 ? " + the model's chat template" : "") + " (" +
                          std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
+
+  if (r.has("speculative"))  // absent: no key in the resolved config, as before the section existed
+    x.speculative = read_speculative(r.section("speculative"));
 
   x.router = r.choice("router");
   x.seed   = uint64_t(r.integer("seed"));

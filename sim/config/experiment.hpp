@@ -22,10 +22,12 @@ enum class ArrivalProcess { poisson, trace, file };
 enum class ExpertRouting { generated, uniform, trace };  // workload.routing: where tokens' experts come from
 enum class UnionMode { expected, sampled };
 enum class Placement { contiguous, random, cluster_balanced };
+enum class SpeculativeMethod { mtp, ngram };
 std::string_view to_string(WorkloadKind k);
 std::string_view to_string(ArrivalProcess a);
 std::string_view to_string(ExpertRouting r);
 std::string_view to_string(UnionMode u);
+std::string_view to_string(SpeculativeMethod m);
 std::string_view to_string(Placement p);
 
 // A group of identical instances and where they go: instances fill the listed nodes' GPUs in order.
@@ -116,6 +118,16 @@ struct ServingSpec {
   bool decode_prefix_cache   = false;  // with prefix_cache: decode workers cache prompt blocks too
 };
 
+// Speculative decoding (docs/speculative.md): each decode step verifies tokens + 1 tokens per sequence
+// and emits 1 + a of them, P(a >= i) = acceptance[0] x ... x acceptance[i-1]. tokens = 0: none.
+struct SpeculativeSpec {
+  SpeculativeMethod method = SpeculativeMethod::mtp;
+  int tokens               = 0;    // num_speculative_tokens k
+  std::vector<double> acceptance;  // per draft position, given the one before was accepted
+  double expert_persistence = 0;   // fraction of a token's experts the next token of its sequence picks too
+  int proposer_layers       = 0;   // mtp: decoder layers of the draft module, run once per draft token
+};
+
 struct Experiment {
   std::string config_file;
   // Every file and directory the config read (the config itself, model, cluster, hardware, trace,
@@ -132,6 +144,7 @@ struct Experiment {
   Topology topology;
   WorkloadSpec workload;
   ServingSpec serving;
+  SpeculativeSpec speculative;
   std::string router;
   // Every router's config section as read, defaults included, by router name: where a router's
   // factory reads its parameters (ELDR: eldr_spec() in sim/routing/eldr/eldr_spec.hpp).

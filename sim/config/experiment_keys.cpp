@@ -35,6 +35,10 @@ constexpr KeyChoice kUnion[] = {
     {"expected", "a step's distinct experts as the exact mean over its tokens' laws"},
     {"sampled", "the union of the tokens' sampled expert sets"},
 };
+constexpr KeyChoice kSpeculativeMethod[] = {
+    {"mtp", "the model's multi-token-prediction module drafts (DeepSeek-V3: one decoder layer)"},
+    {"ngram", "prompt-lookup drafts from the sequence's own tokens: no GPU work"},
+};
 
 // Paths are dotted; topology.*.KEY stands for topology.prefill.KEY and topology.decode.KEY.
 const ConfigKey kExperimentKeys[] = {
@@ -311,6 +315,41 @@ const ConfigKey kExperimentKeys[] = {
      .def  = "true",
      .help = "with prefix_cache: decode workers cache prompt blocks too"},
 
+    {.path = "speculative",
+     .type = K::section,
+     .help = "speculative decoding (docs/speculative.md); absent: none, as num_speculative_tokens 0"},
+    {.path    = "speculative.method",
+     .type    = K::choice,
+     .def     = "\"mtp\"",
+     .choices = kSpeculativeMethod,
+     .help    = "who proposes the draft tokens (vLLM's speculative_config.method)"},
+    {.path = "speculative.num_speculative_tokens",
+     .type = K::integer,
+     .def  = "0",
+     .unit = "tokens",
+     .min  = 0,
+     .max  = 16,
+     .help = "draft tokens k per sequence and step; a step verifies k + 1 tokens per sequence"},
+    {.path         = "speculative.acceptance",
+     .type         = K::value,
+     .default_note = "required when num_speculative_tokens > 0",
+     .unit         = "fraction",
+     .help         = "a list of probabilities, at least k long: draft i is accepted with the i-th once draft i-1 was"},
+    {.path = "speculative.expert_persistence",
+     .type = K::number,
+     .def  = "0.278",
+     .unit = "fraction",
+     .min  = 0,
+     .max  = 1,
+     .help = "share of a token's experts the next token of its sequence picks too (measured: docs/speculative.md)"},
+    {.path = "speculative.proposer_layers",
+     .type = K::integer,
+     .def  = "1",
+     .unit = "layers",
+     .min  = 0,
+     .max  = 16,
+     .help = "mtp: decoder layers of the draft module (DeepSeek-V3's num_nextn_predict_layers: 1)"},
+
     {.path = "output", .type = K::section, .help = "optional result files"},
     {.path = "output.steps_csv",
      .type = K::boolean,
@@ -339,6 +378,10 @@ std::string_view to_string(ExpertRouting r)
 std::string_view to_string(UnionMode u)
 {
   return kUnion[size_t(u)].value;
+}
+std::string_view to_string(SpeculativeMethod m)
+{
+  return kSpeculativeMethod[size_t(m)].value;
 }
 std::string_view to_string(Placement p)
 {

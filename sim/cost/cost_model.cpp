@@ -103,9 +103,24 @@ double CostModel::decode_step_s(int batch, const AttentionLoad& attention, std::
 }
 
 DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
-                                      std::span<const uint16_t> distinct, const RankLoads* ranks) const
+                                      std::span<const uint16_t> distinct, const RankLoads* ranks, int verified) const
 {
-  return decode_step(layout, batch, attention, as_doubles(distinct), ranks);
+  return decode_step(layout, batch, attention, as_doubles(distinct), ranks, verified);
+}
+
+double CostModel::draft_pass_s(const InstanceLayout& layout, int layers, int tokens, const AttentionLoad& attention,
+                               double distinct) const
+{
+  const double g = layout.gpus;
+  double layer =
+      std::max(model_.non_expert_bytes_per_layer / bw_ / g, tokens * model_.non_expert_flops_per_token() / flops_ / g) +
+      attention_read_bytes(attention) / model_.attention_layers() / bw_ / g +
+      moe_layer_s(expert_read_s(decode_graph_tokens(tokens)), tokens, distinct, g) +
+      2 * all_reduce_s(layout.links, layout.gpus, tokens * model_.hidden * kActivationBytes);
+  if (model_.shared_experts > 0)
+    layer +=
+        std::max(model_.shared_expert_bytes / bw_ / g, tokens * model_.shared_expert_flops_per_token() / flops_ / g);
+  return layers * layer + model_.lm_head_bytes / bw_ / g;
 }
 
 double CostModel::prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
@@ -115,13 +130,15 @@ double CostModel::prefill_s(const InstanceLayout& layout, std::span<const Prefil
 }
 
 DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
-                                      std::span<const double> distinct, const RankLoads* ranks) const
+                                      std::span<const double> distinct, const RankLoads* ranks, int verified) const
 {
+  // FLOPs, kernel shapes and activations scale with the verified tokens; per-sequence work with the batch.
+  const int tokens = batch * verified;
   // Tensor parallel over g GPUs: each reads 1/g of the dense weights, LM head and KV and does 1/g of
   // their FLOPs. (g = 1 divides by one: exactly the single-GPU step.)
   const double g             = layout.gpus;
   const double dense_memory  = model_.non_expert_bytes_per_layer / bw_ / g;
-  const double dense_compute = batch * model_.non_expert_flops_per_token() / flops_ / g;
+  const double dense_compute = tokens * model_.non_expert_flops_per_token() / flops_ / g;
   double t = cal_.step_overhead_s + batch * cal_.step_per_sequence_s + model_.lm_head_bytes / bw_ / g +
              attention_read_bytes(attention) / bw_ / g;
   if (cal_.step_jump_batch > 0 && batch > cal_.step_jump_batch)
@@ -130,9 +147,9 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
   DecodeStepCost c;
   if (layout.ep <= 1) {
     // The kernel's configuration is the captured graph's (its padded size); the FLOPs are the batch's.
-    const double expert_s = expert_read_s(decode_graph_tokens(batch));
+    const double expert_s = expert_read_s(decode_graph_tokens(tokens));
     for (double d : distinct)
-      t += moe_layer_s(expert_s, batch, d, g);
+      t += moe_layer_s(expert_s, tokens, d, g);
   } else {
     if (ranks == nullptr || ranks->ranks != layout.ep)
       throw std::invalid_argument("decode_step: an expert-parallel layout needs its per-rank loads");
@@ -141,12 +158,12 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
     const int R      = ranks->ranks;
     double imbalance = 0;
     const double msg = model_.hidden * kActivationBytes;
-    const int tokens = decode_graph_tokens(batch);  // the kernels' padded token count, once
+    const int padded = decode_graph_tokens(tokens);  // the kernels' padded token count, once
     for (int l = 0; l < model_.layers; ++l) {
       double worst = 0, sum = 0;
       for (int r = 0; r < R; ++r) {
         const size_t i = size_t(l) * size_t(R) + size_t(r);
-        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], tokens);
+        const double x = moe_rank_s(ranks->picks[i], ranks->distinct[i], padded);
         worst          = std::max(worst, x);
         sum += x;
       }
@@ -160,8 +177,8 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
   // All-reduces of the batch's hidden states: after every layer's attention, and after every MoE
   // layer whose experts are tensor-split (expert parallel combines with the all-to-all instead).
   const int reduces = model_.attention_layers() + (layout.ep > 1 ? 0 : model_.layers);
-  t += reduces * all_reduce_s(layout.links, layout.gpus, batch * model_.hidden * kActivationBytes);
-  c.seconds = t + always_active_s(batch, g);
+  t += reduces * all_reduce_s(layout.links, layout.gpus, tokens * model_.hidden * kActivationBytes);
+  c.seconds = t + always_active_s(tokens, g);
   return c;
 }
 

@@ -63,11 +63,19 @@ class CostModel {
   double decode_step_s(int batch, const AttentionLoad& attention, std::span<const uint16_t> distinct) const;
   // The same on an instance of several GPUs; `ranks` (expert parallel, layout.ep > 1) gives each
   // rank's experts and picks, else `distinct` is used. One formula: a one-GPU layout gives exactly
-  // decode_step_s.
+  // decode_step_s. `verified` tokens per sequence (speculative decoding: k + 1) go through the layers.
   DecodeStepCost decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
-                             std::span<const double> distinct, const RankLoads* ranks = nullptr) const;
+                             std::span<const double> distinct, const RankLoads* ranks = nullptr,
+                             int verified = 1) const;
   DecodeStepCost decode_step(const InstanceLayout& layout, int batch, const AttentionLoad& attention,
-                             std::span<const uint16_t> distinct, const RankLoads* ranks = nullptr) const;
+                             std::span<const uint16_t> distinct, const RankLoads* ranks = nullptr,
+                             int verified = 1) const;
+  // One pass of a multi-token-prediction draft module of `layers` decoder layers over `tokens`
+  // tokens (vLLM's proposer runs k of them per step: docs/speculative.md): per layer the dense
+  // weights, one layer's share of the batch's attention read, a MoE layer activating `distinct`
+  // experts (tensor-split over the instance) and the shared experts; then the LM head.
+  double draft_pass_s(const InstanceLayout& layout, int layers, int tokens, const AttentionLoad& attention,
+                      double distinct) const;
   // One MoE layer of a decode step (the quantity whose 16 -> 128 expert scaling was measured); with
   // `split` GPUs sharing each expert's weights and the tokens' FLOPs (tensor-parallel experts).
   double moe_layer_s(int batch_tokens, double distinct, double split = 1) const;

@@ -118,13 +118,32 @@ template <class F> [[gnu::always_inline]] inline F law_probability(const TokenLa
   return (1.0f - law.share) * load<F>(law.primary + c) + law.share * load<F>(law.secondary + c);
 }
 
+// The probability that a member misses cell c: 1 - p for one token; for a window of consecutive
+// tokens (TokenLaw::window) (1 - p) (1 - f)^window, f = p (1 - persistence) / (1 - p) the chance that
+// a token picks an expert the one before it lacks (stationary: the picks stay p; f capped at 1, which
+// also turns p = 1's 0/0 into 1). window_miss (speculative_tokens.cpp) in single precision.
+template <class F> [[gnu::always_inline]] inline F miss_factor(const TokenLaw& law, size_t c)
+{
+  const F p   = law_probability<F>(law, c);
+  const F one = 1.0f - p;
+  if (law.window == 0)
+    return one;
+  F fresh      = p * (1.0f - law.persistence) / one;
+  fresh        = select(fresh < 1.0f, fresh, F{} + 1.0f);
+  const F stay = 1.0f - fresh;
+  F miss       = one;
+  for (int i = 0; i < law.window; ++i)
+    miss *= stay;
+  return miss;
+}
+
 // One batch change on the cells [c, c + lanes of F): the law's factors 1 - p multiplied in (kJoin) or
 // divided out, near-zero factors counted, products rescaled; returns the change of the cells' miss
 // probabilities, lane by lane.
 template <bool kJoin, class F, class I> [[gnu::always_inline]] inline F
 change_cells(const TokenLaw& law, size_t c, float* __restrict product, int32_t* __restrict zero)
 {
-  const F q    = 1.0f - law_probability<F>(law, c);
+  const F q    = miss_factor<F>(law, c);
   const I sure = q < kCertain;
   const F m0   = load<F>(product + c);
   const I z0   = load<I>(zero + c);

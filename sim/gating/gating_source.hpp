@@ -36,11 +36,18 @@ struct TokenRef {
 // request (generated and uniform routing): it picks expert e at layer l with probability
 // p[l][e] = (1 - share) * primary[l][e] + share * secondary[l][e], two tables of layers x experts
 // (record frequencies of the palettes the sampled mode draws whole-token records from). Law
-// identity is the pair of tables and the share, so equal laws compare equal.
+// identity is the pair of tables, the share and the window, so equal laws compare equal.
+//
+// window > 0: the law of window + 1 consecutive tokens of one sequence as one member (a decode step
+// verifying `window` speculative tokens, speculative_tokens.hpp): each keeps an expert of the token
+// before it with probability `persistence`, so the expected-union kernels multiply in that run's
+// miss probability, window_miss(p, window, persistence), instead of 1 - p.
 struct TokenLaw {
   const float* primary   = nullptr;
   const float* secondary = nullptr;
   float share            = 0;
+  int window             = 0;
+  float persistence      = 0;
   // In single precision, as the expected-union kernels compute it.
   float probability(size_t cell) const { return (1.0f - share) * primary[cell] + share * secondary[cell]; }
   bool operator==(const TokenLaw&) const = default;

@@ -49,7 +49,7 @@ std::optional<std::string> check_run_invariants(const Experiment& x, const Workl
   }
   long decode_tokens = 0;
   for (const StepRecord& s : rec.steps())
-    decode_tokens += s.batch;
+    decode_tokens += long(s.batch) + s.extra_tokens;
   // Steps of requests still running at a horizon generated tokens no finished request accounts for.
   if (!stopped_at_horizon && decode_tokens != decode_tokens_want)
     return "tokens conserved: decode steps generated " + std::to_string(decode_tokens) + " tokens, finished requests " +

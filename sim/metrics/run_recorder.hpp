@@ -42,6 +42,8 @@ struct StepRecord {
   // averaged over layers (1 when ep = 1), and the dispatch + combine all-to-all time of the step.
   float rank_imbalance = 1;
   float all_to_all_s   = 0;
+  // Speculative decoding: tokens the step emitted beyond one per sequence (its accepted drafts).
+  uint32_t extra_tokens = 0;
 };
 
 struct WorkerCounters {

@@ -637,3 +637,24 @@ TEST_CASE("multi-GPU cost: placements give every rank experts / ranks experts")
       }
   }
 }
+
+TEST_CASE("cost: speculative verification and the draft module's pass (toy model by hand)")
+{
+  Calibration cal         = toy_calibration();
+  cal.step_per_sequence_s = 30e-6;
+  CostModel c(toy_model(), toy_hardware(), cal);
+  // 1250 sequences verifying 4 tokens each: 5000 tokens through the layers, as the 35.2 ms step of
+  // 5000 above (dense compute bound, 5 ms a layer) plus the 2 ms context read, 1 + 0.2 + 2 + 10 + 10
+  // + 14 = 37.2 ms; the per-sequence cost counts 1250 sequences (37.5 ms), not 5000 (150 ms).
+  CHECK(c.decode_step(InstanceLayout{}, 1250, hand_context(), kHandDistinct, nullptr, 4).seconds ==
+        doctest::Approx(37.2e-3 + 37.5e-3).epsilon(1e-12));
+  CHECK(c.decode_step(InstanceLayout{}, 5000, hand_context(), kHandDistinct).seconds ==
+        doctest::Approx(37.2e-3 + 150e-3).epsilon(1e-12));
+  CHECK(c.decode_step(InstanceLayout{}, 4, hand_context(), kHandDistinct, nullptr, 1).seconds ==
+        c.decode_step(InstanceLayout{}, 4, hand_context(), kHandDistinct).seconds);
+  // One pass of a one-layer draft module over 4 tokens at 3 distinct experts: dense max(1 ms read,
+  // 4 us) = 1 ms, one of the 2 attention layers' share of the 2 ms context read = 1 ms, a MoE layer
+  // 4 + 3 x 2 = 10 ms, then the LM head 0.2 ms: 12.2 ms; two layers 2 x 12 + 0.2 = 24.2 ms.
+  CHECK(c.draft_pass_s(InstanceLayout{}, 1, 4, hand_context(), 3) == doctest::Approx(12.2e-3).epsilon(1e-12));
+  CHECK(c.draft_pass_s(InstanceLayout{}, 2, 4, hand_context(), 3) == doctest::Approx(24.2e-3).epsilon(1e-12));
+}

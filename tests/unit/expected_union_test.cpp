@@ -6,6 +6,7 @@
 #include "sim/gating/gating_source_factory.hpp"
 #include "sim/gating/generated_gating.hpp"
 #include "sim/gating/shared_prefix_gating.hpp"
+#include "sim/gating/speculative_tokens.hpp"
 #include "sim/workload/workload_factory.hpp"
 #include "tests/unit/test_cpu.hpp"
 
@@ -200,6 +201,62 @@ TEST_CASE("expected union: the mean of sampled unions of the generated routing c
   MESSAGE("expected ", expected / shape.layers, " per layer, sampled ", mean / shape.layers, " +- ", se / shape.layers);
   CHECK(std::abs(mean - expected) < 4 * se);
   CHECK(se < 0.002 * expected);  // the check above is tight: a 0.8% bias would fail it
+}
+
+TEST_CASE("expected union: sampled speculative windows of the generated routing converge to the window law")
+{
+  // 8 decode sequences, each step verifying 3 consecutive tokens (2 drafts) with persistence 0.278:
+  // window_masks' draws against window_law's expectation; a draft keeps top_k experts on average
+  // (the model keeps every token's picks at p), the hot cells making up where f > p.
+  const Scenario s         = scenario(200);
+  const Workload& w        = s.w;
+  const auto& src          = s.src;
+  const GatingShape& shape = src->shape();
+  const int window = 2, batch = 8;
+  const double rho = 0.278;
+  ExpectedUnion u(shape.layers, shape.experts);
+  std::vector<std::vector<uint32_t>> hot;
+  for (int i = 0; i < batch; ++i) {
+    u.join(window_law(src->token_law(w.requests[size_t(i)], 1), window, rho));
+    hot.push_back(hot_cells(src->token_law(w.requests[size_t(i)], 1), size_t(shape.layers * shape.experts), rho));
+  }
+  std::vector<double> per_layer(size_t(shape.layers));
+  const double expected = u.distinct(per_layer);
+
+  std::vector<uint64_t> mask(size_t(shape.words())), masks;
+  std::vector<uint16_t> counts(size_t(shape.layers));
+  double sum = 0, sum2 = 0, one = 0;
+  const int steps = 3000;
+  for (int t = 0; t < steps; ++t) {
+    std::fill(mask.begin(), mask.end(), 0);
+    for (int i = 0; i < batch; ++i) {
+      const Request& r = w.requests[size_t(i)];
+      masks.clear();
+      window_masks(*src, r, r.prompt_tokens + 1 + 3 * t, window, rho, 5, hot[size_t(i)], masks);
+      for (int j = 0; j <= window; ++j)
+        accumulate(mask, std::span(masks).subspan(size_t(j * shape.words()), size_t(shape.words())));
+      if (i == 0)  // a draft token picks top_k experts on average (here the last of the window)
+        one += double(count_distinct(std::span(masks).subspan(size_t(window * shape.words())), shape, counts));
+    }
+    const double d = double(count_distinct(mask, shape, counts));
+    sum += d;
+    sum2 += d * d;
+  }
+  const double mean = sum / steps, sd = std::sqrt(sum2 / steps - mean * mean), se = sd / std::sqrt(double(steps));
+  MESSAGE("window of 3: expected ", expected / shape.layers, " per layer, sampled ", mean / shape.layers, " +- ",
+          se / shape.layers, "; a draft's experts per layer ", one / steps / shape.layers);
+  CHECK(std::abs(mean - expected) < 4 * se);
+  CHECK(one / steps / shape.layers == doctest::Approx(shape.top_k).epsilon(0.03));
+  // and more than one token's worth, less than three independent tokens' worth
+  ExpectedUnion single(shape.layers, shape.experts), independent(shape.layers, shape.experts);
+  for (int i = 0; i < batch; ++i)
+    for (int j = 0; j <= window; ++j) {
+      independent.join(src->token_law(w.requests[size_t(i)], 1));
+      if (j == 0)
+        single.join(src->token_law(w.requests[size_t(i)], 1));
+    }
+  CHECK(expected > single.distinct(per_layer));
+  CHECK(expected < independent.distinct(per_layer));
 }
 
 TEST_CASE("expected union: uniform routing's law is its pool's record frequencies, near top_k / experts")
