@@ -1,6 +1,9 @@
 #include "sim/cost/eplb.hpp"
 
+#include "sim/common/rng.hpp"
+
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <stdexcept>
 
@@ -182,17 +185,158 @@ EplbPlan initial_eplb_plan(int layers, int logical, int physical)
   return plan;
 }
 
-bool parse_eplb_policy(const std::string& name, EplbPolicy& out)
+EplbInstance::EplbInstance(const EplbSpec& spec, int layers, int experts, int ranks, int slots, EplbCounters& totals)
+    : spec_(spec), totals_(totals), layers_(layers), experts_(experts), ranks_(ranks),
+      physical_(experts + spec.redundant), words_((experts + spec.redundant + 63) / 64),
+      plan_(initial_eplb_plan(layers, experts, experts + spec.redundant))
 {
-  if (name == "default")
-    out = EplbPolicy::automatic;
-  else if (name == "hierarchical")
-    out = EplbPolicy::hierarchical;
-  else if (name == "global")
-    out = EplbPolicy::global;
-  else
+  // vLLM sets the counter to 3/4 of the interval at start: the first rearrangement comes early.
+  counter_ = std::max(0, spec.step_interval - spec.step_interval / 4);
+  counts_.assign(size_t(slots) * size_t(layers) * size_t(experts), 0);
+  active_.assign(size_t(slots) * size_t(layers) * size_t(words_), 0);
+  distinct_.assign(size_t(slots) * size_t(layers) * size_t(ranks), 0);
+  hit_.assign(size_t(ranks), 0);
+  window_sum_.assign(size_t(layers) * size_t(experts), 0);
+  if (spec.window_size > spec.step_interval)
+    ring_.assign(size_t(spec.window_size) * window_sum_.size(), 0);
+  index_plan();
+}
+
+void EplbInstance::index_plan()
+{
+  max_replicas_ = *std::max_element(plan_.count.begin(), plan_.count.end());
+  log2phy_.assign(size_t(layers_) * size_t(experts_) * size_t(max_replicas_), -1);
+  for (int l = 0; l < layers_; ++l)
+    for (int p = 0; p < physical_; ++p) {
+      const size_t i                     = size_t(l) * size_t(physical_) + size_t(p);
+      log2phy_[(size_t(l) * size_t(experts_) + size_t(plan_.phy2log[i])) * size_t(max_replicas_) +
+               size_t(plan_.replica[i])] = p;
+    }
+}
+
+void EplbInstance::clear(size_t slot)
+{
+  const size_t c = size_t(layers_) * size_t(experts_), a = size_t(layers_) * size_t(words_),
+               d = size_t(layers_) * size_t(ranks_);
+  std::fill_n(&counts_[slot * c], c, 0);
+  std::fill_n(&active_[slot * a], a, 0);
+  std::fill_n(&distinct_[slot * d], d, 0);
+}
+
+void EplbInstance::add_token(size_t slot, std::span<const uint64_t> mask, int W, uint64_t key, int owner, uint32_t* acc)
+{
+  const int R = ranks_, per_rank = physical_ / R;
+  uint32_t* counts          = &counts_[slot * size_t(layers_) * size_t(experts_)];
+  uint64_t* active          = &active_[slot * size_t(layers_) * size_t(words_)];
+  uint16_t* ranks_d         = &distinct_[slot * size_t(layers_) * size_t(R)];
+  std::vector<uint8_t>& hit = hit_;
+  for (int l = 0; l < layers_; ++l) {
+    uint32_t* a = &acc[size_t(l) * size_t(R + R * R)];
+    std::fill(hit.begin(), hit.end(), 0);
+    for (int w = 0; w < W; ++w)
+      for (uint64_t bits = mask[size_t(l * W + w)]; bits != 0; bits &= bits - 1) {
+        const int e = w * 64 + std::countr_zero(bits);
+        ++counts[size_t(l) * size_t(experts_) + size_t(e)];
+        const int n = plan_.replicas(l, e);
+        // vLLM sends the pick with flat index i to replica i mod n, a pseudo-random spread over the
+        // batch; a hash of the token and the expert spreads the same way here.
+        const int r    = n == 1 ? 0 : int(splitmix64(key ^ (uint64_t(l) << 48) ^ (uint64_t(e) << 32)) % uint64_t(n));
+        const int p    = log2phy_[(size_t(l) * size_t(experts_) + size_t(e)) * size_t(max_replicas_) + size_t(r)];
+        const int rank = p / per_rank;
+        uint64_t& word = active[size_t(l) * size_t(words_) + size_t(p / 64)];
+        if (!(word & (uint64_t(1) << (p % 64)))) {
+          word |= uint64_t(1) << (p % 64);
+          ++ranks_d[size_t(l * R + rank)];
+        }
+        ++a[rank];
+        hit[size_t(rank)] = 1;
+      }
+    for (int r = 0; r < R; ++r)
+      if (hit[size_t(r)] && r != owner)
+        ++a[R + owner * R + r];
+  }
+}
+
+void EplbInstance::rank_distinct(size_t slot, std::span<uint16_t> out) const
+{
+  const size_t d = size_t(layers_) * size_t(ranks_);
+  std::copy_n(&distinct_[slot * d], d, out.begin());
+}
+
+bool EplbInstance::commit(size_t slot, std::span<const uint32_t> acc)
+{
+  const int R = ranks_;
+  const int b = rearranged_ ? 1 : 0;
+  for (int l = 0; l < layers_; ++l) {
+    const uint32_t* a = &acc[size_t(l) * size_t(R + R * R)];
+    totals_.max_picks[b] += *std::max_element(a, a + R);
+    totals_.mean_picks[b] += double(std::accumulate(a, a + R, uint64_t(0))) / R;
+  }
+  ++totals_.steps[b];
+  // The window: every step's loads (a ring) when it outlasts the interval, else just the steps in the
+  // last window_size before the next rearrangement.
+  const uint32_t* c = &counts_[slot * window_sum_.size()];
+  ++counter_;
+  if (!ring_.empty()) {
+    uint32_t* old = &ring_[size_t(recorded_ % spec_.window_size) * window_sum_.size()];
+    for (size_t i = 0; i < window_sum_.size(); ++i) {
+      window_sum_[i] += c[i];
+      window_sum_[i] -= old[i];
+      old[i] = c[i];
+    }
+  } else if (spec_.step_interval - counter_ < spec_.window_size) {
+    for (size_t i = 0; i < window_sum_.size(); ++i)
+      window_sum_[i] += c[i];
+  }
+  ++recorded_;
+  if (counter_ < spec_.step_interval)
     return false;
-  return true;
+  counter_ = 0;
+  // A rearrangement still moving weights is not interrupted: this one is skipped.
+  return !transfer_pending();
+}
+
+std::vector<double> EplbInstance::start_rearrangement(double expert_bytes)
+{
+  std::vector<float> load(window_sum_.begin(), window_sum_.end());
+  if (ring_.empty())
+    std::fill(window_sum_.begin(), window_sum_.end(), 0);
+  // One node: the instance's GPUs share a node, so the automatic policy is hierarchical over one node.
+  pending_ = rebalance_experts(load, layers_, experts_, physical_, spec_.expert_groups, 1, ranks_, spec_.policy);
+  ++totals_.rearrangements;
+  const int R = ranks_, per_rank = physical_ / R;
+  std::vector<double> bytes(size_t(R) * size_t(R), 0);
+  std::vector<int> holders, sent(static_cast<size_t>(experts_));
+  for (int l = 0; l < layers_; ++l) {
+    std::fill(sent.begin(), sent.end(), 0);
+    for (int p = 0; p < physical_; ++p) {
+      const int e = pending_.logical_of(l, p), to = p / per_rank;
+      holders.clear();
+      bool local = false;
+      for (int q = 0; q < physical_; ++q)
+        if (plan_.logical_of(l, q) == e) {
+          local = local || q / per_rank == to;
+          if (holders.empty() || holders.back() != q / per_rank)
+            holders.push_back(q / per_rank);
+        }
+      if (local)
+        continue;
+      // Receivers of one expert take turns over the ranks that held it.
+      const int from = holders[size_t(sent[size_t(e)]++) % holders.size()];
+      bytes[size_t(from * R + to)] += expert_bytes;
+      ++totals_.experts_moved;
+      totals_.bytes_moved += expert_bytes;
+    }
+  }
+  return bytes;
+}
+
+void EplbInstance::finish_rearrangement()
+{
+  rearranged_ = true;
+  plan_       = std::move(pending_);
+  pending_    = EplbPlan{};
+  index_plan();
 }
 
 }  // namespace eldr

@@ -13,6 +13,10 @@
 // minima and maxima), so the placements are the reference's, bit for bit.
 //
 // Plain C++ (no SimGrid).
+#include "sim/config/experiment.hpp"
+#include "sim/metrics/run_recorder.hpp"
+
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -38,8 +42,6 @@ struct Replication {
 };
 Replication replicate_experts(std::span<const float> weight, int physical);
 
-enum class EplbPolicy : uint8_t { automatic, hierarchical, global };
-
 // A placement of `physical` experts per layer: slot p of a layer sits on GPU p / (physical / gpus).
 struct EplbPlan {
   int layers   = 0;
@@ -64,7 +66,57 @@ EplbPlan rebalance_experts(std::span<const float> weight, int layers, int logica
 // experts 0..E-1 in order, then redundant slot i holds expert i mod E; the same on every layer.
 EplbPlan initial_eplb_plan(int layers, int logical, int physical);
 
-// "default" (vLLM's name for the automatic choice), "hierarchical", "global".
-bool parse_eplb_policy(const std::string& name, EplbPolicy& out);
+// One decode instance's EPLB state (vLLM's EplbState, vllm/distributed/eplb/eplb_state.py at 0014ec6c):
+// the placement in force, the loads of the last window_size steps, the step counter (the first
+// rearrangement after step_interval / 4 steps, then every step_interval), and, per planned step (a
+// ring of `slots` like the decode worker's), each token's picks on the replicas it is sent to.
+class EplbInstance {
+ public:
+  // Rearrangements, moves and balance are added to `totals`.
+  EplbInstance(const EplbSpec& spec, int layers, int experts, int ranks, int slots, EplbCounters& totals);
+
+  const EplbPlan& plan() const { return plan_; }
+  int ranks() const { return ranks_; }
+  // Steps that may run before a rearrangement is due (at least 1).
+  long steps_until_rearrangement() const { return std::max<long>(1, spec_.step_interval - counter_); }
+  bool transfer_pending() const { return pending_.layers > 0; }
+
+  // Planned step `slot`: empties its counts.
+  void clear(size_t slot);
+  // One token of planned step `slot`: mask is its experts [layer][word]; its picks go to the
+  // replicas vLLM's rule picks (the pick's running index modulo the expert's replica count; `key`
+  // stands for the index, the same for a token however the worker splits its planning). Adds to
+  // acc [layer][R + R * R]: picks per rank, then tokens the owner rank dispatches to each rank.
+  void add_token(size_t slot, std::span<const uint64_t> mask, int words_per_layer, uint64_t key, int owner,
+                 uint32_t* acc);
+  // Distinct active replicas of each rank at planned step `slot`, [layer][rank].
+  void rank_distinct(size_t slot, std::span<uint16_t> out) const;
+  // A step ran: its loads enter the window and its balance the totals (picks: [layer][R + R * R]).
+  // True when a rearrangement is due after it.
+  bool commit(size_t slot, std::span<const uint32_t> acc);
+  // Computes the next placement from the window (it takes effect at finish_rearrangement); returns
+  // the bytes each rank sends each other rank, [from][to], for experts of `expert_bytes` bytes: a slot
+  // whose expert changes is filled from a rank that held it (a copy within the rank costs nothing).
+  std::vector<double> start_rearrangement(double expert_bytes);
+  void finish_rearrangement();
+
+ private:
+  EplbSpec spec_;
+  EplbCounters& totals_;
+  bool rearranged_ = false;                          // a new placement has taken effect
+  int layers_, experts_, ranks_, physical_, words_;  // words: of a [layer] mask of physical slots
+  EplbPlan plan_, pending_;
+  std::vector<int> log2phy_;  // [layer][expert][replica] slots of plan_, max_replicas_ per expert
+  int max_replicas_ = 1;
+  long counter_     = 0;              // vLLM's expert_rearrangement_step
+  std::vector<uint32_t> counts_;      // [slot][layer][expert] picks of each planned step
+  std::vector<uint64_t> active_;      // [slot][layer][word] physical slots with picks
+  std::vector<uint16_t> distinct_;    // [slot][layer][rank]
+  std::vector<uint64_t> window_sum_;  // [layer][expert] over the window
+  std::vector<uint32_t> ring_;        // window_size > step_interval: the window's steps, [step][layer][expert]
+  long recorded_ = 0;
+  std::vector<uint8_t> hit_;  // add_token: the ranks a token reaches
+  void index_plan();
+};
 
 }  // namespace eldr
