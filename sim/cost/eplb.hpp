@@ -3,7 +3,8 @@
 // their packing onto the ranks of an expert-parallel instance, recomputed from observed loads.
 //
 // The algorithm is DeepSeek's published one (github.com/deepseek-ai/EPLB, eplb.py at commit d52c72d),
-// which vLLM runs as its default policy (vllm-project/vllm, vllm/distributed/eplb/rebalance_algo.py):
+// which vLLM runs as its default policy (vllm-project/vllm, vllm/distributed/eplb/rebalance_algo.py at
+// 07fb932a, the same steps but for ties: numpy's unstable argsort and double pack sums):
 //   replicate_experts   give each redundant slot to the expert with the largest load per replica;
 //   balanced_packing    items heaviest first, each to the lightest pack that has room (equal counts);
 //   hierarchical        pack expert groups onto nodes, replicate within each node, pack the node's
