@@ -56,7 +56,8 @@ DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
     : s_(state), index_(index), max_block_(std::max(1, max_block_steps)), cache_(s_.decode_caches[size_t(index)])
 {
   s_.recorder.decode_worker(index_).kv_capacity_bytes =
-      s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction, s_.decode_layout.gpus);
+      s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction, s_.decode_layout.gpus) -
+      s_.experiment.eplb.weight_bytes(s_.experiment.model);
   planned_.resize(size_t(max_block_));
   const size_t layers = size_t(s_.routing.shape().layers);
   counts_.resize(layers);
@@ -74,6 +75,8 @@ DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
     rank_distinct_.resize(layers * R);
     rank_picks_.resize(layers * R);
     pair_max_.resize(layers);
+    if (s_.experiment.eplb.enabled)
+      eplb_.emplace(s_.experiment.eplb, int(layers), s_.routing.shape().experts, ep_, max_block_, s_.recorder.eplb);
   }
   spec_ = s_.experiment.speculative.tokens;
   if (spec_ > 0) {
@@ -167,7 +170,10 @@ void DecodeWorker::accumulate_ranks(int k)
         spec_ > 0 ? std::span<const uint64_t>(&window_[t * size_t(shape.words())], size_t(shape.words()))
                   : s_.routing.token_experts(*tokens_[t].request, tokens_[t].position);
     const int o = owners_[t];
-    for (int l = 0; l < shape.layers; ++l) {
+    if (eplb_)  // the token's picks go to replicas (key: the token, however planning is split)
+      eplb_->add_token(slot(k), m, W, uint64_t(tokens_[t].request->id) << 32 | uint32_t(tokens_[t].position), o,
+                       acc.data());
+    for (int l = 0; l < shape.layers && !eplb_; ++l) {
       uint32_t* a = &acc[size_t(l) * per_layer];
       for (int r = 0; r < R; ++r) {
         int c = 0;
@@ -203,15 +209,18 @@ DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& at
   const size_t per_layer        = size_t(R + R * R);
   std::span<const uint64_t> u   = step_union(k);
   std::span<const uint32_t> acc = step_ranks(k);
+  if (eplb_)
+    eplb_->rank_distinct(slot(k), rank_distinct_);
   for (int l = 0; l < shape.layers; ++l) {
     const uint32_t* a = &acc[size_t(l) * per_layer];
     uint32_t worst    = 0;
     for (int r = 0; r < R; ++r) {
       int d = 0;
-      for (int w = 0; w < W; ++w)
+      for (int w = 0; w < W && !eplb_; ++w)
         d += std::popcount(u[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
-      rank_distinct_[size_t(l * R + r)] = uint16_t(d);
-      rank_picks_[size_t(l * R + r)]    = a[r];
+      if (!eplb_)
+        rank_distinct_[size_t(l * R + r)] = uint16_t(d);
+      rank_picks_[size_t(l * R + r)] = a[r];
     }
     for (int i = 0; i < R * R; ++i)
       worst = std::max(worst, a[R + i]);
@@ -264,7 +273,7 @@ int DecodeWorker::plan(double start)
 {
   const GatingShape& shape = s_.routing.shape();
   const int window         = s_.experiment.model.sliding_window;
-  int n                    = max_block_;
+  int n                    = eplb_ ? eplb_steps(max_block_) : max_block_;
   if (spec_ > 0) {
     n = plan_speculative(n);
   } else {
@@ -277,6 +286,8 @@ int DecodeWorker::plan(double start)
     std::ranges::fill(step_union(k), 0);
     if (ep_ > 1)
       std::ranges::fill(step_ranks(k), 0);
+    if (eplb_)
+      eplb_->clear(slot(k));
   }
   unions_ready_ = std::max(unions_ready_, n);
   for (int k = 0; k < n && !expected_; ++k) {
@@ -394,8 +405,11 @@ int DecodeWorker::sleep_through(double start, int steps)
 void DecodeWorker::commit(int steps, double now)
 {
   WorkerCounters& c = s_.recorder.decode_worker(index_);
-  for (int k = 0; k < steps; ++k)
+  for (int k = 0; k < steps; ++k) {
     s_.recorder.add_step(planned_[slot(k)]);
+    if (eplb_)
+      eplb_record(k);
+  }
   c.steps += steps;
   head_ = int(slot(steps));
   unions_ready_ -= steps;

@@ -1,7 +1,9 @@
 #pragma once
 #include "sim/cluster/cluster_state.hpp"
+#include "sim/cost/eplb.hpp"
 #include "sim/gating/expected_union.hpp"
 
+#include <memory>
 #include <optional>
 
 namespace eldr {
@@ -65,6 +67,10 @@ class DecodeWorker {
   TokenLaw decode_law(const Request& r) const;
   int generated_at(size_t i, int k) const;
   int plan_speculative(int n);
+  // EPLB (decode_eplb.cpp): the steps plan may run under the placement in force, applying a new one
+  // whose weights have arrived; after committed step k, starting a rearrangement that is due.
+  int eplb_steps(int n);
+  void eplb_record(int k);
 
   ClusterState& s_;
   int index_;
@@ -96,6 +102,15 @@ class DecodeWorker {
   uint64_t accept_seed_ = 0, expert_seed_ = 0;
   std::vector<int> gen_at_;
   std::vector<uint64_t> window_;
+  // EPLB (eplb section): this instance's state and the weight flows of the rearrangement in flight
+  // (flows still running, when the last ended: shared with the actors that send them).
+  struct EplbFlows {
+    int running  = 0;
+    double end_s = 0;
+  };
+  std::optional<EplbInstance> eplb_;
+  std::shared_ptr<EplbFlows> eplb_flows_;
+  double eplb_started_s_      = 0;
   long admitted_              = 0;
   const Request* logged_wait_ = nullptr;  // verbose log: the request whose wait for admission was logged
 };

@@ -216,6 +216,40 @@ static SpeculativeSpec read_speculative(ConfigReader s)
   return spec;
 }
 
+// eplb: what vLLM requires of its EPLBConfig and of the instance it balances.
+static EplbSpec read_eplb(ConfigReader e, const Experiment& x)
+{
+  EplbSpec spec;
+  spec.enabled       = e.boolean("enabled");
+  spec.redundant     = int(e.integer("num_redundant_experts"));
+  spec.window_size   = int(e.integer("window_size"));
+  spec.step_interval = int(e.integer("step_interval"));
+  spec.policy        = e.choice_of<EplbPolicy>("policy");
+  spec.expert_groups = int(e.integer("expert_groups"));
+  e.finish();
+  if (!spec.enabled)
+    return spec;
+  const InstanceGroup& d = x.topology.decode;
+  if (d.expert_parallel <= 1)
+    throw InputError(e.file(), "eplb",
+                     "balances expert-parallel decode instances: set topology.decode.expert_parallel to "
+                     "gpus_per_instance, or remove the eplb section");
+  if (d.placement != Placement::contiguous)
+    throw InputError(e.file(), "eplb",
+                     "places the experts itself, starting from vLLM's linear placement: set "
+                     "topology.decode.placement to \"contiguous\"");
+  if (spec.redundant % d.expert_parallel != 0)
+    e.fail("num_redundant_experts", std::to_string(spec.redundant) + " redundant experts do not split over " +
+                                        std::to_string(d.expert_parallel) +
+                                        " ranks: give a multiple of expert_parallel (vLLM requires it)");
+  if (x.model.experts + spec.redundant > 65535)
+    e.fail("num_redundant_experts", "too many physical experts per layer (at most 65535)");
+  if (x.model.experts % spec.expert_groups != 0)
+    e.fail("expert_groups", std::to_string(x.model.experts) + " experts of model '" + x.model.name +
+                                "' do not split into " + std::to_string(spec.expert_groups) + " groups");
+  return spec;
+}
+
 // workload.mix_schedule: [{"at_s": T, "weights": {label: w, ...} | "base"} or {"at_s": T, "share":
 // {label: fraction}}, ...], starting at 0, strictly increasing; with weights, labels left out weigh 0.
 // Resolved to weights by label index.
@@ -525,6 +559,9 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   if (r.has("speculative"))  // absent: no key in the resolved config, as before the section existed
     x.speculative = read_speculative(r.section("speculative"));
 
+  if (r.has("eplb"))  // absent: no key in the resolved config, as before the section existed
+    x.eplb = read_eplb(r.section("eplb"), x);
+
   x.router = r.choice("router");
   x.seed   = uint64_t(r.integer("seed"));
 
@@ -561,6 +598,8 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   for (const InstanceGroup* g : {&x.topology.decode, &x.topology.prefill}) {
     double kv_capacity =
         instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
+    if (g == &x.topology.decode)
+      kv_capacity -= x.eplb.weight_bytes(x.model);  // redundant experts (0 without eplb)
     if (kv_capacity < largest)
       throw InputError(model_file, "(weights)",
                        "model weights leave no room for one request's KV cache on " +

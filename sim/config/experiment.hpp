@@ -23,12 +23,15 @@ enum class ExpertRouting { generated, uniform, trace };  // workload.routing: wh
 enum class UnionMode { expected, sampled };
 enum class Placement { contiguous, random, cluster_balanced };
 enum class SpeculativeMethod { mtp, ngram };
+// eplb.policy: automatic is DeepSeek's and vLLM's rule (hierarchical when the expert groups divide over the nodes).
+enum class EplbPolicy : uint8_t { automatic, hierarchical, global };
 std::string_view to_string(WorkloadKind k);
 std::string_view to_string(ArrivalProcess a);
 std::string_view to_string(ExpertRouting r);
 std::string_view to_string(UnionMode u);
 std::string_view to_string(SpeculativeMethod m);
 std::string_view to_string(Placement p);
+std::string_view to_string(EplbPolicy p);
 
 // A group of identical instances and where they go: instances fill the listed nodes' GPUs in order.
 // A multi-GPU instance (docs/model.md section 3b) splits attention and dense weights over all its GPUs
@@ -128,6 +131,20 @@ struct SpeculativeSpec {
   int proposer_layers       = 0;   // mtp: decoder layers of the draft module, run once per draft token
 };
 
+// Expert-parallel load balancing of the decode instances (docs/eplb.md; vLLM's EPLBConfig): redundant
+// experts placed by DeepSeek's algorithm from the loads of each instance's last window_size steps,
+// recomputed every step_interval steps. enabled = false: none (no section).
+struct EplbSpec {
+  bool enabled      = false;
+  int redundant     = 0;  // num_redundant_experts per MoE layer, over the instance's ranks
+  int window_size   = 0;  // steps
+  int step_interval = 0;  // steps
+  EplbPolicy policy = EplbPolicy::automatic;
+  int expert_groups = 1;  // the model's expert groups (group-limited routing; DeepSeek-V3: 8)
+  // HBM of the redundant experts on one instance: every MoE layer holds `redundant` more experts.
+  double weight_bytes(const ModelSpec& m) const { return enabled ? double(redundant) * m.layers * m.expert_bytes : 0; }
+};
+
 struct Experiment {
   std::string config_file;
   // Every file and directory the config read (the config itself, model, cluster, hardware, trace,
@@ -145,6 +162,7 @@ struct Experiment {
   WorkloadSpec workload;
   ServingSpec serving;
   SpeculativeSpec speculative;
+  EplbSpec eplb;
   std::string router;
   // Every router's config section as read, defaults included, by router name: where a router's
   // factory reads its parameters (ELDR: eldr_spec() in sim/routing/eldr/eldr_spec.hpp).

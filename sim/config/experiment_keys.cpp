@@ -39,6 +39,11 @@ constexpr KeyChoice kSpeculativeMethod[] = {
     {"mtp", "the model's multi-token-prediction module drafts (DeepSeek-V3: one decoder layer)"},
     {"ngram", "prompt-lookup drafts from the sequence's own tokens: no GPU work"},
 };
+constexpr KeyChoice kEplbPolicy[] = {
+    {"default", "vLLM's default: hierarchical when the expert groups divide over the nodes, else global"},
+    {"hierarchical", "groups onto nodes, replicas within each node, then onto its GPUs (DeepSeek's EPLB)"},
+    {"global", "replicate over all experts and pack the replicas onto the GPUs, ignoring groups"},
+};
 
 // Paths are dotted; topology.*.KEY stands for topology.prefill.KEY and topology.decode.KEY.
 const ConfigKey kExperimentKeys[] = {
@@ -350,6 +355,44 @@ const ConfigKey kExperimentKeys[] = {
      .max  = 16,
      .help = "mtp: decoder layers of the draft module (DeepSeek-V3's num_nextn_predict_layers: 1)"},
 
+    // vLLM's EPLBConfig defaults (vllm-project/vllm vllm/config/parallel.py at 00193b82).
+    {.path = "eplb",
+     .type = K::section,
+     .help = "expert-parallel load balancing of the decode instances (docs/eplb.md); absent: none"},
+    {.path = "eplb.enabled", .type = K::boolean, .def = "true", .help = "false: as if the section were absent"},
+    {.path = "eplb.num_redundant_experts",
+     .type = K::integer,
+     .def  = "0",
+     .unit = "experts",
+     .min  = 0,
+     .max  = 1023,
+     .help = "extra expert replicas per MoE layer and instance, a multiple of expert_parallel (vLLM's)"},
+    {.path = "eplb.window_size",
+     .type = K::integer,
+     .def  = "1000",
+     .unit = "steps",
+     .min  = 1,
+     .max  = 1000000,
+     .help = "the last steps whose expert loads a rearrangement balances"},
+    {.path = "eplb.step_interval",
+     .type = K::integer,
+     .def  = "3000",
+     .unit = "steps",
+     .min  = 1,
+     .max  = 100000000,
+     .help = "steps between rearrangements (the first after a quarter of it, as vLLM)"},
+    {.path    = "eplb.policy",
+     .type    = K::choice,
+     .def     = "\"default\"",
+     .choices = kEplbPolicy,
+     .help    = "how replicas are placed (DeepSeek's rebalance_experts)"},
+    {.path = "eplb.expert_groups",
+     .type = K::integer,
+     .def  = "1",
+     .min  = 1,
+     .max  = 1024,
+     .help = "expert groups of the model's group-limited routing (DeepSeek-V3: 8; 1: none)"},
+
     {.path = "output", .type = K::section, .help = "optional result files"},
     {.path = "output.steps_csv",
      .type = K::boolean,
@@ -386,6 +429,10 @@ std::string_view to_string(SpeculativeMethod m)
 std::string_view to_string(Placement p)
 {
   return kPlacement[size_t(p)].value;
+}
+std::string_view to_string(EplbPolicy p)
+{
+  return kEplbPolicy[size_t(p)].value;
 }
 
 KeyTable experiment_keys()

@@ -113,6 +113,25 @@ static Json cache_workers_json(const std::vector<CacheCounters>& caches)
 
 // What prefix caching did, and what the signature cache (per-block expert counts, cache/cached_profile.hpp)
 // costs or would cost: an int8 count per (layer, expert) for every cached KV block of a prefill worker.
+// eplb: the section's values, what the rearrangements moved, and the token-load balance over the
+// ranks (max over mean of the picks, per step and layer, summed) before and after a new placement.
+static Json eplb_json(const EplbSpec& e, const EplbCounters& c)
+{
+  auto ratio = [&](int i) { return value_or_null(c.mean_picks[i] > 0, c.max_picks[i] / c.mean_picks[i]); };
+  return {{"num_redundant_experts", e.redundant},
+          {"window_size", e.window_size},
+          {"step_interval", e.step_interval},
+          {"policy", to_string(e.policy)},
+          {"rearrangements", c.rearrangements},
+          {"experts_moved", c.experts_moved},
+          {"bytes_moved", c.bytes_moved},
+          {"transfer_s", c.transfer_s},
+          {"steps_initial_placement", c.steps[0]},
+          {"steps_rebalanced", c.steps[1]},
+          {"rank_load_max_over_mean_initial", ratio(0)},
+          {"rank_load_max_over_mean_rebalanced", ratio(1)}};
+}
+
 static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
 {
   const double block_bytes     = x.model.kv_reserved_bytes(1);  // one whole block
@@ -172,6 +191,8 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
     ep["all_to_all_ms_mean"]  = value_or_null(stepped, s.all_to_all_ms_mean);
     if (!rec.placement_calibration_requests.empty())
       ep["placement_calibration_requests"] = rec.placement_calibration_requests;
+    if (x.eplb.enabled)
+      ep["eplb"] = eplb_json(x.eplb, rec.eplb);
     j["expert_parallel"] = ep;
   }
   j["measured_span_s"]  = value_or_null(finished, s.measured_span_s);

@@ -57,6 +57,20 @@ struct WorkerCounters {
   std::vector<long> label_requests;  // requests served, by label index
 };
 
+// Expert-parallel load balancing (docs/eplb.md), summed over the decode instances. Balance: per step
+// and MoE layer, the largest and the mean (token, expert) picks of a rank, summed over the steps run
+// [0] before an instance's first new placement took effect and [1] since (vLLM's balancedness is
+// mean / max of such sums).
+struct EplbCounters {
+  long rearrangements  = 0;
+  long experts_moved   = 0;  // replica slots filled from another rank
+  double bytes_moved   = 0;
+  double transfer_s    = 0;  // summed over rearrangements: from the start to the last flow's end
+  double max_picks[2]  = {0, 0};
+  double mean_picks[2] = {0, 0};
+  long steps[2]        = {0, 0};
+};
+
 // A worker's KV block cache at the end of a run (BlockCacheStats, with its size).
 struct CacheCounters {
   long capacity_blocks  = 0;
@@ -111,8 +125,9 @@ class RunRecorder {
   // Expert-parallel decode instances: the layout, and with cluster_balanced placement the calibration
   // requests each instance's placement was balanced for (empty otherwise).
   int decode_expert_parallel = 1;
-  std::string expert_union   = "sampled";  // how steps counted distinct experts (workload.union)
-  bool signature_cache       = false;      // the router profiled cached blocks too (cache/cached_profile.hpp)
+  EplbCounters eplb;                     // experiment.eplb enabled only
+  std::string expert_union = "sampled";  // how steps counted distinct experts (workload.union)
+  bool signature_cache     = false;      // the router profiled cached blocks too (cache/cached_profile.hpp)
   std::vector<long> placement_calibration_requests;
   std::vector<double> refit_times_s;  // the decode router's refits, simulated times
   bool router_follows_drift = false;  // DecodeRouter::follows_drift(): summary.json gets its drift section

@@ -88,3 +88,27 @@ finish() {
   echo "$pass passed, $failures failed$([ "$skipped" -gt 0 ] && echo ", $skipped skipped (not checked here)")"
   [ "$failures" -eq 0 ]
 }
+
+# same_results A B KEY...: every result file of directory A as B's; summary.json compared without its
+# build_id and without each dotted KEY given (a section only one of the runs has, e.g. config.eplb).
+same_results() {
+  local a=$1 b=$2 f
+  shift 2
+  for f in "$a"/*; do
+    [ "$(basename "$f")" = summary.json ] && continue
+    cmp -s "$f" "$b/$(basename "$f")" || return 1
+  done
+  /usr/bin/python3 - "$a/summary.json" "$b/summary.json" "$@" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for x in (a, b):
+    x.pop("build_id", None)
+    for key in sys.argv[3:]:
+        *path, last = key.split(".")
+        y = x
+        for p in path:
+            y = y.get(p, {})
+        y.pop(last, None)
+sys.exit(0 if a == b else 1)
+PYEOF
+}

@@ -426,3 +426,14 @@ TEST_CASE("sim: expert-parallel decode workers sleeping through several steps re
                                                         {"workload.rate_rps", "40"},
                                                         {"output.steps_csv", "true"}});
 }
+
+TEST_CASE("sim: EPLB decode workers sleeping through several steps record what one sleep per step records")
+{
+  // A rearrangement ends a block; while weights move the worker plans one step at a time, and a new
+  // placement plans the steps ahead again: the records must be those of one step at a time.
+  check_blocks_match_single_steps("configs/tpep.json", {{"workload.rate_rps", "40"},
+                                                        {"output.steps_csv", "true"},
+                                                        {"eplb.num_redundant_experts", "8"},
+                                                        {"eplb.step_interval", "40"},
+                                                        {"eplb.window_size", "20"}});
+}

@@ -121,7 +121,7 @@ TEST_CASE("config keys: an unknown key suggests the closest declared one and lis
   // Nothing close: no suggestion, the list only.
   CHECK(error_of({{"colour", "1"}}) ==
         "configs/default.json: colour: unknown key; keys here: description, cluster, "
-        "model, router, seed, topology, workload, serving, speculative, output, eldr, composed, jsq_of_d, "
+        "model, router, seed, topology, workload, serving, speculative, eplb, output, eldr, composed, jsq_of_d, "
         "prefill_router");
 }
 
