@@ -488,3 +488,68 @@ TEST_CASE("balanced assignment: the sparse solver reaches the optimum over the a
     CHECK(balanced_assignment_allowed(cost, 12, 4, cap)->cluster == balanced_assignment(cost, 12, 4, cap).cluster);
   }
 }
+
+TEST_CASE("balanced assignment: the sparse solver given its allowed lists returns what it finds alone")
+{
+  // The lists name each point's finite entries: the same instance, so the same assignment, duals and
+  // cost bit for bit (the solver reads the same pairs in the same order). Sizes as the K-means step
+  // hands it: a few allowed clusters a point, some points with every cluster (zero rows).
+  Rng rng(35, "test.assignment.lists");
+  const double inf = std::numeric_limits<double>::infinity();
+  int solved = 0, infeasible = 0;
+  for (int t = 0; t < 60; ++t) {
+    const int n = 1 + int(rng.below(400)), k = 1 + int(rng.below(40));
+    std::vector<double> cost(size_t(n) * size_t(k));
+    AllowedLists lists;
+    for (int i = 0; i < n; ++i) {
+      const bool all = rng.below(20) == 0;
+      for (int c = 0; c < k; ++c) {
+        const bool allowed                      = all || rng.below(uint64_t(t % 3 == 0 ? 8 : 3)) == 0;
+        cost[size_t(i) * size_t(k) + size_t(c)] = allowed ? (t % 2 ? double(rng.below(5)) : rng.uniform01()) : inf;
+        if (allowed)
+          lists.allowed.push_back(c);
+      }
+      lists.first.push_back(int(lists.allowed.size()));
+    }
+    const auto cap   = random_capacities(rng, n, k, t % 3);
+    const auto alone = balanced_assignment_allowed(cost, n, k, cap);
+    const auto given = balanced_assignment_allowed(cost, n, k, cap, lists);
+    CAPTURE(t);
+    REQUIRE(alone.has_value() == given.has_value());
+    if (!alone) {
+      ++infeasible;
+      continue;
+    }
+    ++solved;
+    CHECK(given->cluster == alone->cluster);
+    CHECK(given->duals == alone->duals);
+    CHECK(given->total_cost == alone->total_cost);
+  }
+  CHECK(solved > 20);
+  CHECK(infeasible > 5);
+
+  // Malformed lists are refused.
+  const std::vector<double> cost = {0, inf, 1, 2};
+  const std::vector<int> cap     = {1, 1};
+  auto refused                   = [&](std::vector<int> first, std::vector<int> allowed) {
+    AllowedLists l;
+    l.first   = std::move(first);
+    l.allowed = std::move(allowed);
+    CHECK_THROWS_AS(balanced_assignment_allowed(cost, 2, 2, cap, l), std::invalid_argument);
+  };
+  refused({0, 1}, {0});           // one offset short
+  refused({1, 1, 3}, {0, 0, 1});  // does not start at 0
+  refused({0, 1, 4}, {0, 0, 1});  // the last offset is past the list's end
+  refused({0, 2, 1}, {0, 1});     // offsets decrease
+  refused({0, 5, 3}, {0, 0, 1});  // an offset past the list
+  refused({0, 1, 3}, {0, 1, 1});  // not increasing within a point
+  refused({0, 1, 3}, {0, 0, 2});  // cluster out of range
+  AllowedLists ok;
+  ok.first     = {0, 1, 3};
+  ok.allowed   = {0, 0, 1};
+  const auto a = balanced_assignment_allowed(cost, 2, 2, cap, ok);
+  REQUIRE(a.has_value());
+  CHECK(a->cluster == std::vector<int>{0, 1});
+  ok.allowed.push_back(-7);  // past first[n]: not read
+  CHECK(balanced_assignment_allowed(cost, 2, 2, cap, ok)->cluster == a->cluster);
+}

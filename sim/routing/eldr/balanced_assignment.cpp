@@ -52,25 +52,31 @@ struct Move {
 // a search that reaches no cluster with room reports the instance infeasible).
 template <bool Sparse> class Solver {
  public:
-  Solver(const double* cost, int n, int k, std::span<const int> capacity)
+  // Sparse: the allowed pairs are `given`, or found here (one pass over the matrix) when it is null.
+  Solver(const double* cost, int n, int k, std::span<const int> capacity, const AllowedLists* given = nullptr)
       : c_(cost), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0), cluster_(size_t(n), -1),
         pos_(size_t(n), -1), pot_(size_t(k), 0.0), best_(size_t(k) * size_t(k), Move{0, -1}),
         dirty_(size_t(k) * size_t(k), 0), members_(size_t(k)), dist_(size_t(k)), parent_(size_t(k)), via_(size_t(k)),
         settled_(size_t(k))
   {
-    if constexpr (Sparse) {  // the allowed pairs, row by row; checks the other entries are +infinity
-      first_.reserve(size_t(n) + 1);
-      first_.push_back(0);
+    if constexpr (Sparse) {
+      if (given) {
+        lists_ = given;
+        return;
+      }
+      // The allowed pairs, row by row; checks the other entries are +infinity.
+      own_.first.reserve(size_t(n) + 1);
       for (int i = 0; i < n; ++i) {
         const double* ci = row(i);
         for (int b = 0; b < k; ++b) {
           if (ci[b] < std::numeric_limits<double>::infinity())
-            allowed_.push_back(b);
+            own_.allowed.push_back(b);
           else if (ci[b] != std::numeric_limits<double>::infinity())
             throw std::invalid_argument("balanced_assignment_allowed: cost matrix has a NaN or -infinity");
         }
-        first_.push_back(int(allowed_.size()));
+        own_.first.push_back(int(own_.allowed.size()));
       }
+      lists_ = &own_;
     }
   }
 
@@ -108,13 +114,14 @@ template <bool Sparse> class Solver {
       parent_[size_t(b)]  = -1;
       settled_[size_t(b)] = 0;
     }
-    // Dense Dijkstra over the K clusters (K is small: an O(K) scan beats a heap).
+    // Dense Dijkstra over the K clusters (K is small: an O(K) scan beats a heap). The next cluster to
+    // settle, the first of least distance among the unsettled, is found in the pass that relaxes.
     int target = -1;
+    int a      = 0;
+    for (int b = 1; b < k_; ++b)
+      if (dist_[size_t(b)] < dist_[size_t(a)])
+        a = b;
     for (;;) {
-      int a = -1;
-      for (int b = 0; b < k_; ++b)
-        if (!settled_[size_t(b)] && (a < 0 || dist_[size_t(b)] < dist_[size_t(a)]))
-          a = b;
       if (Sparse && !(dist_[size_t(a)] < std::numeric_limits<double>::infinity()))
         return false;
       settled_[size_t(a)] = 1;
@@ -122,19 +129,22 @@ template <bool Sparse> class Solver {
         target = a;
         break;
       }
+      int next = -1;
       for (int b = 0; b < k_; ++b) {
         if (settled_[size_t(b)])
           continue;
-        const Move* e = best_move(a, b);
-        if (!e)
-          continue;
-        const double nd = dist_[size_t(a)] + e->delta + pot_[size_t(a)] - pot_[size_t(b)];
-        if (nd < dist_[size_t(b)]) {
-          dist_[size_t(b)]   = nd;
-          parent_[size_t(b)] = a;
-          via_[size_t(b)]    = e->point;
+        if (const Move* e = best_move(a, b)) {
+          const double nd = dist_[size_t(a)] + e->delta + pot_[size_t(a)] - pot_[size_t(b)];
+          if (nd < dist_[size_t(b)]) {
+            dist_[size_t(b)]   = nd;
+            parent_[size_t(b)] = a;
+            via_[size_t(b)]    = e->point;
+          }
         }
+        if (next < 0 || dist_[size_t(b)] < dist_[size_t(next)])
+          next = b;
       }
+      a = next;
     }
     // Settled clusters have their final distance (<= reach), the others at least reach. A point that
     // went straight to its cheapest cluster has reach 0 and leaves the potentials as they were.
@@ -193,8 +203,9 @@ template <bool Sparse> class Solver {
   template <class F> void for_allowed(int i, F f) const
   {
     if constexpr (Sparse) {
-      for (int e = first_[size_t(i)]; e < first_[size_t(i) + 1]; ++e)
-        f(allowed_[size_t(e)]);
+      const int* allowed = lists_->allowed.data();
+      for (int e = lists_->first[size_t(i)]; e < lists_->first[size_t(i) + 1]; ++e)
+        f(allowed[e]);
     } else {
       for (int b = 0; b < k_; ++b)
         f(b);
@@ -245,7 +256,8 @@ template <bool Sparse> class Solver {
   std::vector<double> dist_;
   std::vector<int> parent_, via_;
   std::vector<char> settled_;
-  std::vector<int> first_, allowed_;  // Sparse: point i may use clusters allowed_[first_[i], first_[i + 1])
+  AllowedLists own_;                     // Sparse: the lists when found here
+  const AllowedLists* lists_ = nullptr;  // Sparse: the lists used (own_ or the caller's)
 };
 
 }  // namespace
@@ -289,21 +301,51 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
   return s.result();
 }
 
-std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
-                                                              std::span<const int> capacity)
+namespace {
+
+// The sparse solve, the allowed pairs given (lists) or found in the matrix (null).
+std::optional<BalancedAssignment> solve_allowed(std::span<const double> cost, int n, int k,
+                                                std::span<const int> capacity, const AllowedLists* lists)
 {
   if (n < 0 || k <= 0 || cost.size() != size_t(n) * size_t(k) || capacity.size() != size_t(k))
     throw std::invalid_argument("balanced_assignment_allowed: shapes do not match");
   long total = 0;
   for (int c : capacity)
     total += c;
-  Solver<true> s(cost.data(), n, k, capacity);  // throws on a NaN or -infinity
+  Solver<true> s(cost.data(), n, k, capacity, lists);  // throws on a NaN or -infinity when it finds the lists
   if (total < n)
     return std::nullopt;
   for (int i = 0; i < n; ++i)
     if (!s.insert(i))
       return std::nullopt;
   return s.result();
+}
+
+}  // namespace
+
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity)
+{
+  return solve_allowed(cost, n, k, capacity, nullptr);
+}
+
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity, const AllowedLists& lists)
+{
+  const auto& first = lists.first;
+  if (n < 0 || first.size() != size_t(n) + 1 || first[0] != 0 || size_t(first[size_t(n)]) > lists.allowed.size())
+    throw std::invalid_argument("balanced_assignment_allowed: the allowed lists do not match the points");
+  for (int i = 0; i < n; ++i) {
+    if (first[size_t(i) + 1] < first[size_t(i)] || size_t(first[size_t(i) + 1]) > lists.allowed.size())
+      throw std::invalid_argument("balanced_assignment_allowed: the allowed lists' offsets decrease or pass their end");
+    for (int e = first[size_t(i)]; e < first[size_t(i) + 1]; ++e) {
+      const int b = lists.allowed[size_t(e)];
+      if (b < 0 || b >= k || (e > first[size_t(i)] && b <= lists.allowed[size_t(e) - 1]))
+        throw std::invalid_argument(
+            "balanced_assignment_allowed: the allowed lists are not increasing cluster indices");
+    }
+  }
+  return solve_allowed(cost, n, k, capacity, &lists);
 }
 
 BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k)

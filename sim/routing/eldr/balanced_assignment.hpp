@@ -32,6 +32,20 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
 std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
                                                               std::span<const int> capacity);
 
+// A sparse instance's allowed pairs as lists: point i may use clusters allowed[first[i], first[i + 1]),
+// in increasing order. A caller that knows them (the K-means step builds the matrix entry by entry)
+// spares the solver a pass over the N x K matrix to find them.
+struct AllowedLists {
+  std::vector<int> first{0};  // n + 1 offsets into allowed
+  std::vector<int> allowed;   // entries past first[n] are not read (a buffer may be kept at its largest)
+};
+
+// The same with the lists given: they must name exactly the finite entries of cost (what the
+// overload above finds; the other entries +infinity). Throws std::invalid_argument when the lists
+// are malformed (wrong length, out of range, not increasing); their agreement with cost is not checked.
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity, const AllowedLists& lists);
+
 // Whether `cluster` (within `capacity`) is the only optimum of `cost`, every other assignment costing
 // at least `margin` more: then every exact solver returns it, whatever its tie rule. It checks that
 // the residual graph on the K clusters (moving a point from a to b, a cluster with room to the sink,

@@ -219,8 +219,33 @@ float dot1(const float* x, const float* c, int d)
   throw std::invalid_argument("spherical k-means: " + what);
 }
 
-// Returns, per row, whether it is all-zero; throws unless every row is a unit vector or zero.
-std::vector<char> check_points(DenseMatrixView pts)
+// A multiply-xorshift hash of a row's bits, 4 independent lanes of 64-bit words (a byte-wise hash
+// took longer than the dots it saves): a carried row is taken over only if it is the same.
+uint64_t row_hash(const float* row, int cols)
+{
+  const size_t bytes = size_t(cols) * sizeof(float);
+  const auto* b      = reinterpret_cast<const unsigned char*>(row);
+  uint64_t h[4]      = {1, 2, 3, 4};
+  uint64_t w[4]      = {};
+  size_t j           = 0;
+  auto mix           = [](uint64_t x, uint64_t y) {
+    x = (x ^ y) * 0x9e3779b97f4a7c15ull;
+    return x ^ (x >> 29);
+  };
+  for (; j + 32 <= bytes; j += 32) {
+    std::memcpy(w, b + j, 32);
+    for (int l = 0; l < 4; ++l)
+      h[l] = mix(h[l], w[l]);
+  }
+  uint64_t tail = 0;
+  for (; j < bytes; ++j)
+    tail = (tail << 8) | b[j];
+  return mix(mix(mix(mix(h[0], h[1]), h[2]), h[3]), tail);
+}
+
+// Returns, per row, whether it is all-zero; throws unless every row is a unit vector or zero. With
+// `hashes`, also each row's row_hash, in the same pass (a window of rows is larger than L2: read once).
+std::vector<char> check_points(DenseMatrixView pts, std::vector<uint64_t>* hashes = nullptr)
 {
   if (pts.rows <= 0)
     bad("no points to cluster");
@@ -229,10 +254,14 @@ std::vector<char> check_points(DenseMatrixView pts)
   if (!pts.data)
     bad("null point data");
   std::vector<char> zero(size_t(pts.rows), 0);
+  if (hashes)
+    hashes->resize(size_t(pts.rows));
   bool any_nonzero = false;
   for (int i = 0; i < pts.rows; ++i) {
     const float* x  = pts.data + size_t(i) * size_t(pts.cols);
     const double n2 = dot1(x, x, pts.cols);
+    if (hashes)
+      (*hashes)[size_t(i)] = row_hash(x, pts.cols);
     if (n2 == 0.0) {
       zero[size_t(i)] = 1;
       continue;
@@ -345,35 +374,36 @@ class LazySims {
     travelled_.resize(size_t(k));
     for (auto& t : travelled_)
       t.assign(1, 0.0);
+    current_.assign(size_t(k), 0);
   }
 
   const float* row(int i) const { return sim_.data() + size_t(i) * size_t(k_); }
   // Zero rows have dot 0 with every centroid, whatever its version.
-  bool exact(int i, int q) const
-  {
-    return zero_[size_t(i)] || version_[at(i, q)] == int(travelled_[size_t(q)].size()) - 1;
-  }
+  bool exact(int i, int q) const { return zero_[size_t(i)] || version_[at(i, q)] == current_[size_t(q)]; }
   // Centroid q was rewritten with new values `distance` away from the old ones.
   void moved(int q, double distance)
   {
     auto& t = travelled_[size_t(q)];
     t.push_back(t.back() + distance * (1 + 1e-6) + 1e-30);
+    current_[size_t(q)] = int(t.size()) - 1;
   }
 
-  // Takes over the carried entries of the rows it shares with the previous fit (same id, same hash);
-  // a centroid that differs from the carried one adds the distance between them to its travel.
-  void take(WindowCarry& carry, const DenseMatrix& centroids, std::vector<double>& duals)
+  // Takes over the carried entries of the rows it shares with the previous fit (same id, same hash;
+  // `hashes`: row_hash of each row); a centroid that differs from the carried one adds the distance
+  // between them to its travel.
+  void take(WindowCarry& carry, const DenseMatrix& centroids, std::vector<double>& duals, std::vector<uint64_t> hashes)
   {
     const int n = pts_.rows, d = pts_.cols;
-    hash_rows();
+    row_hash_ = std::move(hashes);
     if (carry.centroids.rows != k_ || carry.centroids.cols != d || carry.travelled.size() != size_t(k_))
       return;
     for (int q = 0; q < k_; ++q) {
       travelled_[size_t(q)].swap(carry.travelled[size_t(q)]);
-      const float* a = centroids.row(q).data();
-      const float* b = carry.centroids.row(q).data();
-      double d2      = 0;
-      bool changed   = false;
+      current_[size_t(q)] = int(travelled_[size_t(q)].size()) - 1;
+      const float* a      = centroids.row(q).data();
+      const float* b      = carry.centroids.row(q).data();
+      double d2           = 0;
+      bool changed        = false;
       for (int j = 0; j < d; ++j) {
         changed |= a[j] != b[j];
         d2 += (double(a[j]) - double(b[j])) * (double(a[j]) - double(b[j]));
@@ -398,20 +428,29 @@ class LazySims {
   // referenced (a long run would otherwise keep every refit's).
   void give(WindowCarry& carry, const DenseMatrix& centroids, const std::vector<double>& duals)
   {
-    const size_t n = size_t(pts_.rows);
-    std::vector<int> oldest(static_cast<size_t>(k_));
-    for (int q = 0; q < k_; ++q)
-      oldest[size_t(q)] = int(travelled_[size_t(q)].size()) - 1;
-    for (size_t e = 0; e < n * size_t(k_); ++e)
-      if (version_[e] >= 0)
-        oldest[e % size_t(k_)] = std::min(oldest[e % size_t(k_)], version_[e]);
-    for (int q = 0; q < k_; ++q) {
-      auto& t = travelled_[size_t(q)];
-      t.erase(t.begin(), t.begin() + oldest[size_t(q)]);
+    const size_t n = size_t(pts_.rows), k = size_t(k_);
+    std::vector<int> oldest(k);
+    for (size_t q = 0; q < k; ++q)
+      oldest[q] = int(travelled_[q].size()) - 1;
+    // (Row by row: an entry's centroid is its column, no division per entry.)
+    for (size_t i = 0; i < n; ++i) {
+      const int* v = version_.data() + i * k;
+      for (size_t q = 0; q < k; ++q)
+        if (v[q] >= 0)
+          oldest[q] = std::min(oldest[q], v[q]);
     }
-    for (size_t e = 0; e < n * size_t(k_); ++e)
-      if (version_[e] >= 0)
-        version_[e] -= oldest[e % size_t(k_)];
+    bool trim = false;
+    for (size_t q = 0; q < k; ++q) {
+      auto& t = travelled_[q];
+      t.erase(t.begin(), t.begin() + oldest[q]);
+      trim |= oldest[q] > 0;
+    }
+    for (size_t i = 0; trim && i < n; ++i) {
+      int* v = version_.data() + i * k;
+      for (size_t q = 0; q < k; ++q)
+        if (v[q] >= 0)
+          v[q] -= oldest[q];
+    }
     carry.rows_first = carry.first;
     carry.centroids  = centroids;
     carry.row_hash.swap(row_hash_);
@@ -440,7 +479,7 @@ class LazySims {
       dots(DenseMatrixView(pts_.data + size_t(i) * size_t(d), end - i, d), centroids, sim_.data() + at(i, 0), avx_);
       for (int r = i; r < end; ++r)
         for (int q = 0; q < k_; ++q)
-          version_[at(r, q)] = int(travelled_[size_t(q)].size()) - 1;
+          version_[at(r, q)] = current_[size_t(q)];
       i = end;
     }
   }
@@ -471,7 +510,7 @@ class LazySims {
     }
     for (int q : ids_)
       for (int i = 0; i < n; ++i)
-        version_[at(i, q)] = int(travelled_[size_t(q)].size()) - 1;
+        version_[at(i, q)] = current_[size_t(q)];
   }
 
   // The listed entries of point i made exact, four centroids per kernel call.
@@ -506,46 +545,23 @@ class LazySims {
   void slacks(int i, double* e) const
   {
     const int* v = version_.data() + at(i, 0);
+    if (zero_[size_t(i)]) {
+      std::fill(e, e + k_, 0.0);
+      return;
+    }
     for (int q = 0; q < k_; ++q) {
-      const auto& t = travelled_[size_t(q)];
-      e[q]          = zero_[size_t(i)] || v[q] == int(t.size()) - 1
-                          ? 0.0
-                          : 1.001 * (t.back() - t[size_t(v[q])]) * (1 + 1e-9) + rounding_;
+      const int now   = current_[size_t(q)];
+      const double* t = travelled_[size_t(q)].data();
+      e[q]            = v[q] == now ? 0.0 : 1.001 * (t[now] - t[v[q]]) * (1 + 1e-9) + rounding_;
     }
   }
 
  private:
   size_t at(int i, int q) const { return size_t(i) * size_t(k_) + size_t(q); }
-  void hash_rows()
-  {
-    // A multiply-xorshift hash of the row's bits, 4 independent lanes of 64-bit words (a byte-wise
-    // hash took longer than the dots it saves): a carried row is taken over only if it is the same.
-    const size_t bytes = size_t(pts_.cols) * sizeof(float);
-    row_hash_.assign(size_t(pts_.rows), 0);
-    for (int i = 0; i < pts_.rows; ++i) {
-      const auto* b = reinterpret_cast<const unsigned char*>(pts_.data + size_t(i) * size_t(pts_.cols));
-      uint64_t h[4] = {1, 2, 3, 4};
-      uint64_t w[4] = {};
-      size_t j      = 0;
-      auto mix      = [](uint64_t x, uint64_t y) {
-        x = (x ^ y) * 0x9e3779b97f4a7c15ull;
-        return x ^ (x >> 29);
-      };
-      for (; j + 32 <= bytes; j += 32) {
-        std::memcpy(w, b + j, 32);
-        for (int l = 0; l < 4; ++l)
-          h[l] = mix(h[l], w[l]);
-      }
-      uint64_t tail = 0;
-      for (; j < bytes; ++j)
-        tail = (tail << 8) | b[j];
-      row_hash_[size_t(i)] = mix(mix(mix(mix(h[0], h[1]), h[2]), h[3]), tail);
-    }
-  }
   void store(int i, int q, float v)
   {
     sim_[at(i, q)]     = v;
-    version_[at(i, q)] = int(travelled_[size_t(q)].size()) - 1;
+    version_[at(i, q)] = current_[size_t(q)];
   }
 
   DenseMatrixView pts_;
@@ -555,6 +571,7 @@ class LazySims {
   std::vector<float> sim_;
   std::vector<int> version_;                    // per entry: the centroid version it was computed with
   std::vector<std::vector<double>> travelled_;  // per centroid, per version: distance moved before it
+  std::vector<int> current_;                    // per centroid, its current version: travelled_[q].size() - 1
   double rounding_;
   std::vector<uint64_t> row_hash_;  // filled when carried
   std::vector<int> ids_;            // scratch
@@ -619,38 +636,55 @@ void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, st
 // optimum (no assignment is cheaper on exact costs, which are at least the bounds, and the solver on
 // exact costs finds it whatever its tie rule): is_unique_optimum checks that. Otherwise (false,
 // also when the previous duals are missing) nothing was decided.
+// The sparse instance's allowed pairs are kept as lists too (lists: the current, merged: scratch),
+// so the solver need not search the N x K matrix for them.
 bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n, int k, std::vector<double>& duals,
-                             std::vector<double>& cost, std::vector<double>& sparse, std::vector<int>& next)
+                             std::vector<double>& cost, std::vector<double>& sparse, AllowedLists& lists,
+                             AllowedLists& merged, std::vector<int>& next)
 {
   if (duals.size() != size_t(k))
     return false;
   constexpr double inf = std::numeric_limits<double>::infinity();
-  std::vector<int> need;
+  // Lists are written through pointers into buffers sized for the worst case, and `need` counted in
+  // a local: with push_back in these O(K) loops their counters lived in memory (a fifth of the step).
+  std::vector<int> need(static_cast<size_t>(k));
+  lists.first.resize(size_t(n) + 1);
+  lists.first[0] = 0;
+  if (lists.allowed.size() < size_t(n) * size_t(k))
+    lists.allowed.resize(size_t(n) * size_t(k));  // (never shrunk: growing zeroes the new part)
+  int listed = 0;
   std::vector<double> lo(static_cast<size_t>(k)), e(static_cast<size_t>(k));
   for (int i = 0; i < n; ++i) {
     const float* si = sims.row(i);
     sims.slacks(i, e.data());
     const double best_hi = reduced_bounds(si, e.data(), duals.data(), k, lo.data());
-    need.clear();
-    for (int q = 0; q < k; ++q)
-      if (e[size_t(q)] > 0 && lo[size_t(q)] <= best_hi + kDualRoom) {
-        need.push_back(q);
-        e[size_t(q)] = 0;  // exact once computed below
-      }
-    sims.compute(i, need, centroids);
-    double* ci = cost.data() + size_t(i) * size_t(k);
-    double* pi = sparse.data() + size_t(i) * size_t(k);
+    int m                = 0;
     for (int q = 0; q < k; ++q) {
-      ci[q] = 1.0 - (double(si[q]) + e[size_t(q)]);
-      pi[q] = e[size_t(q)] == 0 ? ci[q] : inf;
+      need[size_t(m)] = q;
+      m += e[size_t(q)] > 0 && lo[size_t(q)] <= best_hi + kDualRoom;
     }
+    for (int a = 0; a < m; ++a)
+      e[size_t(need[size_t(a)])] = 0;  // exact once computed below
+    sims.compute(i, std::span<const int>(need.data(), size_t(m)), centroids);
+    double* ci   = cost.data() + size_t(i) * size_t(k);
+    double* pi   = sparse.data() + size_t(i) * size_t(k);
+    int* allowed = lists.allowed.data() + listed;
+    int c        = 0;
+    for (int q = 0; q < k; ++q) {
+      ci[q]      = 1.0 - (double(si[q]) + e[size_t(q)]);
+      pi[q]      = e[size_t(q)] == 0 ? ci[q] : inf;
+      allowed[c] = q;
+      c += e[size_t(q)] == 0;
+    }
+    listed += c;
+    lists.first[size_t(i) + 1] = listed;
   }
   const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
   std::optional<BalancedAssignment> a;
   bool solve = true;
   for (int round = 0; round <= kRounds; ++round) {
     if (solve) {
-      a = balanced_assignment_allowed(sparse, n, k, cap);
+      a = balanced_assignment_allowed(sparse, n, k, cap, lists);
       if (!a)
         return false;
     }
@@ -666,32 +700,47 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     const std::vector<double>& p = a->duals;
     bool more                    = false;
     solve                        = false;
+    merged.first.resize(size_t(n) + 1);
+    merged.first[0] = 0;
+    if (merged.allowed.size() < size_t(n) * size_t(k))
+      merged.allowed.resize(size_t(n) * size_t(k));
+    int listed = 0;
     for (int i = 0; i < n; ++i) {
       double* ci      = cost.data() + size_t(i) * size_t(k);
       const int at    = a->cluster[size_t(i)];
       const double in = ci[at] - p[size_t(at)];
-      need.clear();
+      int m           = 0;
       for (int q = 0; q < k; ++q)
-        if (!sims.exact(i, q) && ci[q] - p[size_t(q)] <= in + kRefineRoom)
-          need.push_back(q);
-      if (need.empty())
+        if (ci[q] - p[size_t(q)] <= in + kRefineRoom && !sims.exact(i, q))
+          need[size_t(m++)] = q;
+      // The allowed clusters: the point's before and those made exact now (not among them).
+      const int* old = lists.allowed.data();
+      const int* end = std::merge(old + lists.first[size_t(i)], old + lists.first[size_t(i) + 1], need.data(),
+                                  need.data() + m, merged.allowed.data() + listed);
+      listed         = int(end - merged.allowed.data());
+      merged.first[size_t(i) + 1] = listed;
+      if (m == 0)
         continue;
       more = true;
-      sims.compute(i, need, centroids);
+      const std::span<const int> cols(need.data(), size_t(m));
+      sims.compute(i, cols, centroids);
       const float* si = sims.row(i);
-      for (int q : need) {
+      for (int q : cols) {
         ci[q] = sparse[size_t(i) * size_t(k) + size_t(q)] = 1.0 - double(si[q]);
         solve |= ci[q] - p[size_t(q)] < in;
       }
     }
+    lists.first.swap(merged.first);
+    lists.allowed.swap(merged.allowed);
     if (!more)
       break;
   }
   return false;
 }
 
+// hashes: each row's row_hash, when there is a carry to take over.
 KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMatrix centroids, const KMeansOptions& o,
-                     WindowCarry* carry = nullptr)
+                     WindowCarry* carry = nullptr, std::vector<uint64_t> hashes = {})
 {
   const int n = pts.rows, d = pts.cols, k = centroids.rows;
   KMeansResult r;
@@ -700,6 +749,7 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
   std::vector<double> cost(o.variant == KMeansVariant::balanced ? size_t(n) * size_t(k) : 0);
   std::vector<double> sparse(cost.size());  // the exact entries of `cost`, +infinity elsewhere
   std::vector<double> duals;                // the last balanced solve's
+  AllowedLists lists, merged;               // the sparse instance's allowed pairs (and scratch)
   std::vector<int> next(static_cast<size_t>(n));
   std::vector<double> sum(size_t(k) * size_t(d), 0.0);
   std::vector<int> members(size_t(k), 0);  // non-zero points per cluster
@@ -708,7 +758,7 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
   if (!o.bounds)
     carry = nullptr;
   if (carry)
-    sims.take(*carry, centroids, duals);
+    sims.take(*carry, centroids, duals, std::move(hashes));
 
   for (int it = 1; it <= o.max_iterations; ++it) {
     // With bounds, only the dots that can matter are computed, once every entry is known (a first
@@ -718,7 +768,7 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
     if (bounded)
       sims.compute_unknown(centroids);
     if (o.variant == KMeansVariant::balanced) {
-      if (!bounded || !balanced_step_on_bounds(sims, centroids, n, k, duals, cost, sparse, next)) {
+      if (!bounded || !balanced_step_on_bounds(sims, centroids, n, k, duals, cost, sparse, lists, merged, next)) {
         sims.compute_all(centroids);
         for (int i = 0; i < n; ++i)
           for (int q = 0; q < k; ++q)
@@ -821,7 +871,10 @@ KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView i
                                        WindowCarry* carry)
 {
   check_options(options);
-  const std::vector<char> zero = check_points(points);
+  if (!options.bounds)
+    carry = nullptr;  // (iterate would not use it)
+  std::vector<uint64_t> hashes;
+  const std::vector<char> zero = check_points(points, carry ? &hashes : nullptr);
   if (initial.rows <= 0 || !initial.data)
     bad("no initial centroids");
   if (initial.cols != points.cols)
@@ -838,7 +891,7 @@ KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView i
     for (int j = 0; j < initial.cols; ++j)
       c.row(q)[size_t(j)] = float(double(in[size_t(j)]) * inv);
   }
-  return iterate(points, zero, std::move(c), options, carry);
+  return iterate(points, zero, std::move(c), options, carry, std::move(hashes));
 }
 
 void WindowCarry::reorder(std::span<const int> slot)
@@ -848,6 +901,11 @@ void WindowCarry::reorder(std::span<const int> slot)
     return;  // nothing carried
   if (int(slot.size()) != k || travelled.size() != size_t(k))
     bad("WindowCarry::reorder: " + std::to_string(slot.size()) + " slots for " + std::to_string(k) + " centroids");
+  bool identity = true;
+  for (int j = 0; j < k; ++j)
+    identity &= slot[size_t(j)] == j;
+  if (identity)
+    return;  // (most refits: every centroid keeps its slot)
   const size_t rows = row_hash.size();
   DenseMatrix c(k, centroids.cols);
   std::vector<float> s(sim.size());
