@@ -255,18 +255,12 @@ struct StoredLogs {
   const float* logs;
   template <class F, class I> [[gnu::always_inline]] F at(size_t c) const { return load<F>(logs + c); }
 };
-// kBase: added to the logs of the owners before it (as add_prompt_logs adds them, the same bits).
-template <bool kBase> struct OwnerLogs {
+struct OwnerLogs {
   const TokenLaw& law;
   float tokens;
-  const float* base;
   template <class F, class I> [[gnu::always_inline]] F at(size_t c) const
   {
-    const F x = tokens * log2_one_minus<F, I>(law_probability<F>(law, c));
-    if constexpr (kBase)
-      return load<F>(base + c) + x;
-    else
-      return x;
+    return tokens * log2_one_minus<F, I>(law_probability<F>(law, c));
   }
 };
 
@@ -305,28 +299,19 @@ __attribute__((target("avx512f"))) double distinct_from_logs_avx512(std::span<co
   return distinct_of<true>(StoredLogs{logs.data()}, layers, experts, per_layer);
 }
 
-// The last owner of a batch in one pass: the same operations as add_prompt_logs then
-// distinct_from_logs, without storing the logs. base: the logs of the owners before it (none: null).
-template <bool kWide> [[gnu::always_inline]] inline double
-last_owner(const TokenLaw& law, float tokens, const float* base, int layers, int experts, std::span<double> per_layer)
+// A batch of one owner in one pass: the same operations as add_prompt_logs then distinct_from_logs,
+// without storing the logs. (Only for one owner: with more, the log pass into a base and the exp2 pass
+// are faster apart, their iterations independent, than fused into the per-layer sums' chains.)
+__attribute__((target_clones("avx2", "default"))) double
+single_owner_distinct(const TokenLaw& law, float tokens, int layers, int experts, std::span<double> per_layer)
 {
-  if (base)
-    return distinct_of<kWide>(OwnerLogs<true>{law, tokens, base}, layers, experts, per_layer);
-  return distinct_of<kWide>(OwnerLogs<false>{law, tokens, nullptr}, layers, experts, per_layer);
+  return distinct_of<false>(OwnerLogs{law, tokens}, layers, experts, per_layer);
 }
 
-__attribute__((target_clones("avx2", "default"))) double last_owner_distinct(const TokenLaw& law, float tokens,
-                                                                             const float* base, int layers, int experts,
-                                                                             std::span<double> per_layer)
+__attribute__((target("avx512f"))) double single_owner_distinct_avx512(const TokenLaw& law, float tokens, int layers,
+                                                                       int experts, std::span<double> per_layer)
 {
-  return last_owner<false>(law, tokens, base, layers, experts, per_layer);
-}
-
-__attribute__((target("avx512f"))) double last_owner_distinct_avx512(const TokenLaw& law, float tokens,
-                                                                     const float* base, int layers, int experts,
-                                                                     std::span<double> per_layer)
-{
-  return last_owner<true>(law, tokens, base, layers, experts, per_layer);
+  return distinct_of<true>(OwnerLogs{law, tokens}, layers, experts, per_layer);
 }
 
 // 1 = the AVX-512 instances, 0 = the others (baseline or AVX2, by target_clones).
@@ -342,11 +327,11 @@ struct Kernels {
   void (*leave)(const TokenLaw&, int, int, float*, int32_t*, double*);
   void (*prompt_logs)(const TokenLaw&, float, const float*, std::span<float>);
   double (*from_logs)(std::span<const float>, int, int, std::span<double>);
-  double (*last_owner)(const TokenLaw&, float, const float*, int, int, std::span<double>);
+  double (*single_owner)(const TokenLaw&, float, int, int, std::span<double>);
 };
-const Kernels kKernels[2] = {
-    {join_all, leave_all, add_prompt_logs, distinct_from_logs, last_owner_distinct},
-    {join_all_avx512, leave_all_avx512, add_prompt_logs_avx512, distinct_from_logs_avx512, last_owner_distinct_avx512}};
+const Kernels kKernels[2] = {{join_all, leave_all, add_prompt_logs, distinct_from_logs, single_owner_distinct},
+                             {join_all_avx512, leave_all_avx512, add_prompt_logs_avx512, distinct_from_logs_avx512,
+                              single_owner_distinct_avx512}};
 
 // The kernels in use (tests change them: detail::use_expected_union_kernel).
 const Kernels* kernels = &kKernels[best_kernel()];
@@ -530,8 +515,8 @@ double expected_prompt_distinct(const GatingSource& source, std::span<const Prom
       } else {
         base = own.data();
       }
-    } else if (i + 1 == n) {
-      return kernels->last_owner(o.law, float(tokens), base, shape.layers, shape.experts, per_layer);
+    } else if (n == 1) {  // most batches without a chat template
+      return kernels->single_owner(o.law, float(tokens), shape.layers, shape.experts, per_layer);
     } else {
       kernels->prompt_logs(o.law, float(tokens), base, logs);
       base = logs.data();
