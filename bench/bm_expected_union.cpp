@@ -85,24 +85,27 @@ void BM_WindowMasks(benchmark::State& state)
 BENCHMARK(BM_WindowMasks)->ArgName("window")->Arg(1)->Arg(3);
 
 // One iteration = one prefill batch of one S1 prompt (its whole prompt computed); items = prompt tokens.
+// cache 1: as a prefill worker runs it, the chat template owner's logs kept across batches.
 void BM_ExpectedPromptDistinct(benchmark::State& state)
 {
   if (!use_kernel(state, state.range(0)))
     return;
   const Scenario& s = default_scenario();
   std::vector<double> distinct(size_t(s.routing->shape().layers));
-  size_t i    = 0;
-  long tokens = 0;
+  PromptLogCache cache;
+  PromptLogCache* use = state.range(1) ? &cache : nullptr;
+  size_t i            = 0;
+  long tokens         = 0;
   for (auto _ : state) {
     const Request& r = s.w.requests[i++ % s.w.requests.size()];
     const PromptTokens p{&r, 0, r.prompt_tokens};
-    benchmark::DoNotOptimize(expected_prompt_distinct(*s.routing, std::span(&p, 1), distinct));
+    benchmark::DoNotOptimize(expected_prompt_distinct(*s.routing, std::span(&p, 1), distinct, use));
     tokens += r.prompt_tokens;
   }
   state.SetItemsProcessed(tokens);
   detail::use_expected_union_kernel(-1);
 }
-BENCHMARK(BM_ExpectedPromptDistinct)->ArgName("kernel")->Arg(0)->Arg(1);
+BENCHMARK(BM_ExpectedPromptDistinct)->ArgNames({"kernel", "cache"})->ArgsProduct({{0, 1}, {0, 1}});
 
 }  // namespace
 }  // namespace eldr::bench

@@ -113,13 +113,13 @@ void PrefillWorker::sampled_distinct(std::vector<double>& distinct) const
   distinct.assign(counts.begin(), counts.end());
 }
 
-void PrefillWorker::expected_distinct(std::vector<double>& distinct) const
+void PrefillWorker::expected_distinct(std::vector<double>& distinct)
 {
   std::vector<PromptTokens> prompts;
   for (const PrefilledPrompt& p : batch_)
     prompts.push_back({p.request, p.cached_tokens, p.request->prompt_tokens});
   distinct.resize(size_t(s_.routing.shape().layers));
-  expected_prompt_distinct(s_.routing, prompts, distinct);
+  expected_prompt_distinct(s_.routing, prompts, distinct, &log_cache_);
 }
 
 double PrefillWorker::run_batch()

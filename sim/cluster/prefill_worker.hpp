@@ -1,5 +1,6 @@
 #pragma once
 #include "sim/cluster/cluster_state.hpp"
+#include "sim/gating/expected_union.hpp"
 
 namespace eldr {
 
@@ -22,11 +23,12 @@ class PrefillWorker {
   double run_batch();
   // Distinct experts per layer of the batch's computed prompt tokens into `distinct`.
   void sampled_distinct(std::vector<double>& distinct) const;
-  void expected_distinct(std::vector<double>& distinct) const;
+  void expected_distinct(std::vector<double>& distinct);
   ClusterState& s_;
   int index_;
   std::vector<PrefilledPrompt> batch_;
   std::vector<uint64_t> batch_new_;  // blocks this batch computes (not hits for a later prompt in it)
+  PromptLogCache log_cache_;         // expected unions: the logs of the chat template's owner and shared prefixes'
 };
 
 // Releases what the prefill side holds of r once its KV cache has been sent.

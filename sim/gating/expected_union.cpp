@@ -215,37 +215,38 @@ __attribute__((target("avx512f"))) void leave_all_avx512(const TokenLaw& law, in
   change_all<false, true>(law, layers, experts, product, zero, missing);
 }
 
-// Prefill: L[c] += tokens x log2(1 - p) (first: L[c] = ...), single precision.
-template <bool kWide>
-[[gnu::always_inline]] inline void prompt_logs(const TokenLaw& law, float tokens, bool first, std::span<float> logs)
+// Prefill: out[c] = base[c] + tokens x log2(1 - p) (no base: the product alone), single precision.
+// out may be base (in place).
+template <bool kWide> [[gnu::always_inline]] inline void prompt_logs(const TokenLaw& law, float tokens,
+                                                                     const float* base, std::span<float> out)
 {
-  const size_t n = logs.size();
+  const size_t n = out.size();
   size_t c       = 0;
   if constexpr (kWide)
     for (; c + 2 * kLanes <= n; c += 2 * kLanes) {
       const Wide x = tokens * log2_one_minus<Wide, WideInt>(law_probability<Wide>(law, c));
-      store(&logs[c], first ? x : load<Wide>(&logs[c]) + x);
+      store(&out[c], base ? load<Wide>(base + c) + x : x);
     }
   for (; c + kLanes <= n; c += kLanes) {
     const Float8 x = tokens * log2_one_minus<Float8, Int8>(law_probability<Float8>(law, c));
-    store(&logs[c], first ? x : load<Float8>(&logs[c]) + x);
+    store(&out[c], base ? load<Float8>(base + c) + x : x);
   }
   for (; c < n; ++c) {
     const float x = tokens * log2_one_minus<Float1, Int1>(law_probability<Float1>(law, c))[0];
-    logs[c]       = first ? x : logs[c] + x;
+    out[c]        = base ? base[c] + x : x;
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const TokenLaw& law, float tokens, bool first,
-                                                                       std::span<float> logs)
+__attribute__((target_clones("avx2", "default"))) void add_prompt_logs(const TokenLaw& law, float tokens,
+                                                                       const float* base, std::span<float> out)
 {
-  prompt_logs<false>(law, tokens, first, logs);
+  prompt_logs<false>(law, tokens, base, out);
 }
 
-__attribute__((target("avx512f"))) void add_prompt_logs_avx512(const TokenLaw& law, float tokens, bool first,
-                                                               std::span<float> logs)
+__attribute__((target("avx512f"))) void add_prompt_logs_avx512(const TokenLaw& law, float tokens, const float* base,
+                                                               std::span<float> out)
 {
-  prompt_logs<true>(law, tokens, first, logs);
+  prompt_logs<true>(law, tokens, base, out);
 }
 
 // Where a prefill batch's logs L[c] = sum tokens x log2(1 - p) come from: stored (several owners) or
@@ -299,7 +300,8 @@ __attribute__((target("avx512f"))) double distinct_from_logs_avx512(std::span<co
 }
 
 // A batch of one owner in one pass: the same operations as add_prompt_logs then distinct_from_logs,
-// without storing the logs.
+// without storing the logs. (Only for one owner: with more, the log pass into a base and the exp2 pass
+// are faster apart, their iterations independent, than fused into the per-layer sums' chains.)
 __attribute__((target_clones("avx2", "default"))) double
 single_owner_distinct(const TokenLaw& law, float tokens, int layers, int experts, std::span<double> per_layer)
 {
@@ -323,7 +325,7 @@ int best_kernel()
 struct Kernels {
   void (*join)(const TokenLaw&, int, int, float*, int32_t*, double*);
   void (*leave)(const TokenLaw&, int, int, float*, int32_t*, double*);
-  void (*prompt_logs)(const TokenLaw&, float, bool, std::span<float>);
+  void (*prompt_logs)(const TokenLaw&, float, const float*, std::span<float>);
   double (*from_logs)(std::span<const float>, int, int, std::span<double>);
   double (*single_owner)(const TokenLaw&, float, int, int, std::span<double>);
 };
@@ -412,38 +414,88 @@ double ExpectedUnion::distinct(std::span<double> per_layer) const
   return total;
 }
 
+std::span<const float> PromptLogCache::logs(const GatingSource& source, const TokenLaw& law, int tokens, size_t cells)
+{
+  for (Entry& e : entries_)
+    if (e.source == &source && e.law == law && e.tokens == tokens && e.logs.size() == cells) {
+      e.used = uses_;
+      return e.logs;
+    }
+  // Replace the least recently used entry that no owner of this batch holds; grow if all are held.
+  Entry* slot = nullptr;
+  for (Entry& e : entries_)
+    if (e.used < batch_ && (!slot || e.used < slot->used))
+      slot = &e;
+  if (!slot || entries_.size() < kEntries)
+    slot = &entries_.emplace_back();
+  slot->source = &source;
+  slot->law    = law;
+  slot->tokens = tokens;
+  slot->used   = uses_;
+  slot->logs.resize(cells);
+  kernels->prompt_logs(law, float(tokens), nullptr, slot->logs);
+  return slot->logs;
+}
+
+void PromptLogCache::start_batch()
+{
+  // A batch with many shared owners grew the cache beyond kEntries: drop the least recently used.
+  while (entries_.size() > kEntries)
+    entries_.erase(std::min_element(entries_.begin(), entries_.end(),
+                                    [](const Entry& a, const Entry& b) { return a.used < b.used; }));
+  batch_ = ++uses_;
+}
+
 double expected_prompt_distinct(const GatingSource& source, std::span<const PromptTokens> prompts,
-                                std::span<double> per_layer)
+                                std::span<double> per_layer, PromptLogCache* cache)
 {
   struct Owner {
     const Request* request;
     TokenLaw law;
+    bool shared;  // another prompt's tokens (a chat template's, a shared prefix's): cacheable
     std::vector<std::pair<int, int>> spans;
   };
   thread_local std::vector<PromptRun> runs;
+  thread_local std::vector<const Request*> run_prompt;  // the prompt each of runs came from
   thread_local std::vector<Owner> owners;
   thread_local std::vector<float> logs;
   runs.clear();
+  run_prompt.clear();
   for (const PromptTokens& p : prompts)
-    if (p.from < p.to)
+    if (p.from < p.to) {
       source.prompt_runs(*p.request, p.from, p.to, runs);
-  // Group by owner in order of first appearance (not by address: the order fixes the rounding).
-  owners.clear();
-  for (const PromptRun& r : runs) {
-    auto it = std::find_if(owners.begin(), owners.end(), [&](const Owner& o) { return o.request == r.owner; });
-    if (it == owners.end()) {
-      owners.push_back({r.owner, r.law, {}});
-      it = owners.end() - 1;
+      run_prompt.resize(runs.size(), p.request);
     }
+  // Group by owner in order of first appearance (not by address: the order fixes the rounding).
+  size_t n = 0;  // owners in use (the others keep their spans' memory for the next batch)
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const PromptRun& r = runs[k];
+    auto it =
+        std::find_if(owners.begin(), owners.begin() + long(n), [&](const Owner& o) { return o.request == r.owner; });
+    if (it == owners.begin() + long(n)) {
+      if (n == owners.size())
+        owners.emplace_back();
+      it          = owners.begin() + long(n++);
+      it->request = r.owner;
+      it->law     = r.law;
+      it->shared  = false;
+      it->spans.clear();
+    }
+    it->shared = it->shared || r.owner != run_prompt[k];
     it->spans.emplace_back(r.from, r.to);
   }
   const GatingShape& shape = source.shape();
-  // The first owner writes every cell (a batch without tokens adds nothing: all zeros).
-  if (owners.empty())
-    logs.assign(size_t(shape.layers) * size_t(shape.experts), 0.f);
-  else
-    logs.resize(size_t(shape.layers) * size_t(shape.experts));
-  for (size_t i = 0; i < owners.size(); ++i) {
+  const size_t cells       = size_t(shape.layers) * size_t(shape.experts);
+  if (n == 0) {  // a batch without tokens adds nothing: all zeros
+    logs.assign(cells, 0.f);
+    return kernels->from_logs(logs, shape.layers, shape.experts, per_layer);
+  }
+  logs.resize(cells);
+  if (cache)
+    cache->start_batch();
+  // base: the logs of the owners so far, in `logs` or a cache entry (none before the first).
+  const float* base = nullptr;
+  for (size_t i = 0; i < n; ++i) {
     Owner& o = owners[i];
     // The owner's distinct positions: the union of its spans.
     std::sort(o.spans.begin(), o.spans.end());
@@ -454,11 +506,23 @@ double expected_prompt_distinct(const GatingSource& source, std::span<const Prom
         tokens += to - from;
       covered = std::max(covered, to);
     }
-    if (owners.size() == 1)  // most batches at moderate load
+    if (cache && o.shared) {  // its logs as add_prompt_logs computes them, kept across batches
+      const std::span<const float> own = cache->logs(source, o.law, tokens, cells);
+      if (base) {
+        for (size_t c = 0; c < cells; ++c)
+          logs[c] = base[c] + own[c];
+        base = logs.data();
+      } else {
+        base = own.data();
+      }
+    } else if (n == 1) {  // most batches without a chat template
       return kernels->single_owner(o.law, float(tokens), shape.layers, shape.experts, per_layer);
-    kernels->prompt_logs(o.law, float(tokens), i == 0, logs);
+    } else {
+      kernels->prompt_logs(o.law, float(tokens), base, logs);
+      base = logs.data();
+    }
   }
-  return kernels->from_logs(logs, shape.layers, shape.experts, per_layer);
+  return kernels->from_logs({base, cells}, shape.layers, shape.experts, per_layer);
 }
 
 }  // namespace eldr

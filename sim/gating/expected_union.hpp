@@ -68,12 +68,41 @@ struct PromptTokens {
   int to;
 };
 
+// The per-cell logs n log2(1 - p) of prompt tokens that many prefill batches hold (the chat template's
+// owner is in every batch, a shared prefix's in many), kept by everything they depend on (source,
+// law, token count), so such a batch reuses them instead of a pass of logarithms. One per prefill
+// worker; a few entries, least recently used replaced.
+class PromptLogCache {
+ public:
+  // n log2(1 - p) of `tokens` tokens of `law` for every cell (computed on a miss); valid until the
+  // next start_batch().
+  std::span<const float> logs(const GatingSource& source, const TokenLaw& law, int tokens, size_t cells);
+  // Before a batch's look-ups: the entries a batch holds are not replaced during it.
+  void start_batch();
+  size_t entries() const { return entries_.size(); }
+
+  static constexpr size_t kEntries = 4;
+
+ private:
+  struct Entry {
+    const GatingSource* source = nullptr;
+    TokenLaw law;
+    int tokens = 0;
+    long used  = 0;  // when last looked up
+    std::vector<float> logs;
+  };
+  std::vector<Entry> entries_;
+  long uses_  = 0;  // look-up clock: one tick a batch
+  long batch_ = 0;  // the current batch's tick
+};
+
 // Expected distinct experts per layer of a prefill batch into `per_layer`; returns their sum. A
 // prompt's n tokens miss an expert with (1 - p)^n = 2^(n log2(1 - p)). Tokens that two prompts route
 // alike (a shared prefix's owner and position, SharedPrefixGating) count once, as they are one set
-// of experts.
+// of experts. `cache` (optional) keeps the logs of owners of other prompts' tokens across batches:
+// the same result, bit for bit.
 double expected_prompt_distinct(const GatingSource& source, std::span<const PromptTokens> prompts,
-                                std::span<double> per_layer);
+                                std::span<double> per_layer, PromptLogCache* cache = nullptr);
 
 namespace detail {
 // For tests and benchmarks: the kernels every expected union and prefill batch uses from now on,

@@ -295,17 +295,38 @@ void add_tokens(const GatingSource& routing, const Request& r, int begin, int en
   std::vector<char> take(size_t(s.layers), only_layers.empty() ? 1 : 0);
   for (int l : only_layers)
     take[size_t(l)] = 1;
-  const size_t E = size_t(s.experts), K = size_t(s.top_k);
-  for (int t = begin; t < end; ++t) {
+  std::vector<int> layers;  // ascending, each once
+  for (int l = 0; l < s.layers; ++l)
+    if (take[size_t(l)])
+      layers.push_back(l);
+  const size_t E = size_t(s.experts), K = size_t(s.top_k), W = size_t(s.words_per_layer);
+  // A token's gate values are a row of a per-palette table far larger than the caches, read a layer
+  // at a time: the rows of the token kAhead positions on are prefetched (its spans looked up again
+  // when it is added: a source's spans may be valid only until its next call).
+  constexpr int kAhead = 8;
+  auto prefetch        = [&](int t) {
     const auto [prob, score]        = gates->token_gates(r, t);
     std::span<const uint64_t> masks = routing.token_experts(r, t);
-    for (int l = 0; l < s.layers; ++l) {
-      if (!take[size_t(l)])
-        continue;
+    for (int l : layers) {
+      __builtin_prefetch(&masks[size_t(l) * W]);
+      if (want_prob)
+        __builtin_prefetch(&prob[size_t(l) * K]);
+      if (want_score)
+        __builtin_prefetch(&score[size_t(l) * K]);
+    }
+  };
+  for (int t = begin; t < std::min(end, begin + kAhead); ++t)
+    prefetch(t);
+  for (int t = begin; t < end; ++t) {
+    if (t + kAhead < end)
+      prefetch(t + kAhead);
+    const auto [prob, score]        = gates->token_gates(r, t);
+    std::span<const uint64_t> masks = routing.token_experts(r, t);
+    for (int l : layers) {
       size_t j = size_t(l) * K, stop = j + K;
-      for (int w = 0; w < s.words_per_layer; ++w)
-        for (uint64_t bits = masks[size_t(l * s.words_per_layer + w)]; bits && j < stop; bits &= bits - 1, ++j) {
-          const size_t cell = size_t(l) * E + size_t(w * 64 + std::countr_zero(bits));
+      for (size_t w = 0; w < W; ++w)
+        for (uint64_t bits = masks[size_t(l) * W + w]; bits && j < stop; bits &= bits - 1, ++j) {
+          const size_t cell = size_t(l) * E + w * 64 + size_t(std::countr_zero(bits));
           if (want_prob)
             into.gate_prob[cell] += prob[j];
           if (want_score)

@@ -399,3 +399,128 @@ TEST_CASE("expected union: the default kernels equal a plain computation, and th
   }
   detail::use_expected_union_kernel(-1);
 }
+
+namespace {
+
+// TableSource whose prompts' first `head` tokens are owned by request `owners[(r.id) % owners.size()]`
+// (a chat template, a shared prefix): the owners' logs are what PromptLogCache keeps.
+class SharedHeadSource : public TableSource {
+ public:
+  SharedHeadSource(int experts, std::vector<std::vector<float>> tables, std::vector<const Request*> owners, int head)
+      : TableSource(experts, std::move(tables)), owners_(std::move(owners)), head_(head)
+  {
+  }
+  void prompt_runs(const Request& r, int from, int to, std::vector<PromptRun>& out) const override
+  {
+    const Request* owner = owners_[r.id % owners_.size()];
+    if (from < head_ && owner != &r)
+      out.push_back({token_law(*owner, 0), owner, from, std::min(head_, to)});
+    from = owner != &r ? std::max(from, head_) : from;
+    if (from < to)
+      out.push_back({token_law(r, 0), &r, from, to});
+  }
+
+ private:
+  std::vector<const Request*> owners_;
+  int head_;
+};
+
+std::vector<double> batch_distinct(const GatingSource& src, const std::vector<PromptTokens>& batch,
+                                   PromptLogCache* cache)
+{
+  std::vector<double> d(size_t(src.shape().layers));
+  d.push_back(expected_prompt_distinct(src, batch, d, cache));
+  return d;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b)
+{
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("prompt log cache: a shared owner's logs by hand, the same bits as computed in each batch")
+{
+  // Request 0 owns the first 2 tokens of every prompt (a template): p0 = (0.5, 0.25, 0, 1). Request 1,
+  // p1 = (0.5, 0.5, 0.25, 0), prompts 0..5: its own 4 tokens 2..5. E[D] = sum 1 - (1 - p0)^2 (1 - p1)^4:
+  //   (1 - 0.25 * 0.0625) + (1 - 0.5625 * 0.0625) + (1 - 0.31640625) + 1.
+  std::vector<Request> reqs(2);
+  for (uint32_t i = 0; i < 2; ++i)
+    reqs[i].id = i, reqs[i].prompt_tokens = 6;
+  const SharedHeadSource src(4, {{0.5f, 0.25f, 0.f, 1.f}, {0.5f, 0.5f, 0.25f, 0.f}}, {&reqs[0]}, 2);
+  const std::vector<PromptTokens> batch{{&reqs[1], 0, 6}};
+  const double want = (1 - 0.25 * 0.0625) + (1 - 0.5625 * 0.0625) + (1 - 0.31640625) + 1;
+  PromptLogCache cache;
+  const std::vector<double> plain = batch_distinct(src, batch, nullptr);
+  CHECK(plain.back() == doctest::Approx(want).epsilon(1e-5));
+  for (int round = 0; round < 3; ++round) {  // a miss, then hits
+    CHECK(same_bits(batch_distinct(src, batch, &cache), plain));
+    CHECK(cache.entries() == 1);
+  }
+  // The owner's logs: 2 log2(1 - p0), exactly -2 for p = 0.5, 0 for p = 0, -254 for p = 1 (2^-127).
+  const std::span<const float> logs = cache.logs(src, src.token_law(reqs[0], 0), 2, 4);
+  CHECK(logs[0] == -2.f);
+  CHECK(logs[1] == doctest::Approx(2 * std::log2(0.75)).epsilon(1e-5));
+  CHECK(logs[2] == 0.f);
+  CHECK(logs[3] == -254.f);
+}
+
+TEST_CASE("prompt log cache: batches of shared and own owners give the bits computed without it")
+{
+  // Six requests own the shared heads (more than the cache keeps, so entries are replaced and looked
+  // up again); prompts of 40 requests in batches of 1 to 5, whole or from a cached position, some with
+  // only shared tokens, in an order that revisits owners. The generated source (its chat template
+  // owner is in every batch) likewise. Every kernel.
+  constexpr int kExperts = 45;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> unit(0.f, 1.f);
+  std::vector<std::vector<float>> tables(40, std::vector<float>(kExperts));
+  for (auto& t : tables)
+    for (float& p : t)
+      p = unit(rng) < 0.1f ? (unit(rng) < 0.5f ? 0.f : 1.f) : unit(rng);
+  std::vector<Request> reqs(40);
+  for (uint32_t i = 0; i < reqs.size(); ++i)
+    reqs[i].id = i, reqs[i].prompt_tokens = 20 + int(i);
+  std::vector<const Request*> owners;
+  for (size_t i = 0; i < 6; ++i)
+    owners.push_back(&reqs[i]);
+  const SharedHeadSource table_src(kExperts, tables, owners, 12);
+  std::vector<std::vector<PromptTokens>> table_batches;
+  for (int b = 0; b < 60; ++b) {
+    std::vector<PromptTokens> batch;
+    for (size_t n = 1 + rng() % 5; batch.size() < n;) {
+      const Request& r = reqs[6 + rng() % 34];
+      const int from   = rng() % 3 == 0 ? int(rng() % 16) : 0;
+      const int to     = rng() % 7 == 0 ? std::min(from + 4, 12) : r.prompt_tokens;
+      batch.push_back({&r, from, std::max(from, to)});
+    }
+    table_batches.push_back(batch);
+  }
+  const Scenario s = scenario(200);
+  std::vector<std::vector<PromptTokens>> gen_batches;
+  for (size_t b = 0; b < 30; ++b) {
+    std::vector<PromptTokens> batch;
+    for (size_t i = 0; i <= b % 4; ++i) {
+      const Request& r = s.w.requests[(b * 5 + i * 3) % s.w.requests.size()];
+      batch.push_back({&r, i == 2 ? 16 : 0, r.prompt_tokens});
+    }
+    gen_batches.push_back(batch);
+  }
+  const bool wide = test_cpu::vector_path_avx512f();
+  for (int kernel = 0; kernel <= (wide ? 1 : 0); ++kernel) {
+    REQUIRE(detail::use_expected_union_kernel(kernel));
+    for (const auto& [src, batches] : {std::pair{static_cast<const GatingSource*>(&table_src), &table_batches},
+                                       std::pair{static_cast<const GatingSource*>(s.src.get()), &gen_batches}}) {
+      PromptLogCache cache;
+      size_t differ = 0;
+      for (const std::vector<PromptTokens>& batch : *batches) {
+        differ += !same_bits(batch_distinct(*src, batch, &cache), batch_distinct(*src, batch, nullptr));
+        CHECK(cache.entries() <= PromptLogCache::kEntries + batch.size());
+      }
+      CHECK(differ == 0);
+      CHECK(cache.entries() > 0);
+    }
+  }
+  detail::use_expected_union_kernel(-1);
+}
