@@ -1,5 +1,6 @@
 #include "sim/gating/gate_source.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/build_id.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
 #include "sim/common/rng.hpp"
@@ -63,7 +64,8 @@ std::string hex(uint64_t v)
   return buf;
 }
 
-// Everything a palette's table is drawn from, as text: the shape, the seed, the palette, the
+// Everything a palette's table is drawn from, as text: the executable's build ID (the sampler's code;
+// a directory reused across rebuilds is then safe), the shape, the seed, the palette, the
 // renormalization, and its logits and records by content.
 std::string gate_key(const GeneratedGating& g, size_t palette)
 {
@@ -72,11 +74,11 @@ std::string gate_key(const GeneratedGating& g, size_t palette)
   const std::span<const float> z = g.palette_logits(int(palette));
   const auto [z1, z2]            = digest(z.data(), z.size_bytes());
   const auto [p1, p2]            = digest(g.record_experts(palette * R).data(), R * W * sizeof(uint64_t));
-  return "gates 1 layers " + std::to_string(s.layers) + " experts " + std::to_string(s.experts) + " top_k " +
-         std::to_string(s.top_k) + " words_per_layer " + std::to_string(s.words_per_layer) + " records " +
-         std::to_string(R) + " seed " + std::to_string(g.seed()) + " palette " + std::to_string(palette) +
-         " norm_topk_prob " + (g.norm_topk_prob() ? "1" : "0") + " logits " + hex(z1) + hex(z2) + " records " +
-         hex(p1) + hex(p2);
+  return "gates 1 binary " + executable_build_id() + " layers " + std::to_string(s.layers) + " experts " +
+         std::to_string(s.experts) + " top_k " + std::to_string(s.top_k) + " words_per_layer " +
+         std::to_string(s.words_per_layer) + " records " + std::to_string(R) + " seed " + std::to_string(g.seed()) +
+         " palette " + std::to_string(palette) + " norm_topk_prob " + (g.norm_topk_prob() ? "1" : "0") + " logits " +
+         hex(z1) + hex(z2) + " records " + hex(p1) + hex(p2);
 }
 
 // A table file: the magic, the key, the two arrays (each its count first), the digest of all that.
