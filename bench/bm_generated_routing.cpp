@@ -114,6 +114,7 @@ void BM_GeneratedGatesTable(benchmark::State& state)
   auto src         = make_source(s);
   const Request& r = s.w.requests[0];
   for (auto _ : state) {
+    forget_gate_tables();  // drawn each time, as in a process without them (a palette is drawn once per process)
     auto gates = make_gate_source(*src);
     benchmark::DoNotOptimize(gates->token_gates(r, 0).prob.data());
   }

@@ -1,6 +1,7 @@
 #include "sim/app/commands.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/result_dir.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/gating/gating_source_factory.hpp"
 #include "sim/routing/router_fit.hpp"
 #include "sim/workload/workload_factory.hpp"
@@ -50,9 +51,10 @@ int fit(const FitOptions& o)
                            {atomic_temporary(o.out)});
   Experiment x = load_with_options(o.config, option_overrides(o.sets, {}));
   check_output_apart(o.out, "--out", experiment_inputs(x));
-  const RouterFit& f      = which_fit(o, x);
-  Workload w              = make_workload(x);
-  auto routing            = make_gating_source(x, w, o.routing_cache);
+  const RouterFit& f = which_fit(o, x);
+  Workload w         = make_workload(x);
+  auto routing       = make_gating_source(x, w, o.routing_cache);
+  set_gate_cache_dir(o.routing_cache);  // the gate variants' values, kept beside the sources
   const FittedFile fitted = f.fit(x, w, *routing);
   write_file_atomically(o.out, fitted.text);
   if (!o.quiet)
@@ -80,7 +82,8 @@ Command add_fit_command(CLI::App& app)
                   "the only one");
   sub->add_option("--set", o->sets, "Override a config key, KEY=VALUE (repeatable), e.g. --set seed=2");
   sub->add_option("--routing-cache", o->routing_cache,
-                  "Directory where generated routing sources are kept for other runs with the same inputs (as `run`)");
+                  "Directory where generated routing sources (and their gate values) are kept for other runs with the "
+                  "same inputs (as `run`)");
   sub->add_flag("--quiet,-q", o->quiet, "No summary line");
   return {sub, [o] { return fit(*o); }};
 }

@@ -4,6 +4,7 @@
 #include "sim/common/input_error.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/config/experiment.hpp"
+#include "sim/gating/gate_source.hpp"
 #include "sim/gating/gating_source_factory.hpp"
 #include "sim/metrics/invariants.hpp"
 #include "sim/metrics/result_writer.hpp"
@@ -79,8 +80,9 @@ int run(const RunOptions& o)
   // The output is checked (and its staging directory made) before simulating; results appear whole.
   check_output_apart(out, "--out", experiment_inputs(x));
   StagedDirectory staged(out);
-  Workload w    = make_workload(x);
-  auto routing  = make_gating_source(x, w, o.routing_cache);
+  Workload w   = make_workload(x);
+  auto routing = make_gating_source(x, w, o.routing_cache);
+  set_gate_cache_dir(o.routing_cache);  // the gate variants' values, kept beside the sources
   long measured = 0;
   for (const Request& r : w.requests)
     measured += r.measured;
@@ -150,7 +152,8 @@ Command add_run_command(CLI::App& app)
                 "for a router that scores the workers: the scores, the band it kept, the candidates)");
   sub->add_flag("--quiet,-q", o->quiet, "No progress or summary line");
   sub->add_option("--routing-cache", o->routing_cache,
-                  "Directory where generated routing sources are kept for other runs with the same inputs (sweep "
+                  "Directory where generated routing sources (and their gate values) are kept for other runs with the "
+                  "same inputs (sweep "
                   "passes one to its points); results are the same with or without it");
   sub->add_option("--log", o->log,
                   "SimGrid log setting (repeatable), e.g. --log=eldr.thres:verbose: every step of each request "

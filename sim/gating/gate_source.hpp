@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 
 namespace eldr {
 
@@ -35,5 +36,16 @@ class GateSource {
 //   ReplayGating without gates, UniformGating, anything else: nullptr.
 // The returned object refers to `routing`, which must outlive it.
 std::unique_ptr<GateSource> make_gate_source(const GatingSource& routing);
+
+// Where a generated source's gate values, once drawn, are kept for other processes (a sweep's points
+// and fits: the directory they share for routing sources); empty (the default): drawn in this process
+// only. Within a process the values are drawn once per palette whatever the directory. A palette's
+// values are taken from a file only when it records exactly the inputs they are drawn from (its
+// logits and records, by content, the seed, the shape and norm_topk_prob), so results do not change.
+void set_gate_cache_dir(const std::string& dir);
+// Palettes whose values this process drew (not found in this process or the directory), and
+// forgetting this process's values (as a fresh process starts): for tests of the cache.
+size_t gate_palettes_drawn();
+void forget_gate_tables();
 
 }  // namespace eldr

@@ -48,6 +48,23 @@ check "a composition with the expert-locality scorer: one shared fit for its wei
    cmp -s "$TMP/cw/cw/weight=1/requests.csv" \
      "$TMP/cw-nofit/cw/weight=1/requests.csv"'
 
+# The gate variants' values, drawn once per palette by the fits and points that share a routing
+# source (kept beside it in OUT/.routing-cache@...): each point equals the same point run alone.
+cat >"$TMP/gates.json" <<JSON
+{ "name": "gates", "base": "configs/default.json", "set": { $SMALL, "router": "eldr" },
+  "grid": { "eldr.variant": ["gate_prob", "gate_score"], "workload.rate_rps": [20, 40] } }
+JSON
+"$ELDRSIM" sweep "$TMP/gates.json" --out "$TMP/gates" -j 2 -q
+same=1
+for v in gate_prob gate_score; do
+  "$ELDRSIM" run configs/default.json --set "eldr.variant=$v" --set router=eldr --set workload.rate_rps=40 \
+    --requests 150 --set workload.warmup_requests=0 --set workload.calibration_requests=300 \
+    --set eldr.mask_pairs=3000 -q --out "$TMP/gates-alone-$v" 2>/dev/null
+  cmp -s "$TMP/gates-alone-$v/requests.csv" "$TMP/gates/gates/variant=${v}__rate_rps=40/requests.csv" || same=0
+done
+check "gate variants: a point in a sweep (shared fits and gate values) equals the point run alone" \
+  '[ $same = 1 ] && [ $(ls -d "$TMP"/gates/gates/*=* | wc -l) = 4 ] && [ -z "$(ls -A "$TMP/gates" | grep routing-cache)" ]'
+
 # Rerun: everything is done, nothing is run again.
 stamp() { stat -c %i:%Y "$TMP/a/small/$1/summary.json"; }
 before=$(stamp "router=eldr__rate_rps=20")
