@@ -598,11 +598,13 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   for (const InstanceGroup* g : {&x.topology.decode, &x.topology.prefill}) {
     double kv_capacity =
         instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
-    if (g == &x.topology.decode)
-      kv_capacity -= x.eplb.weight_bytes(x.model);  // redundant experts (0 without eplb)
+    const bool redundant = g == &x.topology.decode && x.eplb.weight_bytes(x.model) > 0;
+    if (redundant)
+      kv_capacity -= x.eplb.weight_bytes(x.model);
     if (kv_capacity < largest)
       throw InputError(model_file, "(weights)",
-                       "model weights leave no room for one request's KV cache on " +
+                       std::string(redundant ? "model weights and eplb's redundant experts" : "model weights") +
+                           " leave no room for one request's KV cache on " +
                            (g->gpus_per_instance == 1
                                 ? "'" + x.hardware.name + "'"
                                 : std::to_string(g->gpus_per_instance) + " x '" + x.hardware.name + "'") +

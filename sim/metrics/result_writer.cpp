@@ -186,7 +186,7 @@ Json summary_json(const Experiment& x, const RunSummary& s, const RunRecorder& r
   if (rec.decode_expert_parallel > 1) {  // single-GPU summaries keep their bytes
     Json ep                   = Json::object();
     ep["expert_parallel"]     = rec.decode_expert_parallel;
-    ep["placement"]           = x.topology.decode.placement;
+    ep["placement"]           = std::string(to_string(x.topology.decode.placement));
     ep["rank_imbalance_mean"] = value_or_null(stepped, s.rank_imbalance_mean);
     ep["all_to_all_ms_mean"]  = value_or_null(stepped, s.all_to_all_ms_mean);
     if (!rec.placement_calibration_requests.empty())

@@ -24,6 +24,8 @@ expect_error "unknown policy" "--set: $E.policy" "default, hierarchical, global"
 expect_error "groups not dividing the experts" "--set: $E.expert_groups" "do not split into 3 groups" -- \
   run $T --set $E.expert_groups=3
 expect_error "zero window" "--set: $E.window_size" -- run $T --set $E.window_size=0
+expect_error "redundant experts that leave no KV memory" "qwen3-235b-a22b.json: (weights)" \
+  "model weights and eplb's redundant experts leave no room" -- run $T --set $E.num_redundant_experts=128
 expect_error "unknown key in the section" "--set: $E.redundant" "unknown key" -- run $T --set $E.redundant=8
 
 SMALL=(--requests 200 --set workload.warmup_requests=0 --steps -q)
@@ -36,6 +38,7 @@ check "enabled false: every result file as without the section" "same_results $T
 check "no redundant experts, no rearrangement in reach: the same steps and results as no section" \
   "same_results $TMP/none $TMP/never config.eplb expert_parallel.eplb"
 summary() { $PY -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$TMP/$1/summary.json"; }
+check "the placement by its name, as the config gives it" '[ "$(summary none "[\"expert_parallel\"][\"placement\"]")" = contiguous ]'
 check "no rearrangement in reach: none reported" '[ "$(summary never "[\"expert_parallel\"][\"eplb\"][\"rearrangements\"]")" = 0 ]'
 check "a short interval: rearrangements that move experts over the GPUs' links" "$PY - '$TMP/on/summary.json' <<'PYEOF'
 import json, sys
