@@ -173,17 +173,18 @@ void DecodeWorker::accumulate_ranks(int k)
     if (eplb_)  // the token's picks go to replicas (key: the token, however planning is split)
       eplb_->add_token(slot(k), m, W, uint64_t(tokens_[t].request->id) << 32 | uint32_t(tokens_[t].position), o,
                        acc.data());
-    for (int l = 0; l < shape.layers && !eplb_; ++l) {
-      uint32_t* a = &acc[size_t(l) * per_layer];
-      for (int r = 0; r < R; ++r) {
-        int c = 0;
-        for (int w = 0; w < W; ++w)
-          c += std::popcount(m[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
-        a[r] += uint32_t(c);
-        if (c > 0 && r != o)
-          ++a[R + o * R + r];
+    else
+      for (int l = 0; l < shape.layers; ++l) {
+        uint32_t* a = &acc[size_t(l) * per_layer];
+        for (int r = 0; r < R; ++r) {
+          int c = 0;
+          for (int w = 0; w < W; ++w)
+            c += std::popcount(m[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
+          a[r] += uint32_t(c);
+          if (c > 0 && r != o)
+            ++a[R + o * R + r];
+        }
       }
-    }
     for (size_t i = 0; i < u.size(); ++i)
       u[i] |= m[i];
   }
@@ -209,19 +210,21 @@ DecodeStepCost DecodeWorker::step_cost(int k, int batch, const AttentionLoad& at
   const size_t per_layer        = size_t(R + R * R);
   std::span<const uint64_t> u   = step_union(k);
   std::span<const uint32_t> acc = step_ranks(k);
-  if (eplb_)
+  if (eplb_)  // the distinct replicas each rank's slots hold
     eplb_->rank_distinct(slot(k), rank_distinct_);
+  else
+    for (int l = 0; l < shape.layers; ++l)
+      for (int r = 0; r < R; ++r) {
+        int d = 0;
+        for (int w = 0; w < W; ++w)
+          d += std::popcount(u[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
+        rank_distinct_[size_t(l * R + r)] = uint16_t(d);
+      }
   for (int l = 0; l < shape.layers; ++l) {
     const uint32_t* a = &acc[size_t(l) * per_layer];
     uint32_t worst    = 0;
-    for (int r = 0; r < R; ++r) {
-      int d = 0;
-      for (int w = 0; w < W && !eplb_; ++w)
-        d += std::popcount(u[size_t(l * W + w)] & rank_masks_[size_t((l * R + r) * W + w)]);
-      if (!eplb_)
-        rank_distinct_[size_t(l * R + r)] = uint16_t(d);
+    for (int r = 0; r < R; ++r)
       rank_picks_[size_t(l * R + r)] = a[r];
-    }
     for (int i = 0; i < R * R; ++i)
       worst = std::max(worst, a[R + i]);
     pair_max_[size_t(l)] = worst;
