@@ -111,8 +111,6 @@ static Json cache_workers_json(const std::vector<CacheCounters>& caches)
   return a;
 }
 
-// What prefix caching did, and what the signature cache (per-block expert counts, cache/cached_profile.hpp)
-// costs or would cost: an int8 count per (layer, expert) for every cached KV block of a prefill worker.
 // eplb: the section's values, what the rearrangements moved, and the token-load balance over the
 // ranks (max over mean of the picks, per step and layer, summed) before and after a new placement.
 static Json eplb_json(const EplbSpec& e, const EplbCounters& c)
@@ -132,6 +130,8 @@ static Json eplb_json(const EplbSpec& e, const EplbCounters& c)
           {"rank_load_max_over_mean_rebalanced", ratio(1)}};
 }
 
+// What prefix caching did, and what the signature cache (per-block expert counts, cache/cached_profile.hpp)
+// costs or would cost: an int8 count per (layer, expert) for every cached KV block of a prefill worker.
 static Json prefix_cache_json(const Experiment& x, const RunSummary& s, const RunRecorder& rec)
 {
   const double block_bytes     = x.model.kv_reserved_bytes(1);  // one whole block
