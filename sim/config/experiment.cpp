@@ -242,6 +242,9 @@ static EplbSpec read_eplb(ConfigReader e, const Experiment& x)
     e.fail("num_redundant_experts", std::to_string(spec.redundant) + " redundant experts do not split over " +
                                         std::to_string(d.expert_parallel) +
                                         " ranks: give a multiple of expert_parallel (vLLM requires it)");
+  if (d.expert_parallel > 64)
+    throw InputError(e.file(), "eplb",
+                     "balances at most 64 expert-parallel ranks per instance: lower topology.decode.expert_parallel");
   if (x.model.experts + spec.redundant > 65535)
     e.fail("num_redundant_experts", "too many physical experts per layer (at most 65535)");
   if (x.model.experts % spec.expert_groups != 0)

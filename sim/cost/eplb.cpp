@@ -1,5 +1,6 @@
 #include "sim/cost/eplb.hpp"
 
+#include "sim/common/fast_mod.hpp"
 #include "sim/common/rng.hpp"
 
 #include <algorithm>
@@ -192,10 +193,14 @@ EplbInstance::EplbInstance(const EplbSpec& spec, int layers, int experts, int ra
 {
   // vLLM sets the counter to 3/4 of the interval at start: the first rearrangement comes early.
   counter_ = std::max(0, spec.step_interval - spec.step_interval / 4);
+  rank_of_.resize(size_t(physical_));
+  for (int p = 0; p < physical_; ++p)
+    rank_of_[size_t(p)] = uint16_t(p / (physical_ / ranks));
   counts_.assign(size_t(slots) * size_t(layers) * size_t(experts), 0);
   active_.assign(size_t(slots) * size_t(layers) * size_t(words_), 0);
+  logical_words_ = (experts + 63) / 64;
+  active_single_.assign(size_t(slots) * size_t(layers) * size_t(logical_words_), 0);
   distinct_.assign(size_t(slots) * size_t(layers) * size_t(ranks), 0);
-  hit_.assign(size_t(ranks), 0);
   window_sum_.assign(size_t(layers) * size_t(experts), 0);
   if (spec.window_size > spec.step_interval)
     ring_.assign(size_t(spec.window_size) * window_sum_.size(), 0);
@@ -212,6 +217,31 @@ void EplbInstance::index_plan()
       log2phy_[(size_t(l) * size_t(experts_) + size_t(plan_.phy2log[i])) * size_t(max_replicas_) +
                size_t(plan_.replica[i])] = p;
     }
+  const int LW = logical_words_;
+  single_on_rank_.assign(size_t(layers_) * size_t(ranks_) * size_t(LW), 0);
+  replicated_.assign(size_t(layers_) * size_t(LW), 0);
+  replica_start_.assign(size_t(layers_) * size_t(experts_), 0);
+  replica_slots_.clear();
+  for (int l = 0; l < layers_; ++l)
+    for (int e = 0; e < experts_; ++e) {
+      const uint64_t bit  = uint64_t(1) << (e % 64);
+      const int n         = plan_.replicas(l, e);
+      const size_t row    = size_t(l) * size_t(experts_) + size_t(e);
+      replica_start_[row] = uint32_t(replica_slots_.size());
+      if (n > 1) {
+        replicated_[size_t(l * LW + e / 64)] |= bit;
+        for (int r = 0; r < n; ++r)
+          replica_slots_.push_back(uint16_t(log2phy_[row * size_t(max_replicas_) + size_t(r)]));
+      } else
+        single_on_rank_[size_t(
+            (l * ranks_ +
+             rank_of_[size_t(log2phy_[(size_t(l) * size_t(experts_) + size_t(e)) * size_t(max_replicas_)])]) *
+                LW +
+            e / 64)] |= bit;
+    }
+  mod_constant_.assign(size_t(max_replicas_) + 1, 0);
+  for (int n = 2; n <= max_replicas_; ++n)
+    mod_constant_[size_t(n)] = fast_mod_constant(uint64_t(n));
 }
 
 void EplbInstance::clear(size_t slot)
@@ -220,47 +250,79 @@ void EplbInstance::clear(size_t slot)
                d = size_t(layers_) * size_t(ranks_);
   std::fill_n(&counts_[slot * c], c, 0);
   std::fill_n(&active_[slot * a], a, 0);
+  const size_t s = size_t(layers_) * size_t(logical_words_);
+  std::fill_n(&active_single_[slot * s], s, 0);
   std::fill_n(&distinct_[slot * d], d, 0);
 }
 
 void EplbInstance::add_token(size_t slot, std::span<const uint64_t> mask, int W, uint64_t key, int owner, uint32_t* acc)
 {
-  const int R = ranks_, per_rank = physical_ / R;
-  uint32_t* counts          = &counts_[slot * size_t(layers_) * size_t(experts_)];
-  uint64_t* active          = &active_[slot * size_t(layers_) * size_t(words_)];
-  uint16_t* ranks_d         = &distinct_[slot * size_t(layers_) * size_t(R)];
-  std::vector<uint8_t>& hit = hit_;
-  for (int l = 0; l < layers_; ++l) {
-    uint32_t* a = &acc[size_t(l) * size_t(R + R * R)];
-    std::fill(hit.begin(), hit.end(), 0);
-    for (int w = 0; w < W; ++w)
-      for (uint64_t bits = mask[size_t(l * W + w)]; bits != 0; bits &= bits - 1) {
-        const int e = w * 64 + std::countr_zero(bits);
-        ++counts[size_t(l) * size_t(experts_) + size_t(e)];
-        const int n = plan_.replicas(l, e);
+  // Members in locals: the stores below are uint32_t and uint16_t, which may alias them otherwise.
+  const int R = ranks_, E = experts_, words = words_;
+  if (W != logical_words_)
+    throw std::logic_error("EplbInstance::add_token: a mask of " + std::to_string(W) + " words per layer for " +
+                           std::to_string(E) + " experts");
+  uint32_t* counts                      = &counts_[slot * size_t(layers_) * size_t(E)];
+  uint64_t* active                      = &active_[slot * size_t(layers_) * size_t(words)];
+  uint64_t* active_single               = &active_single_[slot * size_t(layers_) * size_t(W)];
+  uint16_t* ranks_d                     = &distinct_[slot * size_t(layers_) * size_t(R)];
+  const uint64_t* single                = single_on_rank_.data();
+  const uint64_t* replicated            = replicated_.data();
+  const int* replicas                   = plan_.count.data();
+  const uint16_t* rank_of               = rank_of_.data();
+  const uint32_t* replica_start         = replica_start_.data();
+  const uint16_t* replica_slots         = replica_slots_.data();
+  const unsigned __int128* mod_constant = mod_constant_.data();
+  for (int l = 0; l < layers_; ++l, counts += E, active += words, active_single += W, ranks_d += R,
+           single += size_t(R) * size_t(W), replicated += W, replicas += E, replica_start += E) {
+    uint32_t* a       = &acc[size_t(l) * size_t(R + R * R)];
+    const uint64_t* m = &mask[size_t(l) * size_t(W)];
+    uint64_t hit      = 0;  // the ranks the token reaches (R <= 64 checked at construction)
+    for (int w = 0; w < W; ++w) {
+      for (uint64_t bits = m[w]; bits != 0; bits &= bits - 1)
+        ++counts[w * 64 + std::countr_zero(bits)];
+      active_single[w] |= m[w] & ~replicated[w];
+      for (uint64_t bits = m[w] & replicated[w]; bits != 0; bits &= bits - 1) {
         // vLLM sends the pick with flat index i to replica i mod n, a pseudo-random spread over the
         // batch; a hash of the token and the expert spreads the same way here.
-        const int r    = n == 1 ? 0 : int(splitmix64(key ^ (uint64_t(l) << 48) ^ (uint64_t(e) << 32)) % uint64_t(n));
-        const int p    = log2phy_[(size_t(l) * size_t(experts_) + size_t(e)) * size_t(max_replicas_) + size_t(r)];
-        const int rank = p / per_rank;
-        uint64_t& word = active[size_t(l) * size_t(words_) + size_t(p / 64)];
+        const int e      = w * 64 + std::countr_zero(bits);
+        const uint64_t n = uint64_t(replicas[e]);
+        const uint64_t h = splitmix64(key ^ (uint64_t(l) << 48) ^ (uint64_t(e) << 32));
+        const int p      = replica_slots[replica_start[e] + fast_mod(h, mod_constant[n], n)];
+        const int rank   = rank_of[p];
+        uint64_t& word   = active[p / 64];
         if (!(word & (uint64_t(1) << (p % 64)))) {
           word |= uint64_t(1) << (p % 64);
-          ++ranks_d[size_t(l * R + rank)];
+          ++ranks_d[rank];
         }
         ++a[rank];
-        hit[size_t(rank)] = 1;
+        hit |= uint64_t(1) << rank;
       }
-    for (int r = 0; r < R; ++r)
-      if (hit[size_t(r)] && r != owner)
-        ++a[R + owner * R + r];
+    }
+    for (int r = 0; r < R; ++r) {
+      int c = 0;
+      for (int w = 0; w < W; ++w)
+        c += std::popcount(m[w] & single[r * W + w]);
+      a[r] += uint32_t(c);
+      hit |= uint64_t(c > 0) << r;
+    }
+    for (hit &= ~(uint64_t(1) << owner); hit != 0; hit &= hit - 1)
+      ++a[R + owner * R + std::countr_zero(hit)];
   }
 }
 
 void EplbInstance::rank_distinct(size_t slot, std::span<uint16_t> out) const
 {
-  const size_t d = size_t(layers_) * size_t(ranks_);
-  std::copy_n(&distinct_[slot * d], d, out.begin());
+  const int R = ranks_, W = logical_words_;
+  const size_t d                = size_t(layers_) * size_t(R);
+  const uint64_t* active_single = &active_single_[slot * size_t(layers_) * size_t(W)];
+  for (int l = 0; l < layers_; ++l)
+    for (int r = 0; r < R; ++r) {
+      int c = distinct_[slot * d + size_t(l * R + r)];
+      for (int w = 0; w < W; ++w)
+        c += std::popcount(active_single[l * W + w] & single_on_rank_[size_t((l * R + r) * W + w)]);
+      out[size_t(l * R + r)] = uint16_t(c);
+    }
 }
 
 bool EplbInstance::commit(size_t slot, std::span<const uint32_t> acc)

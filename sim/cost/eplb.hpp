@@ -109,14 +109,26 @@ class EplbInstance {
   EplbPlan plan_, pending_;
   std::vector<int> log2phy_;  // [layer][expert][replica] slots of plan_, max_replicas_ per expert
   int max_replicas_ = 1;
-  long counter_     = 0;              // vLLM's expert_rearrangement_step
-  std::vector<uint32_t> counts_;      // [slot][layer][expert] picks of each planned step
-  std::vector<uint64_t> active_;      // [slot][layer][word] physical slots with picks
-  std::vector<uint16_t> distinct_;    // [slot][layer][rank]
-  std::vector<uint64_t> window_sum_;  // [layer][expert] over the window
-  std::vector<uint32_t> ring_;        // window_size > step_interval: the window's steps, [step][layer][expert]
+  // add_token works a word at a time on experts with one replica (most of them): their slots are
+  // fixed, so a token's picks per rank are popcounts. [layer][rank][word] of logical experts: the
+  // single-replica ones on each rank; [layer][word]: those with several replicas, picked one by one.
+  int logical_words_ = 0;
+  std::vector<uint64_t> single_on_rank_;
+  std::vector<uint64_t> replicated_;
+  std::vector<uint16_t> rank_of_;  // [physical slot]
+  // The slots of replicated experts packed: expert (l, e)'s from replica_start_[l * E + e], in replica order.
+  std::vector<uint32_t> replica_start_;
+  std::vector<uint16_t> replica_slots_;
+  // Per replica count n, the constant of an exact x mod n without a division.
+  std::vector<unsigned __int128> mod_constant_;
+  long counter_ = 0;                     // vLLM's expert_rearrangement_step
+  std::vector<uint32_t> counts_;         // [slot][layer][expert] picks of each planned step
+  std::vector<uint64_t> active_;         // [slot][layer][word] physical slots of replicated experts with picks
+  std::vector<uint64_t> active_single_;  // [slot][layer][logical word] single-replica experts with picks
+  std::vector<uint16_t> distinct_;       // [slot][layer][rank] of replicated experts
+  std::vector<uint64_t> window_sum_;     // [layer][expert] over the window
+  std::vector<uint32_t> ring_;           // window_size > step_interval: the window's steps, [step][layer][expert]
   long recorded_ = 0;
-  std::vector<uint8_t> hit_;  // add_token: the ranks a token reaches
   void index_plan();
 };
 

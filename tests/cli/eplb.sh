@@ -26,6 +26,12 @@ expect_error "groups not dividing the experts" "--set: $E.expert_groups" "do not
 expect_error "zero window" "--set: $E.window_size" -- run $T --set $E.window_size=0
 expect_error "redundant experts that leave no KV memory" "qwen3-235b-a22b.json: (weights)" \
   "model weights and eplb's redundant experts leave no room" -- run $T --set $E.num_redundant_experts=128
+# A node of 128 GPUs (a cluster file of the test's own) allows an instance beyond EPLB's 64 ranks.
+sed -e 's/"gpus_per_node": 8/"gpus_per_node": 128/' configs/cluster/mi300x-5node.json >"$TMP/big.json"
+expect_error "more than 64 ranks" "--set: eplb" "at most 64 expert-parallel ranks" -- \
+  run $T --set cluster="$TMP/big.json" --set topology.decode.instances=1 --set topology.decode.gpus_per_instance=128 \
+  --set topology.decode.tensor_parallel=128 --set topology.decode.expert_parallel=128 --set 'topology.decode.nodes=[1]' \
+  --set $E.num_redundant_experts=0
 expect_error "unknown key in the section" "--set: $E.redundant" "unknown key" -- run $T --set $E.redundant=8
 
 SMALL=(--requests 200 --set workload.warmup_requests=0 --steps -q)

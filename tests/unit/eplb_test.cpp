@@ -1,5 +1,7 @@
 // Expert-parallel load balancing (sim/cost/eplb.hpp): DeepSeek's published example (github.com/deepseek-ai/EPLB,
 // README at commit d52c72d) must give its printed placement exactly, and a small global case by hand.
+#include "sim/common/fast_mod.hpp"
+#include "sim/common/rng.hpp"
 #include "sim/cost/eplb.hpp"
 
 #include <doctest/doctest.h>
@@ -182,4 +184,31 @@ TEST_CASE("eplb instance: a window longer than the interval keeps earlier steps"
   // Loads 20 0 0 40 over steps 1-5: slot 4 to expert 3 (share 40), slot 5 to expert 0 (shares 20 and 20:
   // the first of equal maxima).
   CHECK(s.plan().count == std::vector<int>{2, 1, 1, 2});
+}
+
+TEST_CASE("fast_mod: x mod n without a division, against the % operator")
+{
+  // Edges of the 64-bit range and a pseudo-random sample, for the replica counts EPLB sees and beyond.
+  std::vector<uint64_t> xs = {0,
+                              1,
+                              2,
+                              3,
+                              63,
+                              64,
+                              65,
+                              ~uint64_t(0),
+                              ~uint64_t(0) - 1,
+                              uint64_t(1) << 63,
+                              (uint64_t(1) << 63) - 1,
+                              uint64_t(1) << 32,
+                              (uint64_t(1) << 32) - 1};
+  uint64_t s               = 12345;
+  for (int i = 0; i < 20000; ++i)
+    xs.push_back(s = splitmix64(s));
+  for (uint64_t n : {1ull, 2ull, 3ull, 5ull, 6ull, 7ull, 8ull, 9ull, 31ull, 1000ull, (1ull << 32) + 15, ~0ull}) {
+    const auto c = fast_mod_constant(n);
+    for (uint64_t x : xs)
+      if (fast_mod(x, c, n) != x % n)
+        FAIL("fast_mod(" << x << ", " << n << ") = " << fast_mod(x, c, n) << ", % gives " << x % n);
+  }
 }
