@@ -131,11 +131,9 @@ struct ClusterState {
     if (x.serving.prefix_cache)
       prefill_caches.assign(size_t(x.topology.prefill.instances), BlockCache(blocks(x.topology.prefill)));
     prefill_releases.assign(size_t(x.topology.prefill.instances), 0);
-    // Decode instances with EPLB also hold the redundant experts (0 bytes without).
-    const long decode_blocks =
-        long((c.kv_capacity_bytes(x.serving.kv_memory_fraction, x.topology.decode.gpus_per_instance) -
-              x.eplb.weight_bytes(x.model)) /
-             kv_block_bytes);
+    // Decode instances also hold eplb's redundant experts and a speculative proposer's weights and
+    // KV (decode_kv_capacity_bytes: none without them).
+    const long decode_blocks = long(decode_kv_capacity_bytes(x) / kv_block_bytes);
     decode_caches.assign(size_t(x.topology.decode.instances), BlockCache(decode_blocks));
   }
   bool caches_prefixes() const { return experiment.serving.prefix_cache; }

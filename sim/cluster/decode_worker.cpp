@@ -55,9 +55,7 @@ void KvReceiver::operator()()
 DecodeWorker::DecodeWorker(ClusterState& state, int index, int max_block_steps)
     : s_(state), index_(index), max_block_(std::max(1, max_block_steps)), cache_(s_.decode_caches[size_t(index)])
 {
-  s_.recorder.decode_worker(index_).kv_capacity_bytes =
-      s_.cost.kv_capacity_bytes(s_.experiment.serving.kv_memory_fraction, s_.decode_layout.gpus) -
-      s_.experiment.eplb.weight_bytes(s_.experiment.model);
+  s_.recorder.decode_worker(index_).kv_capacity_bytes = decode_kv_capacity_bytes(s_.experiment);
   planned_.resize(size_t(max_block_));
   const size_t layers = size_t(s_.routing.shape().layers);
   counts_.resize(layers);
@@ -360,6 +358,13 @@ int DecodeWorker::plan(double start)
       const int tokens  = int(batch) * (spec_ + 1);
       c.seconds += s_.cost.draft_pass_s(s_.decode_layout, layers, tokens, attention, mean) +
                    (spec_ - 1) * s_.cost.draft_pass_s(s_.decode_layout, layers, int(batch), attention, mean);
+    } else if (spec_ > 0 && s_.experiment.speculative.method == SpeculativeMethod::draft) {
+      // vLLM's draft_model proposer: a first pass over the step's B (k + 1) tokens and each sequence's
+      // sampled token, B (k + 2), then k - 1 over one token a sequence; one logit a sequence each.
+      const ModelSpec& draft = s_.experiment.speculative.draft;
+      const int b            = int(batch);
+      c.seconds += s_.cost.draft_model_pass_s(s_.decode_layout, draft, b * (spec_ + 2), b, attention.context_tokens) +
+                   (spec_ - 1) * s_.cost.draft_model_pass_s(s_.decode_layout, draft, b, b, attention.context_tokens);
     }
     const double d    = c.seconds;
     planned_[slot(k)] = {t,

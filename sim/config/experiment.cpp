@@ -70,6 +70,37 @@ double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gp
   return double(gpus) * hw.hbm_bytes * memory_fraction - m.weight_bytes();
 }
 
+double SpeculativeSpec::weight_bytes(const ModelSpec& target) const
+{
+  if (tokens == 0 || method == SpeculativeMethod::ngram)
+    return 0;
+  if (method == SpeculativeMethod::draft)
+    return draft.weight_bytes();
+  const double layer =
+      target.non_expert_bytes_per_layer + target.experts * target.expert_bytes + target.shared_expert_bytes;
+  return proposer_layers * (layer + 2.0 * target.hidden * target.hidden * target.weight_bytes_per_param);
+}
+
+double SpeculativeSpec::kv_bytes_per_token(const ModelSpec& target) const
+{
+  if (tokens == 0 || method == SpeculativeMethod::ngram)
+    return 0;
+  if (method == SpeculativeMethod::draft)
+    return draft.kv_bytes_per_token;
+  return proposer_layers * target.kv_bytes_per_token / target.attention_layers();
+}
+
+double decode_kv_capacity_bytes(const Experiment& x)
+{
+  const double room = instance_kv_capacity_bytes(x.hardware, x.model, x.topology.decode.gpus_per_instance,
+                                                 x.serving.kv_memory_fraction) -
+                      x.eplb.weight_bytes(x.model) - x.speculative.weight_bytes(x.model);
+  // 1 exactly without a proposer's KV: the capacity as before speculative decoding existed.
+  const double target_share =
+      x.model.kv_bytes_per_token / (x.model.kv_bytes_per_token + x.speculative.kv_bytes_per_token(x.model));
+  return room * target_share;
+}
+
 // Requests of one run, measured and warm-up each: a request costs about 500 bytes while the run lasts
 // (1.2 million took 580 MB), so ten million stay within a workstation's memory.
 constexpr long kMaxRunRequests = 10000000;
@@ -184,14 +215,42 @@ static std::vector<double> read_mix_share(ConfigReader& e, const std::vector<Tas
   return share;
 }
 
+// speculative.draft_model: a dense model file (a name under models/ or a path), as vLLM's
+// speculative_config.model for method draft_model.
+static ModelSpec read_draft_model(ConfigReader& s, const std::string& root)
+{
+  const std::string file = resolve_named_file(root, "models", s.text("draft_model"));
+  require_file(file, s, "draft_model");
+  ModelSpec draft = load_model(file);
+  if (draft.experts > 0)
+    s.fail("draft_model", "'" + draft.name + "' is a MoE model (" + std::to_string(draft.experts) +
+                              " experts): a draft model is dense (experts 0, intermediate_size), e.g. qwen3-0.6b");
+  if (draft.sliding_kv_fraction > 0)
+    s.fail("draft_model", "'" + draft.name + "' has sliding-window layers, which a draft's cost does not model");
+  return draft;
+}
+
 // speculative: the acceptance list is checked here (a list of fractions, one per draft position).
-static SpeculativeSpec read_speculative(ConfigReader s)
+static SpeculativeSpec read_speculative(ConfigReader s, const std::string& root)
 {
   SpeculativeSpec spec;
   spec.method             = s.choice_of<SpeculativeMethod>("method");
   spec.tokens             = int(s.integer("num_speculative_tokens"));
   spec.expert_persistence = s.number("expert_persistence");
   spec.proposer_layers    = int(s.integer("proposer_layers"));
+  if (spec.method == SpeculativeMethod::draft) {
+    if (!s.has("draft_model"))
+      s.fail("draft_model", "is required with method draft: a dense model file (a name under models/ or a path), "
+                            "e.g. qwen3-0.6b");
+    if (s.has("proposer_layers"))
+      s.fail("proposer_layers", "applies only to method mtp (a draft model's layers are in its file): remove it");
+    spec.draft = read_draft_model(s, root);
+  } else if (s.has("draft_model")) {
+    s.fail("draft_model", "applies only to method draft (this section's method is " +
+                              std::string(to_string(spec.method)) + "): set method draft, or remove draft_model");
+  } else {
+    s.ignore("draft_model");  // absent: no key in the resolved config
+  }
   if (!s.has("acceptance")) {
     if (spec.tokens > 0)
       s.fail("acceptance", "is required with num_speculative_tokens " + std::to_string(spec.tokens) +
@@ -396,7 +455,11 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
 
   std::string model_file = resolve_named_file(root, "models", r.text("model"));
   require_file(model_file, r, "model");
-  x.model       = load_model(model_file);
+  x.model = load_model(model_file);
+  if (x.model.experts == 0)
+    r.fail("model", "'" + x.model.name +
+                        "' is a dense model (experts 0): the served model is a MoE model; a dense one serves as "
+                        "speculative.draft_model");
   x.calibration = x.model.calibration_for(x.hardware.name, model_file, x.hardware.calibration_from);
   if (x.model.gemm_dtype == "fp8" && x.hardware.dense_fp8_flops <= 0)
     throw InputError(hw_file, "dense_fp8_TFLOPs",
@@ -560,7 +623,7 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
                          std::to_string(longest_prompt) + ") or the longest prompts could never be prefilled");
 
   if (r.has("speculative"))  // absent: no key in the resolved config, as before the section existed
-    x.speculative = read_speculative(r.section("speculative"));
+    x.speculative = read_speculative(r.section("speculative"), root);
 
   if (r.has("eplb"))  // absent: no key in the resolved config, as before the section existed
     x.eplb = read_eplb(r.section("eplb"), x);
@@ -599,15 +662,20 @@ Experiment read_experiment(const std::string& config_path, const RouterCatalog& 
   // Admission reserves whole KV blocks for prompt + output: check the same size.
   double largest = x.model.kv_reserved_bytes(longest_prompt + x.workload.output_tokens);
   for (const InstanceGroup* g : {&x.topology.decode, &x.topology.prefill}) {
-    double kv_capacity =
-        instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
-    const bool redundant = g == &x.topology.decode && x.eplb.weight_bytes(x.model) > 0;
-    if (redundant)
-      kv_capacity -= x.eplb.weight_bytes(x.model);
+    const bool decode = g == &x.topology.decode;
+    const double kv_capacity =
+        decode ? decode_kv_capacity_bytes(x)
+               : instance_kv_capacity_bytes(x.hardware, x.model, g->gpus_per_instance, x.serving.kv_memory_fraction);
+    std::string taken = "model weights";
+    if (decode && x.eplb.weight_bytes(x.model) > 0)
+      taken += " and eplb's redundant experts";
+    if (decode && x.speculative.weight_bytes(x.model) > 0)
+      taken += x.speculative.method == SpeculativeMethod::draft
+                   ? " and the draft model '" + x.speculative.draft.name + "' (its weights and KV)"
+                   : " and the MTP module (its weights and KV)";
     if (kv_capacity < largest)
       throw InputError(model_file, "(weights)",
-                       std::string(redundant ? "model weights and eplb's redundant experts" : "model weights") +
-                           " leave no room for one request's KV cache on " +
+                       taken + " leave no room for one request's KV cache on " +
                            (g->gpus_per_instance == 1
                                 ? "'" + x.hardware.name + "'"
                                 : std::to_string(g->gpus_per_instance) + " x '" + x.hardware.name + "'") +

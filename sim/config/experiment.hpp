@@ -22,7 +22,7 @@ enum class ArrivalProcess { poisson, trace, file };
 enum class ExpertRouting { generated, uniform, trace };  // workload.routing: where tokens' experts come from
 enum class UnionMode { expected, sampled };
 enum class Placement { contiguous, random, cluster_balanced };
-enum class SpeculativeMethod { mtp, ngram };
+enum class SpeculativeMethod { mtp, ngram, draft };
 // eplb.policy: automatic is DeepSeek's and vLLM's rule (hierarchical when the expert groups divide over the nodes).
 enum class EplbPolicy : uint8_t { automatic, hierarchical, global };
 std::string_view to_string(WorkloadKind k);
@@ -129,6 +129,13 @@ struct SpeculativeSpec {
   std::vector<double> acceptance;  // per draft position, given the one before was accepted
   double expert_persistence = 0;   // fraction of a token's experts the next token of its sequence picks too
   int proposer_layers       = 0;   // mtp: decoder layers of the draft module, run once per draft token
+  ModelSpec draft;                 // draft: the dense draft model (speculative.draft_model)
+  // What the proposer adds to a decode instance (0 without drafts, k = 0, or ngram): its weights, and
+  // KV bytes per token next to the target's. mtp: proposer_layers of the target's MoE layers plus
+  // the projection of [embedding; hidden] (2 hidden x hidden), embedding and LM head shared with the
+  // target as vLLM's proposer does; draft: the draft model's weights and KV.
+  double weight_bytes(const ModelSpec& target) const;
+  double kv_bytes_per_token(const ModelSpec& target) const;
 };
 
 // Expert-parallel load balancing of the decode instances (docs/eplb.md; vLLM's EPLBConfig): redundant
@@ -225,5 +232,9 @@ void require_file(const std::string& path, const ConfigReader& r, const std::str
 
 // KV memory of an instance of `gpus` GPUs: gpus x HBM x memory_fraction - one copy of the weights.
 double instance_kv_capacity_bytes(const Hardware& hw, const ModelSpec& m, int gpus, double memory_fraction);
+// A decode instance's KV memory in bytes of the target's KV: instance_kv_capacity_bytes less eplb's
+// redundant experts and the speculative proposer's weights, scaled by the target's share of each
+// token's KV when the proposer keeps KV of its own (exactly the capacity without either).
+double decode_kv_capacity_bytes(const Experiment& x);
 
 }  // namespace eldr

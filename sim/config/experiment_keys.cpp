@@ -38,6 +38,7 @@ constexpr KeyChoice kUnion[] = {
 constexpr KeyChoice kSpeculativeMethod[] = {
     {"mtp", "the model's multi-token-prediction module drafts (DeepSeek-V3: one decoder layer)"},
     {"ngram", "prompt-lookup drafts from the sequence's own tokens: no GPU work"},
+    {"draft", "a separate dense draft model (speculative.draft_model; vLLM's draft_model)"},
 };
 constexpr KeyChoice kEplbPolicy[] = {
     {"default", "vLLM's default: hierarchical when the expert groups divide over the nodes, else global"},
@@ -354,6 +355,10 @@ const ConfigKey kExperimentKeys[] = {
      .min  = 0,
      .max  = 16,
      .help = "mtp: decoder layers of the draft module (DeepSeek-V3's num_nextn_predict_layers: 1)"},
+    {.path         = "speculative.draft_model",
+     .type         = K::text,
+     .default_note = "required with method draft; only then",
+     .help         = "draft: the dense draft model, a name under models/ or a path (e.g. qwen3-0.6b)"},
 
     // vLLM's EPLBConfig defaults (vllm-project/vllm vllm/config/parallel.py at 00193b82).
     {.path = "eplb",

@@ -64,16 +64,25 @@ ModelSpec load_model(const std::string& path)
 ModelSpec read_model(JsonReader& r)
 {
   ModelSpec m;
-  m.name                       = r.require_string("name");
-  m.layers                     = int(r.require_integer("layers", 1, 1000));
-  m.hidden                     = int(r.require_integer("hidden", 1, 1 << 20));
-  m.experts                    = int(r.require_integer("experts", 1, 4096));
-  m.top_k                      = int(r.require_integer("top_k", 1, m.experts));
-  m.expert_ffn                 = int(r.require_integer("expert_ffn", 1, 1 << 20));
+  m.name   = r.require_string("name");
+  m.layers = int(r.require_integer("layers", 1, 1000));
+  m.hidden = int(r.require_integer("hidden", 1, 1 << 20));
+  // A dense model (experts 0 or absent: a speculative draft) has a dense MLP of intermediate_size in
+  // every layer, counted in non_expert_MB_per_layer, and no expert keys.
+  m.experts = int(r.integer("experts", 0, 0, 4096));
+  if (m.experts > 0) {
+    m.top_k        = int(r.require_integer("top_k", 1, m.experts));
+    m.expert_ffn   = int(r.require_integer("expert_ffn", 1, 1 << 20));
+    m.expert_bytes = r.require_number("expert_MB", 1e-6, 1e6) * 1e6;
+  } else {
+    for (const char* key : {"top_k", "expert_ffn", "expert_MB", "shared_experts", "moe_kernel", "norm_topk_prob"})
+      if (r.has(key))
+        r.fail(key, "is for MoE models; this one is dense (experts 0): remove it, or give experts");
+    m.intermediate_size = int(r.require_integer("intermediate_size", 1, 1 << 24));
+  }
   m.q_heads                    = int(r.require_integer("q_heads", 1, 4096));
   m.kv_heads                   = int(r.require_integer("kv_heads", 1, m.q_heads));
   m.head_dim                   = int(r.require_integer("head_dim", 1, 4096));
-  m.expert_bytes               = r.require_number("expert_MB", 1e-6, 1e6) * 1e6;
   m.non_expert_bytes_per_layer = r.require_number("non_expert_MB_per_layer", 0, 1e6) * 1e6;
   m.embedding_bytes            = r.require_number("embedding_GB", 0, 1e4) * 1e9;
   m.lm_head_bytes              = r.require_number("lm_head_GB", 0, m.embedding_bytes / 1e9) * 1e9;
@@ -84,9 +93,14 @@ ModelSpec read_model(JsonReader& r)
   if (m.sliding_kv_fraction > 0 && m.sliding_window == 0)
     r.fail("sliding_window", "is required when sliding_kv_fraction > 0");
   m.weight_bytes_per_param = r.number("non_expert_bytes_per_param", 2, 0.125, 8);
-  m.shared_experts         = int(r.integer("shared_experts", 0, 0, 1024));
-  m.shared_expert_ffn      = int(r.integer("shared_expert_ffn", m.expert_ffn, 1, 1 << 20));
-  m.shared_expert_bytes    = r.number("shared_expert_MB", 0, 0, 1e6) * 1e6;
+  // The dense MLP (gate, up and down projections) alone must fit in a dense layer's bytes.
+  if (m.experts == 0 && m.non_expert_bytes_per_layer < 3.0 * m.hidden * m.intermediate_size * m.weight_bytes_per_param)
+    r.fail("non_expert_MB_per_layer", "is less than the dense MLP alone (3 x hidden x intermediate_size weights "
+                                      "of non_expert_bytes_per_param): a dense model's layer holds its attention "
+                                      "and its MLP");
+  m.shared_experts      = int(r.integer("shared_experts", 0, 0, 1024));
+  m.shared_expert_ffn   = int(r.integer("shared_expert_ffn", m.expert_ffn, 1, 1 << 20));
+  m.shared_expert_bytes = r.number("shared_expert_MB", 0, 0, 1e6) * 1e6;
   if ((m.shared_experts > 0) != (m.shared_expert_bytes > 0))
     r.fail(m.shared_experts > 0 ? "shared_expert_MB" : "shared_experts",
            "a shared expert needs both a count (shared_experts) and a size (shared_expert_MB) above 0");
@@ -107,7 +121,7 @@ ModelSpec read_model(JsonReader& r)
     t.ignore("source");
     t.finish();
   }
-  auto cal = r.object("calibration");
+  auto cal = r.object("calibration");  // a dense draft has none: it runs at its target's
   for (const auto& hw : cal.keys()) {
     auto c = cal.object(hw);
     Calibration k;

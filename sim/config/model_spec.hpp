@@ -1,5 +1,6 @@
 #pragma once
-// An MoE model's structure and sizes, from a file under models/. Bytes are in the served dtype.
+// An MoE model's structure and sizes, from a file under models/ (experts 0: a dense model, which
+// serves only as a speculative draft). Bytes are in the served dtype.
 #include <array>
 #include <map>
 #include <string>
@@ -55,6 +56,7 @@ struct ModelSpec {
   int experts                       = 0;
   int top_k                         = 0;
   int expert_ffn                    = 0;
+  int intermediate_size             = 0;  // a dense model's (experts 0) MLP width; MoE models: 0
   int q_heads                       = 0;
   int kv_heads                      = 0;
   int head_dim                      = 0;

@@ -123,6 +123,19 @@ double CostModel::draft_pass_s(const InstanceLayout& layout, int layers, int tok
   return layers * layer + model_.lm_head_bytes / bw_ / g;
 }
 
+double CostModel::draft_model_pass_s(const InstanceLayout& layout, const ModelSpec& draft, int tokens, int logits,
+                                     double context_tokens) const
+{
+  const double g = layout.gpus;
+  const double layer =
+      std::max(draft.non_expert_bytes_per_layer / bw_ / g, tokens * draft.non_expert_flops_per_token() / flops_ / g) +
+      2 * all_reduce_s(layout.links, layout.gpus, tokens * draft.hidden * kActivationBytes);
+  // LM head: vocab x hidden weights, 2 FLOPs a weight for each position that is sampled.
+  const double head = std::max(draft.lm_head_bytes / bw_ / g,
+                               logits * 2.0 * draft.lm_head_bytes / draft.weight_bytes_per_param / flops_ / g);
+  return draft.layers * layer + draft.kv_bytes_per_token * context_tokens / bw_ / g + head;
+}
+
 double CostModel::prefill_s(const InstanceLayout& layout, std::span<const PrefillPrompt> prompts,
                             std::span<const uint16_t> distinct) const
 {

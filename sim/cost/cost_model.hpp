@@ -76,6 +76,12 @@ class CostModel {
   // experts (tensor-split over the instance) and the shared experts; then the LM head.
   double draft_pass_s(const InstanceLayout& layout, int layers, int tokens, const AttentionLoad& attention,
                       double distinct) const;
+  // One pass of a dense draft model (speculative method draft) over `tokens` tokens, `logits` of them
+  // through its LM head, on the target's GPUs at the target's tensor parallelism (vLLM requires
+  // draft_tensor_parallel_size = the target's): per layer a roofline of its weights against the
+  // tokens' FLOPs and two all-reduces, its own KV read for `context_tokens`, then its LM head.
+  double draft_model_pass_s(const InstanceLayout& layout, const ModelSpec& draft, int tokens, int logits,
+                            double context_tokens) const;
   // One MoE layer of a decode step (the quantity whose 16 -> 128 expert scaling was measured); with
   // `split` GPUs sharing each expert's weights and the tokens' FLOPs (tensor-parallel experts).
   double moe_layer_s(int batch_tokens, double distinct, double split = 1) const;

@@ -142,9 +142,7 @@ Workload load_trace_workload(const Experiment& x)
 
   // Every served request must be servable: a prompt within one prefill batch, prompt + output within
   // a decode worker's KV memory (admission reserves whole blocks for both).
-  const double kv_capacity = instance_kv_capacity_bytes(x.hardware, x.model, x.topology.decode.gpus_per_instance,
-                                                        x.serving.kv_memory_fraction) -
-                             x.eplb.weight_bytes(x.model);  // redundant experts (0 without eplb)
+  const double kv_capacity = decode_kv_capacity_bytes(x);  // less redundant experts and a proposer's memory
   for (size_t k = 0; k < served.size(); ++k) {
     const Request& r       = w.requests[k];
     const std::string line = "line " + std::to_string(served[k] + 1);

@@ -658,3 +658,68 @@ TEST_CASE("cost: speculative verification and the draft module's pass (toy model
   CHECK(c.draft_pass_s(InstanceLayout{}, 1, 4, hand_context(), 3) == doctest::Approx(12.2e-3).epsilon(1e-12));
   CHECK(c.draft_pass_s(InstanceLayout{}, 2, 4, hand_context(), 3) == doctest::Approx(24.2e-3).epsilon(1e-12));
 }
+
+namespace {
+
+// A tiny dense draft: 2 layers of 1e8 B (0.2 ms to read; 5e7 bf16 params, 1e8 FLOPs a token), a
+// tied 5e7 B embedding that is its LM head (0.1 ms; 5e7 FLOPs a logit), 1e4 B of KV a token.
+ModelSpec tiny_dense_draft()
+{
+  return ModelSpec{.name                       = "tiny-draft",
+                   .layers                     = 2,
+                   .hidden                     = 100,
+                   .intermediate_size          = 100,
+                   .q_heads                    = 2,
+                   .kv_heads                   = 1,
+                   .head_dim                   = 50,
+                   .non_expert_bytes_per_layer = 1e8,
+                   .embedding_bytes            = 5e7,
+                   .lm_head_bytes              = 5e7,
+                   .kv_bytes_per_token         = 1e4,
+                   .calibration                = {}};
+}
+
+}  // namespace
+
+TEST_CASE("cost: a dense draft model's pass (tiny model by hand)")
+{
+  CostModel c(toy_model(), toy_hardware(), toy_calibration());
+  const ModelSpec d = tiny_dense_draft();
+  // 4 tokens, 4 logits, 1e6 context tokens on one GPU: each layer reads its weights (0.2 ms; 4e8
+  // FLOPs are 0.8 us), the KV read 1e10 B is 20 ms, the head's read 0.1 ms: 2 x 0.2 + 20 + 0.1.
+  CHECK(c.draft_model_pass_s(InstanceLayout{}, d, 4, 4, 1e6) == doctest::Approx(20.5e-3).epsilon(1e-12));
+  // 10,000 tokens and logits: 1e12 FLOPs a layer (2 ms) and 5e11 in the head (1 ms): 2 x 2 + 20 + 1.
+  CHECK(c.draft_model_pass_s(InstanceLayout{}, d, 10000, 10000, 1e6) == doctest::Approx(25e-3).epsilon(1e-12));
+  // Four GPUs (tensor parallel, as the target): reads divided by 4, and per layer two all-reduces of
+  // 4 x 100 x 2 B = 800 B, each 2 x (1 us + 200 B / 1e9 B/s) = 2.4 us: 2 x (50 + 4.8) us + 5 ms + 25 us.
+  CHECK(c.draft_model_pass_s(four_gpus(1), d, 4, 4, 1e6) == doctest::Approx(109.6e-6 + 5e-3 + 25e-6).epsilon(1e-9));
+}
+
+TEST_CASE("KV capacity: a decode instance less the MTP module's or a draft model's weights and KV (by hand)")
+{
+  Experiment x;
+  x.hardware                          = toy_hardware();
+  x.model                             = toy_model();
+  x.topology.decode.gpus_per_instance = 1;
+  x.serving.kv_memory_fraction        = 0.9;
+  // 90e9 B at fraction 0.9 less the weights 2 x (4 x 1e9 + 5e8) + 2e8 = 9.2e9: 80.8e9, with no
+  // section, with k = 0 and with ngram drafts alike.
+  CHECK(decode_kv_capacity_bytes(x) == 80.8e9);
+  x.speculative.proposer_layers = 1;
+  x.speculative.method          = SpeculativeMethod::mtp;
+  CHECK(decode_kv_capacity_bytes(x) == 80.8e9);
+  x.speculative.tokens = 2;
+  x.speculative.method = SpeculativeMethod::ngram;
+  CHECK(decode_kv_capacity_bytes(x) == 80.8e9);
+  // MTP, one layer: a MoE layer 5e8 + 4 x 1e9 and the projection 2 x 1000 x 1000 x 2 B = 4.504e9 B
+  // off; each token holds one more of the 2 layers' KV, 1.5e6 B where the target's is 1e6: 2/3 of
+  // 76.296e9 B are the target's.
+  x.speculative.method = SpeculativeMethod::mtp;
+  CHECK(x.speculative.weight_bytes(x.model) == doctest::Approx(4.504e9).epsilon(1e-12));
+  CHECK(x.speculative.kv_bytes_per_token(x.model) == doctest::Approx(5e5).epsilon(1e-12));
+  CHECK(decode_kv_capacity_bytes(x) == doctest::Approx(76.296e9 * 2 / 3).epsilon(1e-12));
+  // A draft model: its 2 x 1e8 + 5e7 B off, 1e4 B more KV a token: 80.55e9 x 1e6 / 1.01e6.
+  x.speculative.method = SpeculativeMethod::draft;
+  x.speculative.draft  = tiny_dense_draft();
+  CHECK(decode_kv_capacity_bytes(x) == doctest::Approx(80.55e9 / 1.01).epsilon(1e-12));
+}
