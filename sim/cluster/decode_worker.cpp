@@ -110,8 +110,14 @@ void DecodeWorker::admit()
       c.kv_peak_bytes = double(cache_.used()) * s_.kv_block_bytes;
       c.kv_peak_s     = now;
     }
-    batch_.push_back(
-        {r, blocks - long(keys.size()), s_.recorder.request(r->id).tokens_generated, 0, int(admitted_++ % ep_), {}});
+    batch_.push_back({r,
+                      r->prompt_tokens,
+                      r->output_tokens,
+                      blocks - long(keys.size()),
+                      s_.recorder.request(r->id).tokens_generated,
+                      0,
+                      int(admitted_++ % ep_),
+                      {}});
     if (spec_ > 0 && !expected_ && s_.routing.has_token_laws())
       batch_.back().hot =
           hot_cells(s_.routing.token_law(*r, 1), size_t(s_.routing.shape().layers) * size_t(s_.routing.shape().experts),
@@ -191,8 +197,13 @@ void DecodeWorker::accumulate_ranks(int k)
 // Distinct experts per layer of planned step k into distinct_; returns their sum.
 double DecodeWorker::step_distinct(int k)
 {
-  if (expected_)
-    return expected_->distinct(distinct_);  // the same for every step until the batch changes
+  if (expected_) {  // the same for every step until the batch changes
+    if (distinct_of_ != expected_->changes()) {
+      distinct_sum_ = expected_->distinct(distinct_);
+      distinct_of_  = expected_->changes();
+    }
+    return distinct_sum_;
+  }
   const long total = count_distinct(step_union(k), s_.routing.shape(), counts_);
   std::copy(counts_.begin(), counts_.end(), distinct_.begin());
   return double(total);
@@ -279,7 +290,7 @@ int DecodeWorker::plan(double start)
     n = plan_speculative(n);
   } else {
     for (const Sequence& seq : batch_)
-      n = std::min(n, seq.request->output_tokens - seq.generated);
+      n = std::min(n, seq.output_tokens - seq.generated);
     n = std::max(n, 1);  // a sequence admitted with every token generated still runs one step
   }
   // Sampled unions: each step's tokens ORed in (expected ones are kept as the batch changes).
@@ -329,7 +340,7 @@ int DecodeWorker::plan(double start)
   // tokens per sequence, is left out).
   long context0 = 0;
   for (const Sequence& seq : batch_)
-    context0 += seq.request->prompt_tokens + seq.generated;
+    context0 += seq.prompt_tokens + seq.generated;
   const long batch = long(batch_.size());
   double t         = start;
   for (int k = 0; k < n; ++k) {
@@ -428,7 +439,7 @@ void DecodeWorker::commit(int steps, double now)
     c.tokens += generated - batch_[i].generated;
     batch_[i].generated = generated;
     batch_[i].planned -= steps;
-    if (batch_[i].generated >= batch_[i].request->output_tokens)
+    if (batch_[i].generated >= batch_[i].output_tokens)
       finish(batch_[i], now);
     else if (kept++ != i)  // a self-move would empty its vector
       batch_[kept - 1] = std::move(batch_[i]);

@@ -45,6 +45,8 @@ class DecodeWorker {
  private:
   struct Sequence {
     const Request* request;
+    int prompt_tokens;    // request's, kept here: plan and commit read them for every sequence each step, and
+    int output_tokens;    // the requests are spread over memory
     long private_blocks;  // KV blocks of its own (output, partial prompt block; all of them without prefix caching)
     int generated;        // output tokens so far, the first one included
     int planned;          // the upcoming steps whose union already holds this sequence's token
@@ -88,6 +90,8 @@ class DecodeWorker {
   // workload.union = expected: the batch's miss products, kept as sequences join and leave (the
   // per-step unions above are then unused).
   std::optional<ExpectedUnion> expected_;
+  long distinct_of_    = -1;  // expected_->changes() when distinct_ was last read from it
+  double distinct_sum_ = 0;   // and their sum
   // Expert parallel (ep_ > 1) only: per planned step, [layer][rank] picks then [layer][owner][rank]
   // tokens dispatched (a ring like unions_), accumulated from per-token masks; this instance's rank masks.
   int ep_ = 1;

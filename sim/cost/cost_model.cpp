@@ -78,9 +78,13 @@ double CostModel::moe_layer_s(double expert_s, int batch_tokens, double distinct
 {
   // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is
   // slower; tensor-split experts share both over `split` GPUs.
-  double memory  = distinct * expert_s / split;
-  double compute = batch_tokens * expert_flops_ / flops_ / split;
-  return moe_overhead_s_ + std::max(memory, compute);
+  double memory = distinct * expert_s / split;
+  return moe_overhead_s_ + std::max(memory, moe_compute_s(batch_tokens, split));
+}
+
+double CostModel::moe_compute_s(int batch_tokens, double split) const
+{
+  return batch_tokens * expert_flops_ / flops_ / split;
 }
 
 double CostModel::moe_rank_s(double picks, int distinct, int batch_tokens) const
@@ -160,9 +164,15 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
   DecodeStepCost c;
   if (layout.ep <= 1) {
     // The kernel's configuration is the captured graph's (its padded size); the FLOPs are the batch's.
+    // moe_layer_s per layer with its distinct-independent terms once: every step pays this loop.
     const double expert_s = expert_read_s(decode_graph_tokens(tokens));
-    for (double d : distinct)
-      t += moe_layer_s(expert_s, tokens, d, g);
+    const double compute  = moe_compute_s(tokens, g);
+    if (g == 1)  // x / 1 is x: the same sums without a division per layer
+      for (double d : distinct)
+        t += moe_overhead_s_ + std::max(d * expert_s, compute);
+    else
+      for (double d : distinct)
+        t += moe_overhead_s_ + std::max(d * expert_s / g, compute);
   } else {
     if (ranks == nullptr || ranks->ranks != layout.ep)
       throw std::invalid_argument("decode_step: an expert-parallel layout needs its per-rank loads");

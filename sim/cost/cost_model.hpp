@@ -113,6 +113,7 @@ class CostModel {
   double always_active_s(int tokens, double split = 1) const;  // shared experts and dense layers
   double expert_read_s(double tokens) const;  // one expert's stream under the kernel configuration for `tokens`
   double moe_layer_s(double expert_s, int batch_tokens, double distinct, double split) const;
+  double moe_compute_s(int batch_tokens, double split) const;  // the routed tokens' expert FLOPs, per GPU
   ModelSpec model_;
   Hardware hw_;
   Calibration cal_;

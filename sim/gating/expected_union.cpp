@@ -360,6 +360,7 @@ bool use_expected_union_kernel(int kernel)
 
 void ExpectedUnion::apply(const TokenLaw& law, bool join)
 {
+  ++changes_;
   (join ? kernels->join : kernels->leave)(law, layers_, experts_, product_.data(), zero_.data(), missing_.data());
 }
 
@@ -382,6 +383,7 @@ void ExpectedUnion::leave(const TokenLaw& law)
 
 void ExpectedUnion::clear()
 {
+  ++changes_;
   members_.clear();
   std::fill(product_.begin(), product_.end(), 1.0f);
   std::fill(zero_.begin(), zero_.end(), 0);
@@ -390,6 +392,7 @@ void ExpectedUnion::clear()
 
 void ExpectedUnion::rebuild()
 {
+  ++changes_;
   leaves_ = 0;
   std::fill(product_.begin(), product_.end(), 1.0f);
   std::fill(zero_.begin(), zero_.end(), 0);

@@ -42,6 +42,8 @@ class ExpectedUnion {
   // prod over the members of (1 - p) for (layer, expert) cell c: the probability nobody picks it.
   double miss(size_t cell) const { return zero_[cell] != 0 ? 0.0 : double(product_[cell]); }
   size_t members() const { return members_.size(); }
+  // Counts the changes (join, leave, clear, rebuild): distinct() is the same while this is.
+  long changes() const { return changes_; }
   // Recomputes every product and sum from the members: what join/leave keep incrementally.
   void rebuild();
 
@@ -58,7 +60,8 @@ class ExpectedUnion {
   std::vector<int32_t> zero_;
   std::vector<double> missing_;  // per layer: the sum of miss() over its experts
   std::vector<TokenLaw> members_;
-  long leaves_ = 0;  // since the last rebuild
+  long leaves_  = 0;  // since the last rebuild
+  long changes_ = 0;
 };
 
 // A prompt's computed tokens in a prefill batch: positions [from, to) of `request`.

@@ -524,3 +524,32 @@ TEST_CASE("prompt log cache: batches of shared and own owners give the bits comp
   }
   detail::use_expected_union_kernel(-1);
 }
+
+TEST_CASE("expected union: changes() moves with every change that can move distinct()")
+{
+  // DecodeWorker reads distinct() again only when changes() has moved.
+  std::vector<float> p(12, 0.25f), q(12, 0.5f);
+  ExpectedUnion u(2, 6);
+  std::vector<long> seen{u.changes()};
+  auto moved = [&] {
+    const bool fresh = std::find(seen.begin(), seen.end(), u.changes()) == seen.end();
+    seen.push_back(u.changes());
+    return fresh;
+  };
+  const TokenLaw a{p.data(), p.data(), 0.f}, b{q.data(), q.data(), 0.f};
+  u.join(a);
+  CHECK(moved());
+  u.join(b);
+  CHECK(moved());
+  u.leave(a);
+  CHECK(moved());
+  u.rebuild();
+  CHECK(moved());
+  u.leave(b);  // the last member: a rebuild
+  CHECK(moved());
+  u.join(a);
+  u.clear();
+  CHECK(moved());
+  std::vector<double> d(2);
+  CHECK(u.distinct(d) == 0);
+}
