@@ -72,6 +72,17 @@ check "--no-fit: 2 runs, the twins byte-identical" \
 check "--seeds 2: 6 points, 4 runs, twins per seed identical, seeds differ" \
   'grep -q "sweep: ran 4 points in" "$TMP/s.err" && same_results "$TMP/s/one/rate_rps=20__seed=2" "$TMP/s/one/rate_rps=20.0__seed=2" && ! cmp -s "$TMP/s/one/rate_rps=20__seed=1/summary.json" "$TMP/s/one/rate_rps=20__seed=2/summary.json"'
 
+# The serving side's prefix caches are no input of ELDR's fit: one fit for both, the results of fits
+# in each run (the points differ: not twins).
+cat >"$TMP/pc.json" <<JSON
+{ "name": "pc", "base": "configs/default.json", "set": { $SMALL, "router": "eldr" },
+  "grid": { "serving.prefix_cache": [false, true] } }
+JSON
+"$ELDRSIM" sweep "$TMP/pc.json" --out "$TMP/pc" -j 2 2>"$TMP/pc.err"
+"$ELDRSIM" sweep "$TMP/pc.json" --out "$TMP/pc0" -j 2 -q --no-fit
+check "serving.prefix_cache does not split ELDR's fit: 1 fit, the results of fitting in each run" \
+  'grep -q "fitting ELDR 1 time for 2 points" "$TMP/pc.err" && grep -q "sweep: ran 2 points" "$TMP/pc.err" && cmp -s "$TMP/pc/combined.csv" "$TMP/pc0/combined.csv" && for v in false true; do cmp -s "$TMP/pc/pc/prefix_cache=$v/requests.csv" "$TMP/pc0/pc/prefix_cache=$v/requests.csv" || exit 1; done'
+
 # A failing twin fails both: a lengths file that the run rejects.
 printf 'not,a,lengths,file\n' >"$TMP/bad.csv"
 cat >"$TMP/fail.json" <<JSON
