@@ -103,6 +103,15 @@ static pid_t spawn(const ChildTask& t, pid_t parent, const sigset_t& child_mask)
   return pid;
 }
 
+// The first queued task whose `after` tasks have all ended; queue.end() when none may start yet.
+static std::deque<size_t>::iterator next_ready(std::deque<size_t>& queue, const std::vector<ChildTask>& tasks,
+                                               const std::vector<bool>& ended)
+{
+  return std::find_if(queue.begin(), queue.end(), [&](size_t i) {
+    return std::all_of(tasks[i].after.begin(), tasks[i].after.end(), [&](size_t a) { return ended.at(a); });
+  });
+}
+
 int run_tasks(std::vector<ChildTask> tasks, int jobs)
 {
   if (jobs < 1)
@@ -111,6 +120,7 @@ int run_tasks(std::vector<ChildTask> tasks, int jobs)
   std::deque<size_t> queue;
   for (size_t i = 0; i < tasks.size(); ++i)
     queue.push_back(i);
+  std::vector<bool> ended(tasks.size(), false);
   // The signals are taken synchronously (sigwaitinfo): no race between a child ending, Ctrl-C and
   // the wait. SIGCHLD is not ignored by default, so it stays pending while blocked.
   const sigset_t wanted = pool_signals();
@@ -121,13 +131,20 @@ int run_tasks(std::vector<ChildTask> tasks, int jobs)
   std::map<pid_t, std::pair<size_t, std::chrono::steady_clock::time_point>> running;
   try {
     while ((!queue.empty() && !interrupted) || !running.empty()) {
-      while (!interrupted && !queue.empty() && int(running.size()) < jobs) {
-        size_t i = queue.front();
-        queue.pop_front();
-        if (tasks[i].prepare)
-          tasks[i].prepare();
+      while (!interrupted && int(running.size()) < jobs) {
+        auto next = next_ready(queue, tasks, ended);
+        if (next == queue.end())
+          break;
+        size_t i = *next;
+        queue.erase(next);
+        if (tasks[i].prepare && !tasks[i].prepare()) {
+          ended[i] = true;
+          continue;
+        }
         running[spawn(tasks[i], self, before)] = {i, std::chrono::steady_clock::now()};
       }
+      if (running.empty() && !queue.empty() && !interrupted && next_ready(queue, tasks, ended) == queue.end())
+        throw std::logic_error("run_tasks: a task comes after one that never ends");
       // Reap whoever has ended; wait for a signal when nobody has.
       int status = 0;
       rusage ru{};
@@ -157,6 +174,7 @@ int run_tasks(std::vector<ChildTask> tasks, int jobs)
       e.cpu_s =
           double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
       e.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ended[i] = true;
       if (tasks[i].done)
         tasks[i].done(e);
     }

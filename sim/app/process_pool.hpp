@@ -17,13 +17,17 @@ struct ChildExit {
 };
 
 struct ChildTask {
-  std::function<void()> prepare;  // runs just before the child starts (makes its directory, say)
+  // Runs just before the child starts (makes its directory, say); false: the task ends there, with
+  // no child and no `done` (a point whose fit failed).
+  std::function<bool()> prepare;
   std::vector<std::string> argv;
   std::string log;  // stdout and stderr of the child
   std::function<void(const ChildExit&)> done;
+  std::vector<size_t> after;  // tasks (indices into the same list) that must have ended before it starts
 };
 
-// Runs `tasks` with at most `jobs` at once; returns when all are done. On SIGINT, SIGTERM or SIGHUP
+// Runs `tasks` with at most `jobs` at once, each as soon as a slot is free and the tasks it comes
+// `after` have ended (the first such in the list); returns when all are done. On SIGINT, SIGTERM or SIGHUP
 // it starts no more tasks, passes SIGINT to the running ones, waits for them (their `done` sees 130
 // or so) and returns that signal's number; the signals are held while it runs. 0 when every task ran.
 int run_tasks(std::vector<ChildTask> tasks, int jobs);

@@ -4,15 +4,18 @@
 #include "sim/app/process_pool.hpp"
 #include "sim/app/sweep_parts.hpp"
 #include "sim/common/atomic_file.hpp"
+#include "sim/common/build_id.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/gating/generated_gating.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 namespace eldr::app {
@@ -207,9 +210,83 @@ bool usable_fit(const RouterFit& fit, const fs::path& file, Progress& progress)
 // A point that ran again and failed: its earlier directory recorded other inputs (or failed its check).
 const char kWithdrawn[] = "; its earlier results, of other inputs, removed";
 
+// What a point's result files depend on, as a key: two points of the same key are the same run. The
+// resolved config (every value the run uses, after config, includes, overrides and seed: two
+// spellings of one value give the same) and the content of every file it reads (the identity's
+// hashes), the fit file handed to it (its path is in summary.json) and the executable (its build ID
+// is too). Empty (a point never shared) when the plan did not resolve the point.
+std::string run_key(const SweepPoint& p, const std::string& model_file)
+{
+  if (p.resolved_hash.empty())
+    return "";
+  std::string text = "resolved " + p.resolved_hash + "\nbuild " + executable_build_id() + "\nfit " + model_file + "\n";
+  for (const auto& [file, h] : p.input_hashes)
+    text += file + " " + h + "\n";
+  return hash_hex(text);
+}
+
+std::string point_label(const SweepPoint& p)
+{
+  return p.sweep + "/" + p.name;
+}
+
+// The point's record (point.json): its identity, how its run ended, the run's key and, for a point
+// that took another's results, which one ran.
+Json point_record(const SweepPoint& p, int code, double cpu, double wall, const std::string& key,
+                  const std::string& ran_as = "")
+{
+  Json rec = {{"identity", p.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}, {"run_key", key}};
+  if (!ran_as.empty())
+    rec["same_run_as"] = ran_as;
+  return rec;
+}
+
+void write_record(const fs::path& dir, const Json& rec)
+{
+  write_file_atomically((dir / "point.json").string(), rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
+}
+
+// Gives point `p` the result files of the finished point directory `from` (the same run): copied into
+// a temporary directory beside p's, its own point.json added, and moved into place whole, as a run's
+// are. False (nothing changed) when the copy fails: the point then runs.
+bool take_results(const fs::path& from, const SweepPoint& p, const std::string& out, const Json& rec)
+{
+  const fs::path final_dir = point_dir(out, p);
+  const fs::path tmp       = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  for (const auto& e : fs::directory_iterator(from, ec)) {
+    if (ec || e.path().filename() == "point.json")
+      continue;
+    fs::copy(e.path(), tmp / e.path().filename(), fs::copy_options::recursive, ec);
+    if (ec)
+      break;
+  }
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    return false;
+  }
+  write_record(tmp, rec);
+  publish(tmp, final_dir);
+  fs::remove(final_dir.parent_path() / (p.name + ".failed.log"), ec);
+  return true;
+}
+
+// The point.json of a finished point directory; null when it does not read.
+Json read_record(const fs::path& dir)
+{
+  try {
+    return load_json_file((dir / "point.json").string());
+  } catch (const InputError&) {
+    return Json();
+  }
+}
+
 }  // namespace
 
-// Runs the given points (indices into plan.points) that are not done yet. Returns the failures.
+// Runs the given points (indices into plan.points) that are not done yet, each distinct run once:
+// a point of the same run key as another takes that one's results (see run_key). Returns the failures.
 size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs, bool fit,
                   bool quiet)
 {
@@ -222,7 +299,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     if (!point_done(out, plan.points[i], &why)) {
       todo.push_back(i);
       if (!why.empty())
-        redo.push_back("sweep: " + plan.points[i].sweep + "/" + plan.points[i].name + ": running it again: " + why);
+        redo.push_back("sweep: " + point_label(plan.points[i]) + ": running it again: " + why);
     }
   }
   Progress progress(which.size(), which.size() - todo.size(), quiet);
@@ -230,19 +307,72 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     progress.note(line, true);  // even when quiet: a result went bad since it was written
   if (todo.empty())
     return 0;
-  const RoutingCache cache(out);
 
-  // Each router fit once per distinct fit input, shared by the points (and the sweeps) that use it.
+  auto model_of = [&](const SweepPoint& p) { return fit && !p.fit.empty() ? fit_file(out, p).string() : ""; };
+  std::vector<std::string> keys(plan.points.size());
+  for (size_t i = 0; i < plan.points.size(); ++i)
+    keys[i] = run_key(plan.points[i], model_of(plan.points[i]));
+  // A point whose twin is done (an earlier sweep's, or another array task's) takes its results now.
+  std::set<std::string> wanted;  // the run keys of the points to do
+  for (size_t i : todo)
+    wanted.insert(keys[i]);
+  std::map<std::string, std::pair<size_t, Json>> done_runs;  // run key -> a done point of it, its record
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    if (keys[i].empty() || !wanted.contains(keys[i]) || done_runs.contains(keys[i]) ||
+        std::find(todo.begin(), todo.end(), i) != todo.end() || !point_done(out, plan.points[i]))
+      continue;
+    Json rec = read_record(point_dir(out, plan.points[i]));
+    if (rec.is_object() && rec.value("run_key", "") == keys[i])
+      done_runs[keys[i]] = {i, std::move(rec)};
+  }
+  std::vector<size_t> runners;                  // the points that run
+  std::map<size_t, std::vector<size_t>> twins;  // a runner -> the points that take its results
+  std::map<std::string, size_t> runner_of;      // run key -> its runner
+  size_t taken = 0;
+  for (size_t i : todo) {
+    const SweepPoint& p = plan.points[i];
+    if (auto d = done_runs.find(keys[i]); d != done_runs.end()) {
+      const auto& [from, ran] = d->second;
+      const std::string first = ran.value("same_run_as", point_label(plan.points[from]));  // the point that ran
+      if (take_results(point_dir(out, plan.points[from]), p, out,
+                       point_record(p, ran.value("exit_code", 0), 0, 0, keys[i], first))) {
+        ++taken;
+        progress.finished(true, point_label(p) + " (the same run as " + point_label(plan.points[from]) + ")");
+        continue;
+      }
+    }
+    if (auto r = runner_of.find(keys[i]); !keys[i].empty() && r != runner_of.end()) {
+      twins[r->second].push_back(i);
+      continue;
+    }
+    runner_of.emplace(keys[i], i);
+    runners.push_back(i);
+  }
+  size_t shared = 0;
+  for (const auto& [r, t] : twins)
+    shared += t.size();
+  if (!quiet && shared > 0)
+    std::fprintf(stderr,
+                 "sweep: %zu of %zu points are the same run as another (same resolved config and inputs): "
+                 "each run once, its twins take its results\n",
+                 shared, todo.size() - taken);
+  if (runners.empty())
+    return 0;
+  const RoutingCache cache(out);
+  std::vector<ChildTask> tasks;
+
+  // Each router fit once per distinct fit input, shared by the points (and the sweeps) that use it;
+  // a point starts as soon as its fit is done (the fits first in the list, so they start first).
   auto shared_key = [](const SweepPoint& p) { return p.fit + "/" + p.fit_key; };
   std::map<std::string, size_t> fits;  // fit and key -> first point needing it
-  for (size_t i : todo) {
+  for (size_t i : runners) {
     const SweepPoint& p = plan.points[i];
     if (fit && !p.fit.empty() && !usable_fit(fit_of(p), fit_file(out, p), progress))
       fits.emplace(shared_key(p), i);
   }
   std::map<std::string, std::string> failed_fits;  // fit and key -> how it failed and where its log is
+  std::map<std::string, size_t> fit_task;          // fit and key -> its task
   if (!fits.empty()) {
-    std::vector<ChildTask> tasks;
     std::map<std::string, size_t> per_label;  // how many fits of each kind run
     for (const auto& [key, i] : fits) {
       const SweepPoint& p = plan.points[i];
@@ -251,7 +381,12 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       fs::create_directories(fits_dir(out, p));
       std::string file = fit_file(out, p).string();
       std::string log  = file.substr(0, file.size() - 5) + ".log";
-      tasks.push_back({[&cache] { cache.preload(); }, fit_argv(self, p, file, cache.dir), log,
+      fit_task[key]    = tasks.size();
+      tasks.push_back({[&cache] {
+                         cache.preload();
+                         return true;
+                       },
+                       fit_argv(self, p, file, cache.dir), log,
                        [&, key, log, label](const ChildExit& e) {
                          if (e.code != 0 && !interrupted(e.code)) {
                            const std::string how = how_it_ended(e);
@@ -267,81 +402,102 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       for (const auto& [label, n] : per_label)
         std::fprintf(stderr, "sweep: fitting %s %s for %s\n", label.c_str(), count_of(n, "time").c_str(),
                      count_of(todo.size(), "point").c_str());
-    if (int sig = run_tasks(std::move(tasks), jobs))
-      throw Interrupted{sig};
   }
 
   size_t failures  = 0;
   double cpu_total = 0;
   auto started     = std::chrono::steady_clock::now();
-  std::vector<ChildTask> tasks;
-  for (size_t i : todo) {
+  // A point that is not there: its failure log, a line, its earlier results withdrawn.
+  auto fail = [&](const SweepPoint& q, const std::string& log_text, const std::string& line) {
+    ++failures;
+    const fs::path final_dir = point_dir(out, q), failed_log = final_dir.parent_path() / (q.name + ".failed.log");
+    std::error_code ec;
+    fs::create_directories(failed_log.parent_path(), ec);
+    write_file_atomically(failed_log.string(), log_text);
+    progress.finished(false, point_label(q) + " FAILED: " + line + (withdraw(final_dir) ? kWithdrawn : ""));
+  };
+  // The runner's twins, once it has failed: they fail with it.
+  auto fail_twins = [&](size_t runner, const std::string& why) {
+    for (size_t t : twins[runner])
+      fail(plan.points[t], "not run: the same run as " + point_label(plan.points[runner]) + ", which " + why + "\n",
+           "the same run as " + point_label(plan.points[runner]) + ", which " + why);
+  };
+  for (size_t i : runners) {
     const SweepPoint& p = plan.points[i];
     fs::path final_dir  = point_dir(out, p);
     fs::path failed_log = final_dir.parent_path() / (p.name + ".failed.log");
-    if (fit && !p.fit.empty() && failed_fits.contains(shared_key(p))) {
-      ++failures;
-      // The point's own log says where the fit's is, so "<point>.failed.log" is always there.
-      const std::string why =
-          std::string("its ") + fit_of(p).label + " fit failed (" + failed_fits[shared_key(p)] + ")";
-      std::error_code ec;
-      fs::create_directories(failed_log.parent_path(), ec);
-      write_file_atomically(failed_log.string(), "not run: " + why + "\n");
-      progress.finished(false, p.sweep + "/" + p.name + " FAILED: " + why + (withdraw(final_dir) ? kWithdrawn : ""));
-      continue;
-    }
-    fs::path tmp      = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
-    std::string model = fit && !p.fit.empty() ? fit_file(out, p).string() : "";
-    std::string log   = (tmp / "run.log").string();
-    // The temporary directory is made when the point starts, not up front.
-    auto prepare = [tmp, out, &cache] {
+    fs::path tmp        = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
+    std::string log     = (tmp / "run.log").string();
+    // The temporary directory is made when the point starts, not up front; a point whose fit failed
+    // does not start (its own log says where the fit's is, so "<point>.failed.log" is always there).
+    auto prepare = [&, tmp, i] {
+      const SweepPoint& q = plan.points[i];
+      if (fit && !q.fit.empty() && failed_fits.contains(shared_key(q))) {
+        const std::string why =
+            std::string("its ") + fit_of(q).label + " fit failed (" + failed_fits[shared_key(q)] + ")";
+        fail(q, "not run: " + why + "\n", why);
+        fail_twins(i, "was not run: " + why);
+        return false;
+      }
       cache.preload();
       std::error_code ec;
       fs::remove_all(tmp, ec);
       if (!fs::create_directories(tmp, ec) && ec)
         throw InputError(out, "", "cannot create a point's directory: " + ec.message());
+      return true;
     };
-    tasks.push_back({prepare, run_argv(self, p, tmp.string(), model, cache.dir), log,
-                     [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
-                       const SweepPoint& q = plan.points[i];
-                       const int code      = e.code;
-                       const double cpu = e.cpu_s, wall = e.wall_s;
-                       std::error_code ec;
-                       if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
-                         fs::remove_all(tmp, ec);
-                         return;
-                       }
-                       // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
-                       if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
-                         // Timings stay here, out of combined.csv (which is byte-identical across runs).
-                         Json rec = {{"identity", q.identity()}, {"exit_code", code}, {"cpu_s", cpu}, {"wall_s", wall}};
-                         cpu_total += cpu;
-                         write_file_atomically((tmp / "point.json").string(),
-                                               rec.dump(2, ' ', false, Json::error_handler_t::replace) + "\n");
-                         publish(tmp, final_dir);
-                         fs::remove(failed_log, ec);
-                         progress.finished(true, q.sweep + "/" + q.name);
-                       } else {
-                         ++failures;
-                         fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
-                         fs::remove_all(tmp, ec);
-                         const std::string how = code == 0 || code == 3
-                                                     ? "exit " + std::to_string(code) + " without summary.json"
-                                                     : how_it_ended(e);
-                         // A killed run wrote nothing about it: the log says what happened.
-                         append_line(failed_log, "eldrsim sweep: the run ended: " + how);
-                         progress.finished(false, q.sweep + "/" + q.name + " FAILED (" + how + "), see " +
-                                                      failed_log.string() + (withdraw(final_dir) ? kWithdrawn : ""));
-                       }
-                     }});
+    ChildTask task{
+        prepare, run_argv(self, p, tmp.string(), model_of(p), cache.dir), log,
+        [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
+          const SweepPoint& q = plan.points[i];
+          const int code      = e.code;
+          const double cpu = e.cpu_s, wall = e.wall_s;
+          std::error_code ec;
+          if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
+            fs::remove_all(tmp, ec);
+            return;
+          }
+          // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
+          if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
+            // Timings stay here, out of combined.csv (which is byte-identical across runs).
+            cpu_total += cpu;
+            write_record(tmp, point_record(q, code, cpu, wall, keys[i]));
+            publish(tmp, final_dir);
+            fs::remove(failed_log, ec);
+            progress.finished(true, point_label(q));
+            for (size_t t : twins[i]) {
+              const SweepPoint& twin = plan.points[t];
+              if (take_results(final_dir, twin, out, point_record(twin, code, 0, 0, keys[i], point_label(q))))
+                progress.finished(true, point_label(twin) + " (the same run as " + point_label(q) + ")");
+              else
+                fail(twin, "not written: copying the results of " + point_label(q) + " failed\n",
+                     "copying the results of " + point_label(q) + " failed");
+            }
+          } else {
+            ++failures;
+            fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
+            fs::remove_all(tmp, ec);
+            const std::string how =
+                code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
+            // A killed run wrote nothing about it: the log says what happened.
+            append_line(failed_log, "eldrsim sweep: the run ended: " + how);
+            progress.finished(false, point_label(q) + " FAILED (" + how + "), see " + failed_log.string() +
+                                         (withdraw(final_dir) ? kWithdrawn : ""));
+            fail_twins(i, "failed (" + how + "), see " + failed_log.string());
+          }
+        }};
+    if (auto f = fit_task.find(shared_key(p)); fit && !p.fit.empty() && f != fit_task.end())
+      task.after.push_back(f->second);
+    tasks.push_back(std::move(task));
   }
-  size_t ran = tasks.size();
   if (int sig = run_tasks(std::move(tasks), jobs))
     throw Interrupted{sig};
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (!quiet && ran > 0)
-    std::fprintf(stderr, "sweep: ran %s in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time\n",
-                 count_of(ran, "point").c_str(), wall, cpu_total, cpu_total / double(ran), jobs);
+  if (!quiet)
+    std::fprintf(stderr, "sweep: ran %s in %.1f s wall, %.1f s CPU (%.2f s per point), %d at a time%s\n",
+                 count_of(runners.size(), "point").c_str(), wall, cpu_total, cpu_total / double(runners.size()), jobs,
+                 shared + taken > 0 ? ("; " + count_of(shared + taken, "point") + " took a twin's results").c_str()
+                                    : "");
   return failures;
 }
 

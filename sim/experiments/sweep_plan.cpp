@@ -161,6 +161,8 @@ const char* const kRunOnlyKeys[] = {"router",
                                     "workload.warmup_requests",
                                     "workload.warmup_rate_rps",
                                     "workload.drain_after_warmup",
+                                    "serving.prefix_cache",  // the serving side's caches: not the calibration split
+                                    "serving.decode_prefix_cache",
                                     "description"};
 
 // `dotted` removed from a nested object ("workload.rate_rps": j["workload"]["rate_rps"]).

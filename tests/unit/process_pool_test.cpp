@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 using namespace eldr;
 using namespace eldr::app;
@@ -95,4 +96,50 @@ TEST_CASE("process pool: a child's output lock names the child's command, not th
   CHECK(e.code == 0);
   const std::string exe = fs::path(self_executable()).filename().string();
   CHECK(log.find(" " + exe + " run") != std::string::npos);
+}
+
+TEST_CASE("process pool: a task starts only after the tasks it comes after have ended, and one whose prepare says no "
+          "never starts")
+{
+  test::ScratchDir s("process-pool");
+  std::vector<std::string> order;  // what happened, in order
+  auto log  = [&](const char* name) { return (s.dir / name).string(); };
+  auto done = [&](const char* name) {
+    return
+        [&order, name](const ChildExit& e) { order.push_back(std::string(name) + " done " + std::to_string(e.code)); };
+  };
+  std::vector<ChildTask> tasks;
+  // The fit: slower than the unrelated task, so that without `after` the point would start first.
+  tasks.push_back({nullptr, {"/bin/sh", "-c", "sleep 0.3"}, log("fit.log"), done("fit")});
+  tasks.push_back({[&] {
+                     order.push_back("point starts");
+                     return true;
+                   },
+                   {"/bin/sh", "-c", "exit 3"},
+                   log("point.log"),
+                   done("point"),
+                   {0}});
+  tasks.push_back({[&] {
+                     order.push_back("skipped prepared");
+                     return false;
+                   },
+                   {"/nonexistent/program"},
+                   log("skipped.log"),
+                   done("skipped"),
+                   {1}});
+  tasks.push_back({nullptr, {"/bin/sh", "-c", "exit 0"}, log("other.log"), done("other")});
+  CHECK(run_tasks(std::move(tasks), 2) == 0);
+  // "other" ends whenever it does; the rest in this order.
+  std::erase(order, "other done 0");
+  const std::vector<std::string> fit_first = {"fit done 0", "point starts", "point done 3", "skipped prepared"};
+  CHECK(order == fit_first);
+  CHECK(!fs::exists(s.dir / "skipped.log"));  // no child
+}
+
+TEST_CASE("process pool: a task that can never start (it comes after itself) is an error, not a hang")
+{
+  test::ScratchDir s("process-pool");
+  std::vector<ChildTask> tasks;
+  tasks.push_back({nullptr, {"/bin/sh", "-c", "exit 0"}, (s.dir / "a.log").string(), nullptr, {0}});
+  CHECK_THROWS(run_tasks(std::move(tasks), 1));
 }
