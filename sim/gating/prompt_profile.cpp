@@ -118,8 +118,26 @@ int best_kernel()
 // on the layers `only` (all when empty; other layers' counts are left alone).
 class MaskCounter {
  public:
+  // The byte counters are a per-thread buffer, all zero between counters (flush() zeroes what it
+  // added): a prompt's profile is counted per KV block, and a fresh 6 KB buffer per call cost more
+  // than its counting on a few layers.
+  static uint8_t* zeroed_bytes(size_t n)
+  {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < n)
+      buffer.assign(n, 0);
+    return buffer.data();
+  }
+  ~MaskCounter()
+  {
+    if (pending_ != 0)  // abandoned mid-count (an exception): leave the buffer zero for the next one
+      std::fill(acc_, acc_ + size_t(s_.words()) * 64, uint8_t(0));
+  }
+  MaskCounter(const MaskCounter&)            = delete;
+  MaskCounter& operator=(const MaskCounter&) = delete;
+
   MaskCounter(const GatingShape& s, std::span<uint16_t> counts, int kernel, std::span<const int> only = {})
-      : s_(s), counts_(counts), kernel_(kernel), acc_(kernel ? size_t(s.words()) * 64 : 0, 0)
+      : s_(s), counts_(counts), kernel_(kernel), acc_(zeroed_bytes(kernel ? size_t(s.words()) * 64 : 0))
   {
     const uint32_t W = uint32_t(s.words_per_layer);
     if (only.empty()) {
@@ -135,16 +153,27 @@ class MaskCounter {
         runs_.push_back({uint32_t(l) * W, W});
       }
     }
+    for (int l : layers_)
+      at_.push_back(uint32_t(l) * W);
+  }
+  // From now on the masks added hold only the layers' words, back to back in their order
+  // (GatingSource::distinct_layer_masks); nothing may be pending.
+  void use_layer_masks()
+  {
+    const uint32_t W = uint32_t(s_.words_per_layer);
+    runs_.assign(1, {0, uint32_t(layers_.size()) * W});
+    for (size_t i = 0; i < layers_.size(); ++i)
+      at_[i] = uint32_t(i) * W;
   }
   // Adds `times` tokens of these masks (the caller has checked that the counts have room).
   void add(const uint64_t* masks, uint32_t times = 1)
   {
     if (kernel_ == 0) {
       const int W = s_.words_per_layer;
-      for (int l : layers_) {
-        uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
+      for (size_t i = 0; i < layers_.size(); ++i) {
+        uint16_t* c = &counts_[size_t(layers_[i]) * size_t(s_.experts)];
         for (int w = 0; w < W; ++w)
-          for (uint64_t bits = masks[size_t(l * W + w)]; bits; bits &= bits - 1)
+          for (uint64_t bits = masks[at_[i] + size_t(w)]; bits; bits &= bits - 1)
             c[w * 64 + std::countr_zero(bits)] = uint16_t(c[w * 64 + std::countr_zero(bits)] + times);
       }
       return;
@@ -152,9 +181,9 @@ class MaskCounter {
     while (times > 0) {  // the byte counters take at most 255 tokens between flushes
       const uint32_t n = std::min<uint32_t>(times, uint32_t(255 - pending_));
       if (kernel_ == 2)
-        add_mask_bytes_avx512(masks, runs_, acc_.data(), uint8_t(n));
+        add_mask_bytes_avx512(masks, runs_, acc_, uint8_t(n));
       else
-        add_mask_bytes_avx2(masks, runs_, acc_.data(), uint8_t(n));
+        add_mask_bytes_avx2(masks, runs_, acc_, uint8_t(n));
       times -= n;
       pending_ += int(n);
       if (pending_ == 255)
@@ -165,12 +194,23 @@ class MaskCounter {
   // pool larger than L2, so a record read is mostly a wait on L3.
   void add_counted(std::span<const MaskCount> masks)
   {
-    constexpr size_t kAhead = 4;
+    // About 32 cache lines in flight: 4 whole records ahead, more of a few layers' words.
+    size_t words = 0;
+    for (const WordRun& run : runs_)
+      words += run.n;
+    const size_t ahead = std::max<size_t>(4, 32 / std::max<size_t>(1, (words + 7) / 8));
+    auto prefetch      = [&](size_t i) {
+      for (const WordRun& run : runs_) {
+        for (uint32_t w = run.first; w < run.first + run.n; w += 8)  // a cache line of 8 words
+          __builtin_prefetch(masks[i].masks + w);
+        __builtin_prefetch(masks[i].masks + run.first + run.n - 1);  // (a run across a line)
+      }
+    };
+    for (size_t i = 0; i < std::min(ahead, masks.size()); ++i)
+      prefetch(i);
     for (size_t i = 0; i < masks.size(); ++i) {
-      if (i + kAhead < masks.size())
-        for (const WordRun& run : runs_)
-          for (uint32_t w = run.first; w < run.first + run.n; w += 8)  // a cache line of 8 words
-            __builtin_prefetch(masks[i + kAhead].masks + w);
+      if (i + ahead < masks.size())
+        prefetch(i + ahead);
       add(masks[i].masks, masks[i].count);
     }
   }
@@ -178,9 +218,9 @@ class MaskCounter {
   {
     if (pending_ == 0)
       return;
-    for (int l : layers_) {
-      uint8_t* a  = &acc_[size_t(l * s_.words_per_layer) * 64];
-      uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      uint8_t* a  = &acc_[size_t(at_[i]) * 64];
+      uint16_t* c = &counts_[size_t(layers_[i]) * size_t(s_.experts)];
       for (int e = 0; e < s_.experts; ++e)
         c[e] = uint16_t(c[e] + a[e]);
       std::fill(a, a + s_.experts, uint8_t(0));
@@ -193,8 +233,16 @@ class MaskCounter {
   {
     // Pooled sources: each distinct record once, with its multiplicity (a 256-token prompt reads ~160
     // records instead of 256). The counts are integers, so this equals counting token by token.
+    // A few layers: from the source's copy of only their words, where it has one (a third of the cache
+    // lines for a router's mask of 8-9 layers spread over 48).
     thread_local std::vector<MaskCount> distinct;
     distinct.clear();
+    if (int(layers_.size()) < s_.layers && pending_ == 0 &&
+        routing.distinct_layer_masks(r, begin, end, layers_, distinct)) {
+      use_layer_masks();
+      add_counted(distinct);
+      return;
+    }
     if (routing.distinct_masks(r, begin, end, distinct)) {
       add_counted(distinct);
       return;
@@ -217,7 +265,7 @@ class MaskCounter {
       const int stop = std::min(end, t + (255 - pending_));
       for (int u = t; u < stop; ++u)
         tokens[u - t] = routing.token_experts(r, u).data();
-      add_masks_avx512_regs(tokens, stop - t, words, int(nw), acc_.data());
+      add_masks_avx512_regs(tokens, stop - t, words, int(nw), acc_);
       pending_ += stop - t;
       t = stop;
       if (pending_ == 255)
@@ -229,15 +277,26 @@ class MaskCounter {
   const GatingShape& s_;
   std::span<uint16_t> counts_;
   int kernel_;
-  std::vector<uint8_t> acc_;  // byte counter of each bit slot (layer, word, bit)
+  uint8_t* acc_;  // byte counter of each bit slot (layer, word, bit): zeroed_bytes()
   std::vector<int> layers_;
+  std::vector<uint32_t> at_;  // per layer of layers_, the word its words start at in a mask (and in acc_)
   std::vector<WordRun> runs_;
   int pending_ = 0;
 };
 
-void check_room(std::span<const uint16_t> counts, long tokens, const Request* r)
+// Throws unless `tokens` more fit in the counts of `layers` (all when empty): only those are added to,
+// and a router's profile asks for a few of a model's layers.
+void check_room(std::span<const uint16_t> counts, long tokens, const Request* r, int experts = 0,
+                std::span<const int> layers = {})
 {
-  const uint16_t mx = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  uint16_t mx = 0;
+  if (layers.empty())
+    mx = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  for (int l : layers)
+    if (experts > 0 && l >= 0 && size_t(l + 1) * size_t(experts) <= counts.size()) {  // (others: rejected later)
+      const auto row = counts.subspan(size_t(l) * size_t(experts), size_t(experts));
+      mx             = std::max(mx, *std::max_element(row.begin(), row.end()));
+    }
   if (long(mx) + tokens > 65535)
     throw std::overflow_error("expert activation count" + (r ? " of request " + std::to_string(r->id) : std::string()) +
                               " exceeds 65535");
@@ -249,7 +308,7 @@ void check_room(std::span<const uint16_t> counts, long tokens, const Request* r)
 void count_range(const GatingSource& routing, const Request& r, int begin, int end, std::span<uint16_t> counts,
                  std::span<const int> only = {})
 {
-  check_room(counts, long(end) - long(begin), &r);
+  check_room(counts, long(end) - long(begin), &r, routing.shape().experts, only);
   MaskCounter counter(routing.shape(), counts, end - begin < 8 ? 0 : best_kernel(), only);
   counter.add_range(routing, r, begin, end);
   counter.flush();
