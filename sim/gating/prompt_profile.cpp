@@ -84,19 +84,26 @@ __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, 
 // bytes a word at 64 * word). (The tokens' masks are looked up beforehand: a call in the loop would
 // spill every vector register.)
 constexpr int kRegWords = 24;
-__attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const uint64_t* const* tokens, int n,
-                                                                       const uint32_t* words, int nw, uint8_t* acc)
+// Masks m[0, n) with their multiplicities (their sum at most the byte counters' room), prefetching
+// the words of m[t + ahead] while below `known` (0: no prefetch).
+__attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const MaskCount* m, size_t n, size_t known,
+                                                                       size_t ahead, const uint32_t* words, int nw,
+                                                                       uint8_t* acc)
 {
   __m512i sum[kRegWords];
 #pragma GCC unroll 24
   for (int w = 0; w < kRegWords; ++w)
     sum[w] = _mm512_setzero_si512();
-  for (int t = 0; t < n; ++t) {
-    const uint64_t* masks = tokens[t];
+  for (size_t t = 0; t < n; ++t) {
+    if (ahead && t + ahead < known)
+      for (int w = 0; w < nw + 7; w += 8)  // (the words of a copy of a few layers are contiguous)
+        __builtin_prefetch(m[t + ahead].masks + words[std::min(w, nw - 1)]);
+    const uint64_t* masks = m[t].masks;
+    const __m512i times   = _mm512_set1_epi8(char(m[t].count));
 #pragma GCC unroll 24
     for (int w = 0; w < kRegWords; ++w)
       if (w < nw)
-        sum[w] = _mm512_sub_epi8(sum[w], _mm512_movm_epi8(_cvtu64_mask64(masks[words[w]])));
+        sum[w] = _mm512_mask_add_epi8(sum[w], _cvtu64_mask64(masks[words[w]]), sum[w], times);
   }
 #pragma GCC unroll 24
   for (int w = 0; w < kRegWords; ++w)
@@ -195,10 +202,10 @@ class MaskCounter {
   void add_counted(std::span<const MaskCount> masks)
   {
     // About 32 cache lines in flight: 4 whole records ahead, more of a few layers' words.
-    size_t words = 0;
+    size_t counted = 0;  // words a mask
     for (const WordRun& run : runs_)
-      words += run.n;
-    const size_t ahead = std::max<size_t>(4, 32 / std::max<size_t>(1, (words + 7) / 8));
+      counted += run.n;
+    const size_t ahead = std::max<size_t>(4, 32 / std::max<size_t>(1, (counted + 7) / 8));
     auto prefetch      = [&](size_t i) {
       for (const WordRun& run : runs_) {
         for (uint32_t w = run.first; w < run.first + run.n; w += 8)  // a cache line of 8 words
@@ -208,6 +215,31 @@ class MaskCounter {
     };
     for (size_t i = 0; i < std::min(ahead, masks.size()); ++i)
       prefetch(i);
+    uint32_t words[kRegWords];
+    int nw = 0;
+    if (register_words(words, nw)) {
+      // The counters in registers over the longest runs of masks whose multiplicities fit their room;
+      // a mask that exceeds it on its own goes through add(), which flushes in between.
+      const size_t n = masks.size();
+      for (size_t i = 0; i < n;) {
+        const uint32_t room = uint32_t(255 - pending_);
+        uint32_t sum        = 0;
+        size_t j            = i;
+        while (j < n && sum + masks[j].count <= room)
+          sum += masks[j++].count;
+        if (j == i) {
+          add(masks[i].masks, masks[i].count);
+          ++i;
+          continue;
+        }
+        add_masks_avx512_regs(masks.data() + i, j - i, n - i, ahead, words, nw, acc_);
+        pending_ += int(sum);
+        i = j;
+        if (pending_ == 255)
+          flush();
+      }
+      return;
+    }
     for (size_t i = 0; i < masks.size(); ++i) {
       if (i + ahead < masks.size())
         prefetch(i + ahead);
@@ -228,6 +260,20 @@ class MaskCounter {
     pending_ = 0;
   }
   std::span<const int> layers() const { return layers_; }
+  // The words counted, when the AVX-512 kernel can keep their counters in registers.
+  bool register_words(uint32_t* words, int& nw) const
+  {
+    nw = 0;
+    for (const WordRun& run : runs_)
+      nw += int(run.n);
+    if (kernel_ != 2 || nw == 0 || nw > kRegWords)
+      return false;
+    nw = 0;
+    for (const WordRun& run : runs_)
+      for (uint32_t w = run.first; w < run.first + run.n; ++w)
+        words[nw++] = w;
+    return true;
+  }
   // add() of tokens [begin, end) of r, with the counters in registers when they fit.
   void add_range(const GatingSource& routing, const Request& r, int begin, int end)
   {
@@ -247,25 +293,19 @@ class MaskCounter {
       add_counted(distinct);
       return;
     }
-    size_t nw = 0;
-    for (const WordRun& run : runs_)
-      nw += run.n;
-    if (kernel_ != 2 || nw > size_t(kRegWords)) {
+    uint32_t words[kRegWords];
+    int nw = 0;
+    if (!register_words(words, nw)) {
       for (int t = begin; t < end; ++t)
         add(routing.token_experts(r, t).data());
       return;
     }
-    uint32_t words[kRegWords];
-    nw = 0;
-    for (const WordRun& run : runs_)
-      for (uint32_t w = run.first; w < run.first + run.n; ++w)
-        words[nw++] = w;
-    const uint64_t* tokens[255];
+    MaskCount tokens[255];
     for (int t = begin; t < end;) {
       const int stop = std::min(end, t + (255 - pending_));
       for (int u = t; u < stop; ++u)
-        tokens[u - t] = routing.token_experts(r, u).data();
-      add_masks_avx512_regs(tokens, stop - t, words, int(nw), acc_);
+        tokens[u - t] = {routing.token_experts(r, u).data(), 1};
+      add_masks_avx512_regs(tokens, size_t(stop - t), 0, 0, words, nw, acc_);
       pending_ += stop - t;
       t = stop;
       if (pending_ == 255)
