@@ -84,8 +84,8 @@ __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, 
 // bytes a word at 64 * word). (The tokens' masks are looked up beforehand: a call in the loop would
 // spill every vector register.)
 constexpr int kRegWords = 24;
-// Masks m[0, n) with their multiplicities (their sum at most the byte counters' room), prefetching
-// the words of m[t + ahead] while below `known` (0: no prefetch).
+// Masks m[0, n) with their multiplicities (their sum at most the byte counters' room) on up to
+// kRegWords words, prefetching the words of m[t + ahead] while below `known` (ahead 0: no prefetch).
 __attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const MaskCount* m, size_t n, size_t known,
                                                                        size_t ahead, const uint32_t* words, int nw,
                                                                        uint8_t* acc)
@@ -215,9 +215,7 @@ class MaskCounter {
     };
     for (size_t i = 0; i < std::min(ahead, masks.size()); ++i)
       prefetch(i);
-    uint32_t words[kRegWords];
-    int nw = 0;
-    if (register_words(words, nw)) {
+    if (register_words()) {
       // The counters in registers over the longest runs of masks whose multiplicities fit their room;
       // a mask that exceeds it on its own goes through add(), which flushes in between.
       const size_t n = masks.size();
@@ -232,7 +230,7 @@ class MaskCounter {
           ++i;
           continue;
         }
-        add_masks_avx512_regs(masks.data() + i, j - i, n - i, ahead, words, nw, acc_);
+        add_in_registers(masks.data() + i, j - i, n - i);
         pending_ += int(sum);
         i = j;
         if (pending_ == 255)
@@ -260,19 +258,28 @@ class MaskCounter {
     pending_ = 0;
   }
   std::span<const int> layers() const { return layers_; }
-  // The words counted, when the AVX-512 kernel can keep their counters in registers.
-  bool register_words(uint32_t* words, int& nw) const
+  // With the AVX-512 kernel: words_ = the words counted, and true.
+  bool register_words()
   {
-    nw = 0;
-    for (const WordRun& run : runs_)
-      nw += int(run.n);
-    if (kernel_ != 2 || nw == 0 || nw > kRegWords)
+    if (kernel_ != 2)
       return false;
-    nw = 0;
+    words_.clear();
     for (const WordRun& run : runs_)
       for (uint32_t w = run.first; w < run.first + run.n; ++w)
-        words[nw++] = w;
-    return true;
+        words_.push_back(w);
+    return !words_.empty();
+  }
+  // The kernel over m[0, n) (their counts within the room), kRegWords words at a time: a whole record
+  // of 48 layers is 96 words, each pass reads 3 of its cache lines and prefetches those ahead
+  // (m[0, known) may be read ahead; 0: none).
+  void add_in_registers(const MaskCount* m, size_t n, size_t known)
+  {
+    const int nw = int(words_.size());
+    for (int c = 0; c < nw; c += kRegWords) {
+      const int part     = std::min(kRegWords, nw - c);
+      const size_t ahead = known ? std::max(4, 32 / ((part + 7) / 8)) : 0;
+      add_masks_avx512_regs(m, n, known, ahead, words_.data() + c, part, acc_);
+    }
   }
   // add() of tokens [begin, end) of r, with the counters in registers when they fit.
   void add_range(const GatingSource& routing, const Request& r, int begin, int end)
@@ -293,9 +300,7 @@ class MaskCounter {
       add_counted(distinct);
       return;
     }
-    uint32_t words[kRegWords];
-    int nw = 0;
-    if (!register_words(words, nw)) {
+    if (!register_words()) {
       for (int t = begin; t < end; ++t)
         add(routing.token_experts(r, t).data());
       return;
@@ -305,7 +310,7 @@ class MaskCounter {
       const int stop = std::min(end, t + (255 - pending_));
       for (int u = t; u < stop; ++u)
         tokens[u - t] = {routing.token_experts(r, u).data(), 1};
-      add_masks_avx512_regs(tokens, size_t(stop - t), 0, 0, words, nw, acc_);
+      add_in_registers(tokens, size_t(stop - t), 0);
       pending_ += stop - t;
       t = stop;
       if (pending_ == 255)
@@ -321,6 +326,7 @@ class MaskCounter {
   std::vector<int> layers_;
   std::vector<uint32_t> at_;  // per layer of layers_, the word its words start at in a mask (and in acc_)
   std::vector<WordRun> runs_;
+  std::vector<uint32_t> words_;  // register_words()
   int pending_ = 0;
 };
 
