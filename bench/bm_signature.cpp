@@ -3,6 +3,7 @@
 //   - counting one 1024-token prompt into a profile (counts only, and with both gate sums; all layers
 //     or a 12-layer mask);
 //   - building one counts x IDF signature on a 12-layer mask;
+//   - counting the 1000 calibration prompts on an 8-layer mask, from the copy of those layers or not;
 //   - the offline fit's signature part for 1000 calibration requests: the profiles (prompt and decode
 //     counts), IDF, the 30,000 pairs, the greedy layer mask per variant, and all of it end to end.
 #include "bench/bench_common.hpp"
@@ -100,6 +101,43 @@ void BM_Dot(benchmark::State& state)
     benchmark::DoNotOptimize(dot(a, b));
 }
 BENCHMARK(BM_Dot)->ArgName("floats")->Arg(1536)->Arg(6144);
+
+// The source without its copy of a mask's layers (distinct_layer_masks): counting reads whole records.
+class WholeRecords : public GatingSource {
+ public:
+  explicit WholeRecords(const GatingSource& s) : s_(s) {}
+  const GatingShape& shape() const override { return s_.shape(); }
+  std::span<const uint64_t> token_experts(const Request& r, int t) const override { return s_.token_experts(r, t); }
+  bool distinct_masks(const Request& r, int b, int e, std::vector<MaskCount>& out) const override
+  {
+    return s_.distinct_masks(r, b, e, out);
+  }
+
+ private:
+  const GatingSource& s_;
+};
+
+// The 1000 calibration prompts, each counted on an 8-layer mask as a router counts a run's prompts
+// (their records spread over the palette pool): from the copy of those layers (copy:1) or from whole
+// records (copy:0).
+void BM_MaskPrompts(benchmark::State& state)
+{
+  const Calibration& c = calibration();
+  const std::vector<int> mask{24, 30, 18, 36, 12, 27, 21, 33};
+  const WholeRecords whole(*c.routing);
+  const GatingSource& src = state.range(0) ? *c.routing : static_cast<const GatingSource&>(whole);
+  long tokens             = 0;
+  for (const Request& r : c.w.calibration)
+    tokens += r.prompt_tokens;
+  for (auto _ : state)
+    for (const Request& r : c.w.calibration) {
+      PromptProfile p = count_prompt(src, r, {}, nullptr, mask);
+      benchmark::DoNotOptimize(p.counts.data());
+    }
+  state.SetItemsProcessed(state.iterations() * tokens);
+  state.counters["requests"] = double(c.w.calibration.size());
+}
+BENCHMARK(BM_MaskPrompts)->ArgName("copy")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Prompt and decode counts of the 1000 calibration requests: what the fit reads from the routing.
 void BM_CalibrationProfiles(benchmark::State& state)

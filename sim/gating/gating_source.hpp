@@ -106,6 +106,14 @@ class GatingSource {
   // records. The masks stay valid as long as the source. False, nothing appended, where the source
   // has no stable records (the caller then goes token by token).
   virtual bool distinct_masks(const Request&, int, int, std::vector<MaskCount>&) const { return false; }
+  // Optional, as distinct_masks on `layers` only (in range, each once): each mask is the words of those
+  // layers back to back, words_per_layer each in the order listed, from a copy of the records that
+  // holds only them. Counting a few layers (a router's mask) then reads a few cache lines a record
+  // instead of one per layer. False, nothing appended, where the source keeps no such copy.
+  virtual bool distinct_layer_masks(const Request&, int, int, std::span<const int>, std::vector<MaskCount>&) const
+  {
+    return false;
+  }
 
   // Expected unions (workload.union = expected) need tokens independent given their request, with a
   // known law. Sources that replay real per-token experts have none.

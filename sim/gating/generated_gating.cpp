@@ -715,10 +715,10 @@ void GeneratedGating::accumulate_tokens(std::span<const TokenRef> tokens, std::s
     std::copy(union_masks.begin(), union_masks.end(), seen_union_.begin());
 }
 
-bool GeneratedGating::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+void GeneratedGating::distinct_records(const Request& r, int begin, int end, const uint64_t* base, size_t stride,
+                                       std::vector<MaskCount>& out) const
 {
-  const size_t words = size_t(shape_.words());
-  hits_.resize(pool_.size() / words);
+  hits_.resize(pool_.size() / size_t(shape_.words()));
   hit_order_.clear();
   const RequestKey& k = key(r);
   for (int t = begin; t < end; ++t) {
@@ -728,9 +728,36 @@ bool GeneratedGating::distinct_masks(const Request& r, int begin, int end, std::
   }
   // In order of first hit: deterministic, and the counts are integers, so any order sums alike.
   for (uint32_t rec : hit_order_) {
-    out.push_back({&pool_[size_t(rec) * words], hits_[rec]});
+    out.push_back({base + size_t(rec) * stride, hits_[rec]});
     hits_[rec] = 0;
   }
+}
+
+bool GeneratedGating::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+{
+  distinct_records(r, begin, end, pool_.data(), size_t(shape_.words()), out);
+  return true;
+}
+
+bool GeneratedGating::distinct_layer_masks(const Request& r, int begin, int end, std::span<const int> layers,
+                                           std::vector<MaskCount>& out) const
+{
+  const size_t W = size_t(shape_.words_per_layer), words = size_t(shape_.words());
+  if (layers.empty())
+    return false;
+  if (!std::equal(layers.begin(), layers.end(), compact_layers_.begin(), compact_layers_.end())) {
+    for (int l : layers)
+      if (l < 0 || l >= shape_.layers)
+        return false;
+    // (One copy, for the last layer set asked: a run's router asks for one mask.)
+    const size_t records = pool_.size() / words, stride = layers.size() * W;
+    compact_ = HugePageBuffer(records * stride);
+    for (size_t rec = 0; rec < records; ++rec)
+      for (size_t i = 0; i < layers.size(); ++i)
+        std::copy_n(&pool_[rec * words + size_t(layers[i]) * W], W, &compact_[rec * stride + i * W]);
+    compact_layers_.assign(layers.begin(), layers.end());
+  }
+  distinct_records(r, begin, end, compact_.data(), layers.size() * W, out);
   return true;
 }
 

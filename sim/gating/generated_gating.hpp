@@ -45,6 +45,8 @@ class GeneratedGating : public GatingSource {
   std::span<const uint64_t> token_experts(const Request& r, int token) const override;
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
   bool distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const override;
+  bool distinct_layer_masks(const Request& r, int begin, int end, std::span<const int> layers,
+                            std::vector<MaskCount>& out) const override;
   bool has_token_laws() const override { return true; }
   // The palettes' record frequencies mixed by the request's secondary share: the law of the records
   // the sampled mode draws.
@@ -131,6 +133,13 @@ class GeneratedGating : public GatingSource {
   // distinct_masks' scratch: tokens per record (all zero between calls), the records hit in order.
   mutable std::vector<uint32_t> hits_;
   mutable std::vector<uint32_t> hit_order_;
+  // distinct_layer_masks' copy of the records, only compact_layers_' words ([record][layer][word]),
+  // made at its first call: a router's mask is a few of the layers, spread over a record's cache lines.
+  mutable std::vector<int> compact_layers_;
+  mutable HugePageBuffer compact_;
+  // Appends the distinct records of r's tokens [begin, end), record `rec` as base + rec * stride.
+  void distinct_records(const Request& r, int begin, int end, const uint64_t* base, size_t stride,
+                        std::vector<MaskCount>& out) const;
 };
 
 // Per-layer label discriminativeness at depth x = l / (layers - 1).

@@ -84,19 +84,26 @@ __attribute__((target("avx2"))) void add_mask_bytes_avx2(const uint64_t* masks, 
 // bytes a word at 64 * word). (The tokens' masks are looked up beforehand: a call in the loop would
 // spill every vector register.)
 constexpr int kRegWords = 24;
-__attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const uint64_t* const* tokens, int n,
-                                                                       const uint32_t* words, int nw, uint8_t* acc)
+// Masks m[0, n) with their multiplicities (their sum at most the byte counters' room) on up to
+// kRegWords words, prefetching the words of m[t + ahead] while below `known` (ahead 0: no prefetch).
+__attribute__((target("avx512f,avx512bw"))) void add_masks_avx512_regs(const MaskCount* m, size_t n, size_t known,
+                                                                       size_t ahead, const uint32_t* words, int nw,
+                                                                       uint8_t* acc)
 {
   __m512i sum[kRegWords];
 #pragma GCC unroll 24
   for (int w = 0; w < kRegWords; ++w)
     sum[w] = _mm512_setzero_si512();
-  for (int t = 0; t < n; ++t) {
-    const uint64_t* masks = tokens[t];
+  for (size_t t = 0; t < n; ++t) {
+    if (ahead && t + ahead < known)
+      for (int w = 0; w < nw + 7; w += 8)  // (the words of a copy of a few layers are contiguous)
+        __builtin_prefetch(m[t + ahead].masks + words[std::min(w, nw - 1)]);
+    const uint64_t* masks = m[t].masks;
+    const __m512i times   = _mm512_set1_epi8(char(m[t].count));
 #pragma GCC unroll 24
     for (int w = 0; w < kRegWords; ++w)
       if (w < nw)
-        sum[w] = _mm512_sub_epi8(sum[w], _mm512_movm_epi8(_cvtu64_mask64(masks[words[w]])));
+        sum[w] = _mm512_mask_add_epi8(sum[w], _cvtu64_mask64(masks[words[w]]), sum[w], times);
   }
 #pragma GCC unroll 24
   for (int w = 0; w < kRegWords; ++w)
@@ -118,8 +125,26 @@ int best_kernel()
 // on the layers `only` (all when empty; other layers' counts are left alone).
 class MaskCounter {
  public:
+  // The byte counters are a per-thread buffer, all zero between counters (flush() zeroes what it
+  // added): a prompt's profile is counted per KV block, and a fresh 6 KB buffer per call cost more
+  // than its counting on a few layers.
+  static uint8_t* zeroed_bytes(size_t n)
+  {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < n)
+      buffer.assign(n, 0);
+    return buffer.data();
+  }
+  ~MaskCounter()
+  {
+    if (pending_ != 0)  // abandoned mid-count (an exception): leave the buffer zero for the next one
+      std::fill(acc_, acc_ + size_t(s_.words()) * 64, uint8_t(0));
+  }
+  MaskCounter(const MaskCounter&)            = delete;
+  MaskCounter& operator=(const MaskCounter&) = delete;
+
   MaskCounter(const GatingShape& s, std::span<uint16_t> counts, int kernel, std::span<const int> only = {})
-      : s_(s), counts_(counts), kernel_(kernel), acc_(kernel ? size_t(s.words()) * 64 : 0, 0)
+      : s_(s), counts_(counts), kernel_(kernel), acc_(zeroed_bytes(kernel ? size_t(s.words()) * 64 : 0))
   {
     const uint32_t W = uint32_t(s.words_per_layer);
     if (only.empty()) {
@@ -135,16 +160,27 @@ class MaskCounter {
         runs_.push_back({uint32_t(l) * W, W});
       }
     }
+    for (int l : layers_)
+      at_.push_back(uint32_t(l) * W);
+  }
+  // From now on the masks added hold only the layers' words, back to back in their order
+  // (GatingSource::distinct_layer_masks); nothing may be pending.
+  void use_layer_masks()
+  {
+    const uint32_t W = uint32_t(s_.words_per_layer);
+    runs_.assign(1, {0, uint32_t(layers_.size()) * W});
+    for (size_t i = 0; i < layers_.size(); ++i)
+      at_[i] = uint32_t(i) * W;
   }
   // Adds `times` tokens of these masks (the caller has checked that the counts have room).
   void add(const uint64_t* masks, uint32_t times = 1)
   {
     if (kernel_ == 0) {
       const int W = s_.words_per_layer;
-      for (int l : layers_) {
-        uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
+      for (size_t i = 0; i < layers_.size(); ++i) {
+        uint16_t* c = &counts_[size_t(layers_[i]) * size_t(s_.experts)];
         for (int w = 0; w < W; ++w)
-          for (uint64_t bits = masks[size_t(l * W + w)]; bits; bits &= bits - 1)
+          for (uint64_t bits = masks[at_[i] + size_t(w)]; bits; bits &= bits - 1)
             c[w * 64 + std::countr_zero(bits)] = uint16_t(c[w * 64 + std::countr_zero(bits)] + times);
       }
       return;
@@ -152,9 +188,9 @@ class MaskCounter {
     while (times > 0) {  // the byte counters take at most 255 tokens between flushes
       const uint32_t n = std::min<uint32_t>(times, uint32_t(255 - pending_));
       if (kernel_ == 2)
-        add_mask_bytes_avx512(masks, runs_, acc_.data(), uint8_t(n));
+        add_mask_bytes_avx512(masks, runs_, acc_, uint8_t(n));
       else
-        add_mask_bytes_avx2(masks, runs_, acc_.data(), uint8_t(n));
+        add_mask_bytes_avx2(masks, runs_, acc_, uint8_t(n));
       times -= n;
       pending_ += int(n);
       if (pending_ == 255)
@@ -165,12 +201,46 @@ class MaskCounter {
   // pool larger than L2, so a record read is mostly a wait on L3.
   void add_counted(std::span<const MaskCount> masks)
   {
-    constexpr size_t kAhead = 4;
+    // About 32 cache lines in flight: 4 whole records ahead, more of a few layers' words.
+    size_t counted = 0;  // words a mask
+    for (const WordRun& run : runs_)
+      counted += run.n;
+    const size_t ahead = std::max<size_t>(4, 32 / std::max<size_t>(1, (counted + 7) / 8));
+    auto prefetch      = [&](size_t i) {
+      for (const WordRun& run : runs_) {
+        for (uint32_t w = run.first; w < run.first + run.n; w += 8)  // a cache line of 8 words
+          __builtin_prefetch(masks[i].masks + w);
+        __builtin_prefetch(masks[i].masks + run.first + run.n - 1);  // (a run across a line)
+      }
+    };
+    for (size_t i = 0; i < std::min(ahead, masks.size()); ++i)
+      prefetch(i);
+    if (register_words()) {
+      // The counters in registers over the longest runs of masks whose multiplicities fit their room;
+      // a mask that exceeds it on its own goes through add(), which flushes in between.
+      const size_t n = masks.size();
+      for (size_t i = 0; i < n;) {
+        const uint32_t room = uint32_t(255 - pending_);
+        uint32_t sum        = 0;
+        size_t j            = i;
+        while (j < n && sum + masks[j].count <= room)
+          sum += masks[j++].count;
+        if (j == i) {
+          add(masks[i].masks, masks[i].count);
+          ++i;
+          continue;
+        }
+        add_in_registers(masks.data() + i, j - i, n - i);
+        pending_ += int(sum);
+        i = j;
+        if (pending_ == 255)
+          flush();
+      }
+      return;
+    }
     for (size_t i = 0; i < masks.size(); ++i) {
-      if (i + kAhead < masks.size())
-        for (const WordRun& run : runs_)
-          for (uint32_t w = run.first; w < run.first + run.n; w += 8)  // a cache line of 8 words
-            __builtin_prefetch(masks[i + kAhead].masks + w);
+      if (i + ahead < masks.size())
+        prefetch(i + ahead);
       add(masks[i].masks, masks[i].count);
     }
   }
@@ -178,9 +248,9 @@ class MaskCounter {
   {
     if (pending_ == 0)
       return;
-    for (int l : layers_) {
-      uint8_t* a  = &acc_[size_t(l * s_.words_per_layer) * 64];
-      uint16_t* c = &counts_[size_t(l) * size_t(s_.experts)];
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      uint8_t* a  = &acc_[size_t(at_[i]) * 64];
+      uint16_t* c = &counts_[size_t(layers_[i]) * size_t(s_.experts)];
       for (int e = 0; e < s_.experts; ++e)
         c[e] = uint16_t(c[e] + a[e]);
       std::fill(a, a + s_.experts, uint8_t(0));
@@ -188,36 +258,59 @@ class MaskCounter {
     pending_ = 0;
   }
   std::span<const int> layers() const { return layers_; }
+  // With the AVX-512 kernel: words_ = the words counted, and true.
+  bool register_words()
+  {
+    if (kernel_ != 2)
+      return false;
+    words_.clear();
+    for (const WordRun& run : runs_)
+      for (uint32_t w = run.first; w < run.first + run.n; ++w)
+        words_.push_back(w);
+    return !words_.empty();
+  }
+  // The kernel over m[0, n) (their counts within the room), kRegWords words at a time: a whole record
+  // of 48 layers is 96 words, each pass reads 3 of its cache lines and prefetches those ahead
+  // (m[0, known) may be read ahead; 0: none).
+  void add_in_registers(const MaskCount* m, size_t n, size_t known)
+  {
+    const int nw = int(words_.size());
+    for (int c = 0; c < nw; c += kRegWords) {
+      const int part     = std::min(kRegWords, nw - c);
+      const size_t ahead = known ? std::max(4, 32 / ((part + 7) / 8)) : 0;
+      add_masks_avx512_regs(m, n, known, ahead, words_.data() + c, part, acc_);
+    }
+  }
   // add() of tokens [begin, end) of r, with the counters in registers when they fit.
   void add_range(const GatingSource& routing, const Request& r, int begin, int end)
   {
     // Pooled sources: each distinct record once, with its multiplicity (a 256-token prompt reads ~160
     // records instead of 256). The counts are integers, so this equals counting token by token.
+    // A few layers: from the source's copy of only their words, where it has one (a third of the cache
+    // lines for a router's mask of 8-9 layers spread over 48).
     thread_local std::vector<MaskCount> distinct;
     distinct.clear();
+    if (int(layers_.size()) < s_.layers && pending_ == 0 &&
+        routing.distinct_layer_masks(r, begin, end, layers_, distinct)) {
+      use_layer_masks();
+      add_counted(distinct);
+      return;
+    }
     if (routing.distinct_masks(r, begin, end, distinct)) {
       add_counted(distinct);
       return;
     }
-    size_t nw = 0;
-    for (const WordRun& run : runs_)
-      nw += run.n;
-    if (kernel_ != 2 || nw > size_t(kRegWords)) {
+    if (!register_words()) {
       for (int t = begin; t < end; ++t)
         add(routing.token_experts(r, t).data());
       return;
     }
-    uint32_t words[kRegWords];
-    nw = 0;
-    for (const WordRun& run : runs_)
-      for (uint32_t w = run.first; w < run.first + run.n; ++w)
-        words[nw++] = w;
-    const uint64_t* tokens[255];
+    MaskCount tokens[255];
     for (int t = begin; t < end;) {
       const int stop = std::min(end, t + (255 - pending_));
       for (int u = t; u < stop; ++u)
-        tokens[u - t] = routing.token_experts(r, u).data();
-      add_masks_avx512_regs(tokens, stop - t, words, int(nw), acc_.data());
+        tokens[u - t] = {routing.token_experts(r, u).data(), 1};
+      add_in_registers(tokens, size_t(stop - t), 0);
       pending_ += stop - t;
       t = stop;
       if (pending_ == 255)
@@ -229,15 +322,27 @@ class MaskCounter {
   const GatingShape& s_;
   std::span<uint16_t> counts_;
   int kernel_;
-  std::vector<uint8_t> acc_;  // byte counter of each bit slot (layer, word, bit)
+  uint8_t* acc_;  // byte counter of each bit slot (layer, word, bit): zeroed_bytes()
   std::vector<int> layers_;
+  std::vector<uint32_t> at_;  // per layer of layers_, the word its words start at in a mask (and in acc_)
   std::vector<WordRun> runs_;
+  std::vector<uint32_t> words_;  // register_words()
   int pending_ = 0;
 };
 
-void check_room(std::span<const uint16_t> counts, long tokens, const Request* r)
+// Throws unless `tokens` more fit in the counts of `layers` (all when empty): only those are added to,
+// and a router's profile asks for a few of a model's layers.
+void check_room(std::span<const uint16_t> counts, long tokens, const Request* r, int experts = 0,
+                std::span<const int> layers = {})
 {
-  const uint16_t mx = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  uint16_t mx = 0;
+  if (layers.empty())
+    mx = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  for (int l : layers)
+    if (experts > 0 && l >= 0 && size_t(l + 1) * size_t(experts) <= counts.size()) {  // (others: rejected later)
+      const auto row = counts.subspan(size_t(l) * size_t(experts), size_t(experts));
+      mx             = std::max(mx, *std::max_element(row.begin(), row.end()));
+    }
   if (long(mx) + tokens > 65535)
     throw std::overflow_error("expert activation count" + (r ? " of request " + std::to_string(r->id) : std::string()) +
                               " exceeds 65535");
@@ -249,7 +354,7 @@ void check_room(std::span<const uint16_t> counts, long tokens, const Request* r)
 void count_range(const GatingSource& routing, const Request& r, int begin, int end, std::span<uint16_t> counts,
                  std::span<const int> only = {})
 {
-  check_room(counts, long(end) - long(begin), &r);
+  check_room(counts, long(end) - long(begin), &r, routing.shape().experts, only);
   MaskCounter counter(routing.shape(), counts, end - begin < 8 ? 0 : best_kernel(), only);
   counter.add_range(routing, r, begin, end);
   counter.flush();

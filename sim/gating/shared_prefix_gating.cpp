@@ -85,24 +85,39 @@ void SharedPrefixGating::prompt_runs(const Request& r, int from, int to, std::ve
     out.push_back({inner_->token_law(r, 0), &r, from, to});
 }
 
-bool SharedPrefixGating::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+template <class Inner> bool SharedPrefixGating::distinct_by_segment(const Request& r, int begin, int end,
+                                                                    std::vector<MaskCount>& out, Inner inner) const
 {
   const size_t before = out.size();
   const Span& s       = span_of(r);
   for (uint32_t i = s.begin; i < s.begin + s.count && begin < end; ++i) {
     const Segment& seg = segments_[i];
     const int stop     = std::min(seg.end, end);
-    if (stop > begin && !inner_->distinct_masks(*seg.owner, begin, stop, out)) {
+    if (stop > begin && !inner(*seg.owner, begin, stop)) {
       out.resize(before);
       return false;
     }
     begin = std::max(begin, stop);
   }
-  if (begin < end && !inner_->distinct_masks(r, begin, end, out)) {
+  if (begin < end && !inner(r, begin, end)) {
     out.resize(before);
     return false;
   }
   return true;
+}
+
+bool SharedPrefixGating::distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const
+{
+  return distinct_by_segment(r, begin, end, out,
+                             [&](const Request& o, int b, int e) { return inner_->distinct_masks(o, b, e, out); });
+}
+
+bool SharedPrefixGating::distinct_layer_masks(const Request& r, int begin, int end, std::span<const int> layers,
+                                              std::vector<MaskCount>& out) const
+{
+  return distinct_by_segment(r, begin, end, out, [&](const Request& o, int b, int e) {
+    return inner_->distinct_layer_masks(o, b, e, layers, out);
+  });
 }
 
 std::span<const uint64_t> SharedPrefixGating::token_experts(const Request& r, int token) const

@@ -27,6 +27,8 @@ class SharedPrefixGating : public GatingSource {
   void accumulate_tokens(std::span<const TokenRef> tokens, std::span<uint64_t> union_masks) const override;
   // Segment by segment, each as its owner's tokens (a record two segments share is listed twice).
   bool distinct_masks(const Request& r, int begin, int end, std::vector<MaskCount>& out) const override;
+  bool distinct_layer_masks(const Request& r, int begin, int end, std::span<const int> layers,
+                            std::vector<MaskCount>& out) const override;
   bool has_token_laws() const override { return inner_->has_token_laws(); }
   TokenLaw token_law(const Request& r, int phase) const override { return inner_->token_law(r, phase); }
   bool has_subtopics() const override { return inner_->has_subtopics(); }
@@ -48,6 +50,9 @@ class SharedPrefixGating : public GatingSource {
   struct Span {
     uint32_t begin = 0, count = 0;  // into segments_; count 0: the request owns all its tokens
   };
+  // distinct_masks' walk over the segments, `inner(owner, begin, end)` asking the inner source.
+  template <class Inner>
+  bool distinct_by_segment(const Request& r, int begin, int end, std::vector<MaskCount>& out, Inner inner) const;
   const Span& span_of(const Request& r) const;
 
   std::unique_ptr<GatingSource> inner_;

@@ -491,20 +491,31 @@ TEST_CASE("kmeans: refits carried along a sliding window equal fresh refits")
     KMeansOptions plain   = o;
     plain.bounds          = false;
     DenseMatrix centroids = fit_spherical_kmeans(DenseMatrixView(stream.values.data(), window, d), k, plain).centroids;
-    WindowCarry carry;
+    WindowCarry carry, checked_carry;
+    // The rows' checks made once each, as the online refit makes them, handed to the fits.
+    std::vector<PointCheck> checks;
+    for (int i = 0; i < total; ++i)
+      checks.push_back(check_point(stream.row(i)));
     int refits = 0;
     for (int end = window + step; end <= total; end += step) {
       const int first = end - window;
       const DenseMatrixView pts(stream.values.data() + size_t(first) * size_t(d), window, d);
-      carry.first      = first;
-      const auto fresh = fit_spherical_kmeans_warm(pts, centroids, plain);
-      const auto with  = fit_spherical_kmeans_warm(pts, centroids, o, &carry);
+      carry.first         = first;
+      checked_carry.first = first;
+      const auto fresh    = fit_spherical_kmeans_warm(pts, centroids, plain);
+      const auto with     = fit_spherical_kmeans_warm(pts, centroids, o, &carry);
+      const auto checked =
+          fit_spherical_kmeans_warm(pts, centroids, o, &checked_carry,
+                                    std::span<const PointCheck>(checks).subspan(size_t(first), size_t(window)));
       CAPTURE(end);
       check_same_fit(with, fresh);
+      check_same_fit(checked, fresh);
+      CHECK(checked_carry.row_hash == carry.row_hash);
       const auto slot = match_centroids(centroids, fresh.centroids);
       for (int j = 0; j < k; ++j)
         std::copy_n(fresh.centroids.row(j).data(), d, centroids.row(slot[size_t(j)]).data());
       carry.reorder(slot);
+      checked_carry.reorder(slot);
       ++refits;
     }
     CHECK(refits == 25);
@@ -528,4 +539,26 @@ TEST_CASE("kmeans: refits carried along a sliding window equal fresh refits")
     check_same_fit(fit_spherical_kmeans_warm(b, other, o, &carry), fit_spherical_kmeans_warm(b, other, plain));
     CHECK_THROWS_AS(carry.reorder(std::vector<int>{0, 1}), std::invalid_argument);
   }
+}
+
+TEST_CASE("spherical k-means: a point's check is the fit's: zero rows flagged, a wrong norm rejected, hashes by bits")
+{
+  std::vector<float> unit = {0.6f, 0.8f, 0.f}, zero(3, 0.f), longer = {0.6f, 0.8f, 0.1f};
+  CHECK_FALSE(check_point(unit).zero);
+  CHECK(check_point(zero).zero);
+  CHECK_THROWS_AS(check_point(longer), std::invalid_argument);
+  CHECK_THROWS_AS(check_point(std::span<const float>()), std::invalid_argument);
+  std::vector<float> swapped = {0.8f, 0.6f, 0.f};
+  CHECK(check_point(unit).hash == check_point(std::vector<float>(unit)).hash);
+  CHECK(check_point(unit).hash != check_point(swapped).hash);
+  // Handed to a fit: one check per point, and all-zero points still rejected as a whole.
+  DenseMatrix pts(2, 3);
+  std::copy(unit.begin(), unit.end(), pts.row(0).begin());
+  std::copy(swapped.begin(), swapped.end(), pts.row(1).begin());
+  const std::vector<PointCheck> checks = {check_point(pts.row(0)), check_point(pts.row(1))};
+  CHECK_THROWS_AS(fit_spherical_kmeans_warm(pts, pts, {}, nullptr, std::span<const PointCheck>(checks).first(1)),
+                  std::invalid_argument);
+  const std::vector<PointCheck> zeros(2, PointCheck{true, 0});
+  CHECK_THROWS_AS(fit_spherical_kmeans_warm(pts, pts, {}, nullptr, zeros), std::invalid_argument);
+  CHECK(fit_spherical_kmeans_warm(pts, pts, {}, nullptr, checks).assignment == std::vector<int>{0, 1});
 }

@@ -615,3 +615,82 @@ TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and 
   MESSAGE("approx kernel runs: " << ran);
   CHECK(ran == (wide ? cases : 0));
 }
+
+namespace {
+
+// distinct_layer_masks lists what distinct_masks lists, in the same order and with the same counts,
+// each mask cut to the layers asked (in their order).
+void check_layer_masks(const GatingSource& src, const Request& r, int begin, int end, const std::vector<int>& layers)
+{
+  const size_t W = size_t(src.shape().words_per_layer);
+  std::vector<MaskCount> whole, cut;
+  REQUIRE(src.distinct_masks(r, begin, end, whole));
+  REQUIRE(src.distinct_layer_masks(r, begin, end, layers, cut));
+  REQUIRE(cut.size() == whole.size());
+  for (size_t m = 0; m < cut.size(); ++m) {
+    CHECK(cut[m].count == whole[m].count);
+    for (size_t i = 0; i < layers.size(); ++i)
+      for (size_t w = 0; w < W; ++w)
+        CHECK(cut[m].masks[i * W + w] == whole[m].masks[size_t(layers[i]) * W + w]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("generated routing: distinct layer masks are the distinct records cut to those layers")
+{
+  Generated g;
+  const Request& r = g.w.calibration[1];
+  const int n      = r.prompt_tokens + r.output_tokens;
+  check_layer_masks(*g.routing, r, 0, n, {20, 3, 47, 21});
+  check_layer_masks(*g.routing, r, 5, 9, {20, 3, 47, 21});  // from the copy made above
+  check_layer_masks(*g.routing, r, 5, 9, {0});              // another set: a copy of its own
+  std::vector<MaskCount> none;
+  CHECK_FALSE(g.routing->distinct_layer_masks(r, 0, n, std::vector<int>{48}, none));  // out of range
+  CHECK_FALSE(g.routing->distinct_layer_masks(r, 0, n, std::vector<int>{}, none));
+  CHECK(none.empty());
+  // Behind the shared-prefix source (the chat template's tokens route as the template's request).
+  Experiment x = load_experiment("configs/default.json", {{"workload.measured_requests", "20"},
+                                                          {"workload.warmup_requests", "0"},
+                                                          {"workload.calibration_requests", "10"}});
+  Workload w   = make_workload(x);
+  auto shared  = make_gating_source(x, w);
+  REQUIRE(w.template_owner() != nullptr);
+  check_layer_masks(*shared, w.requests[2], 0, w.requests[2].prompt_tokens, {30, 10});
+}
+
+TEST_CASE("signature: counting a few layers from their copy equals counting them in whole records")
+{
+  Generated g;
+  const std::vector<int> layers = {20, 3, 47, 21, 22};
+  for (int i : {0, 1, 2}) {
+    const Request& r = g.w.calibration[size_t(i)];
+    CAPTURE(i);
+    const PromptProfile all  = count_prompt(*g.routing, r);
+    const PromptProfile some = count_prompt(*g.routing, r, {}, nullptr, layers);
+    std::vector<uint16_t> want(all.counts.size(), 0);
+    for (int l : layers)
+      std::copy_n(&all.counts[size_t(l) * 128], 128, &want[size_t(l) * 128]);
+    CHECK(some.counts == want);
+    // A block of a few tokens (the scalar kernel), added to what is there.
+    PromptProfile part = empty_profile(g.routing->shape());
+    add_tokens(*g.routing, r, 0, 5, part, nullptr, layers);
+    add_tokens(*g.routing, r, 5, r.prompt_tokens, part, nullptr, layers);
+    CHECK(part.counts == want);
+  }
+}
+
+TEST_CASE("signature: a count's room is checked on the layers counted only")
+{
+  Request r;
+  r.prompt_tokens = 10;
+  const TwoMaskSource src(true);
+  PromptProfile p = empty_profile(src.shape());
+  p.counts[0]     = 65535;  // layer 0 full: counting layer 1 alone leaves it alone
+  add_tokens(src, r, 0, 10, p, nullptr, std::vector<int>{1});
+  CHECK(p.counts[0] == 65535);
+  CHECK(p.counts[128 + 1] == 8);
+  CHECK_THROWS_AS(add_tokens(src, r, 0, 10, p, nullptr, std::vector<int>{0}), std::overflow_error);
+  CHECK_THROWS_AS(add_tokens(src, r, 0, 10, p), std::overflow_error);
+  CHECK_THROWS_AS(add_tokens(src, r, 0, 10, p, nullptr, std::vector<int>{2}), std::invalid_argument);
+}

@@ -243,9 +243,22 @@ uint64_t row_hash(const float* row, int cols)
   return mix(mix(mix(mix(h[0], h[1]), h[2]), h[3]), tail);
 }
 
-// Returns, per row, whether it is all-zero; throws unless every row is a unit vector or zero. With
-// `hashes`, also each row's row_hash, in the same pass (a window of rows is larger than L2: read once).
-std::vector<char> check_points(DenseMatrixView pts, std::vector<uint64_t>* hashes = nullptr)
+// The checks of one row (`at`: its index, for the message; -1 none): throws unless it is a unit
+// vector or zero. The hash only when asked (a window of rows is larger than L2: read once).
+PointCheck check_row(const float* x, int cols, int at, bool hash)
+{
+  PointCheck c;
+  const double n2 = dot1(x, x, cols);
+  if (hash)
+    c.hash = row_hash(x, cols);
+  c.zero = n2 == 0.0;
+  if (!c.zero && !(std::abs(std::sqrt(n2) - 1.0) <= 1e-3))
+    bad((at >= 0 ? "point " + std::to_string(at) : std::string("a point")) + " has norm " +
+        std::to_string(std::sqrt(n2)) + ": rows must be L2-normalised (or all-zero)");
+  return c;
+}
+
+void check_shape(DenseMatrixView pts)
 {
   if (pts.rows <= 0)
     bad("no points to cluster");
@@ -253,23 +266,29 @@ std::vector<char> check_points(DenseMatrixView pts, std::vector<uint64_t>* hashe
     bad("points have dimension " + std::to_string(pts.cols));
   if (!pts.data)
     bad("null point data");
+}
+
+// Returns, per row, whether it is all-zero; throws unless every row is a unit vector or zero. With
+// `hashes`, also each row's row_hash, in the same pass. `checked` (empty: none) holds the rows'
+// checks done beforehand (check_point): the rows are then not read at all.
+std::vector<char> check_points(DenseMatrixView pts, std::vector<uint64_t>* hashes = nullptr,
+                               std::span<const PointCheck> checked = {})
+{
+  check_shape(pts);
+  if (!checked.empty() && checked.size() != size_t(pts.rows))
+    bad(std::to_string(checked.size()) + " point checks for " + std::to_string(pts.rows) + " points");
   std::vector<char> zero(size_t(pts.rows), 0);
   if (hashes)
     hashes->resize(size_t(pts.rows));
   bool any_nonzero = false;
   for (int i = 0; i < pts.rows; ++i) {
-    const float* x  = pts.data + size_t(i) * size_t(pts.cols);
-    const double n2 = dot1(x, x, pts.cols);
+    const PointCheck c = checked.empty()
+                             ? check_row(pts.data + size_t(i) * size_t(pts.cols), pts.cols, i, hashes != nullptr)
+                             : checked[size_t(i)];
     if (hashes)
-      (*hashes)[size_t(i)] = row_hash(x, pts.cols);
-    if (n2 == 0.0) {
-      zero[size_t(i)] = 1;
-      continue;
-    }
-    if (!(std::abs(std::sqrt(n2) - 1.0) <= 1e-3))
-      bad("point " + std::to_string(i) + " has norm " + std::to_string(std::sqrt(n2)) +
-          ": rows must be L2-normalised (or all-zero)");
-    any_nonzero = true;
+      (*hashes)[size_t(i)] = c.hash;
+    zero[size_t(i)] = c.zero;
+    any_nonzero |= !c.zero;
   }
   if (!any_nonzero)
     bad("every point is the zero vector");
@@ -867,14 +886,21 @@ KMeansResult fit_spherical_kmeans(DenseMatrixView points, int k, const KMeansOpt
   return iterate(points, zero, kmeanspp_seeds(points, k, zero, options.seed), options);
 }
 
+PointCheck check_point(std::span<const float> row)
+{
+  if (row.empty())
+    bad("points have dimension 0");
+  return check_row(row.data(), int(row.size()), -1, true);
+}
+
 KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial, const KMeansOptions& options,
-                                       WindowCarry* carry)
+                                       WindowCarry* carry, std::span<const PointCheck> checked)
 {
   check_options(options);
   if (!options.bounds)
     carry = nullptr;  // (iterate would not use it)
   std::vector<uint64_t> hashes;
-  const std::vector<char> zero = check_points(points, carry ? &hashes : nullptr);
+  const std::vector<char> zero = check_points(points, carry ? &hashes : nullptr, checked);
   if (initial.rows <= 0 || !initial.data)
     bad("no initial centroids");
   if (initial.cols != points.cols)

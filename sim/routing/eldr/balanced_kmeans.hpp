@@ -97,6 +97,16 @@ struct WindowCarry {
   std::vector<double> duals;                   // the last balanced assignment's, if any
 };
 
+// A point's checks (unit or all-zero) and its hash, as a warm fit makes them: a caller that fits
+// overlapping windows of the same rows (the online refit) checks each row once and hands the checks
+// to every fit, which then reads a row only for its dots.
+struct PointCheck {
+  bool zero     = false;  // all-zero
+  uint64_t hash = 0;      // of the row's bits (a carried row is taken over only if it is the same)
+};
+// Throws std::invalid_argument unless `row` is a unit vector (|norm - 1| <= 1e-3) or all-zero.
+PointCheck check_point(std::span<const float> row);
+
 // K clusters from k-means++ seeds on cosine distance. N < K is allowed: clusters left without a
 // point keep their seed (which then duplicates another seed). Throws std::invalid_argument on bad
 // input (see the top of this file), K <= 0, N = 0 or max_iterations <= 0.
@@ -105,9 +115,11 @@ KMeansResult fit_spherical_kmeans(DenseMatrixView points, int k, const KMeansOpt
 // The same iterations warm-started from given centroids (K = initial.rows, rows need not be unit:
 // they are normalised; a zero row is rejected): the online refit's re-run on its sliding window,
 // started from the current profiles. options.seed is unused. With a carry (and options.bounds),
-// the fit starts from the previous fit's dots and leaves its own there.
+// the fit starts from the previous fit's dots and leaves its own there. `checked` (empty: the fit
+// checks the rows itself) is check_point of each row, the same result with no pass over the rows.
 KMeansResult fit_spherical_kmeans_warm(DenseMatrixView points, DenseMatrixView initial,
-                                       const KMeansOptions& options = {}, WindowCarry* carry = nullptr);
+                                       const KMeansOptions& options = {}, WindowCarry* carry = nullptr,
+                                       std::span<const PointCheck> checked = {});
 
 // slot[j] = the index in `old_centroids` that new centroid j takes over, a permutation maximising
 // sum_j cos(new_j, old_slot[j]) (an exact K x K assignment), so that a refit moves each decode

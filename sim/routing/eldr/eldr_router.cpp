@@ -303,6 +303,8 @@ void EldrRouter::remember(double now, std::span<const float> signature)
   }
   if (window_start_ > window_times_.size()) {
     window_rows_.erase(window_rows_.begin(), window_rows_.begin() + std::ptrdiff_t(window_start_ * signature.size()));
+    window_checks_.erase(window_checks_.begin(),
+                         window_checks_.begin() + std::ptrdiff_t(std::min(window_start_, window_checks_.size())));
     window_start_ = 0;
   }
 }
@@ -314,6 +316,10 @@ void EldrRouter::refit(double now)
     return;
   const int dim = model_.dimension();
   const DenseMatrixView points(window_rows_.data() + window_start_ * size_t(dim), int(window_times_.size()), dim);
+  const size_t rows = window_start_ + window_times_.size();
+  for (size_t i = window_checks_.size(); i < rows; ++i)
+    window_checks_.push_back(check_point(std::span<const float>(window_rows_.data() + i * size_t(dim), size_t(dim))));
+  const std::span<const PointCheck> checked(window_checks_.data() + window_start_, window_times_.size());
   // All-zero signatures (prompts with nothing on the mask's layers) carry no locality: K-means places
   // them anywhere, which is harmless.
   KMeansOptions o;
@@ -321,7 +327,7 @@ void EldrRouter::refit(double now)
   o.max_iterations = spec_.refit_iterations;
   o.objective      = false;
   carry_.first     = window_dropped_;
-  KMeansResult fit = fit_spherical_kmeans_warm(points, model_.centroids, o, &carry_);
+  KMeansResult fit = fit_spherical_kmeans_warm(points, model_.centroids, o, &carry_, checked);
   // Keep each worker's profile where it was: new centroid j goes to the old slot it is closest to.
   std::vector<int> slot = match_centroids(model_.centroids, fit.centroids);
   carry_.reorder(slot);

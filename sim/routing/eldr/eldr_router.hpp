@@ -115,6 +115,9 @@ class EldrRouter {
   std::deque<double> window_times_;
   std::vector<float> window_rows_;
   size_t window_start_ = 0;
+  // check_point of the rows of window_rows_ from its first, made by the refits as they first see a row
+  // (a row is in refit_window_s / refit_interval_s refits: checked and hashed once, not by each fit).
+  std::vector<PointCheck> window_checks_;
   long window_dropped_ = 0;  // rows ever dropped from the window's front: the id of its oldest row
   WindowCarry carry_;        // the last refit's dots, for the next (same results, less work)
   double next_refit_s_   = 0;
