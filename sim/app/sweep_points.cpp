@@ -386,7 +386,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                          cache.preload();
                          return true;
                        },
-                       fit_argv(self, p, file, cache.dir), log,
+                       fit_argv(self, p, file, cache.dir),
+                       log,
                        [&, key, log, label](const ChildExit& e) {
                          if (e.code != 0 && !interrupted(e.code)) {
                            const std::string how = how_it_ended(e);
@@ -396,7 +397,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                            progress.note(std::string("sweep: ") + label + " fit failed (" + how + "), see " + log,
                                          true);
                          }
-                       }});
+                       },
+                       {}});
     }
     if (!quiet)
       for (const auto& [label, n] : per_label)
@@ -447,7 +449,9 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       return true;
     };
     ChildTask task{
-        prepare, run_argv(self, p, tmp.string(), model_of(p), cache.dir), log,
+        prepare,
+        run_argv(self, p, tmp.string(), model_of(p), cache.dir),
+        log,
         [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
           const SweepPoint& q = plan.points[i];
           const int code      = e.code;
@@ -485,7 +489,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
                                          (withdraw(final_dir) ? kWithdrawn : ""));
             fail_twins(i, "failed (" + how + "), see " + failed_log.string());
           }
-        }};
+        },
+        {}};
     if (auto f = fit_task.find(shared_key(p)); fit && !p.fit.empty() && f != fit_task.end())
       task.after.push_back(f->second);
     tasks.push_back(std::move(task));

@@ -38,7 +38,7 @@ std::pair<ChildExit, std::string> run_child(EntryPoint entry, const std::vector<
   argv.insert(argv.end(), args.begin(), args.end());
   ChildExit got;
   got.code = -1;
-  CHECK(run_tasks({{nullptr, argv, log.string(), [&](const ChildExit& e) { got = e; }}}, 1) == 0);
+  CHECK(run_tasks({{nullptr, argv, log.string(), [&](const ChildExit& e) { got = e; }, {}}}, 1) == 0);
   set_entry_point(nullptr);
   return {got, read_text(log)};
 }
@@ -110,7 +110,7 @@ TEST_CASE("process pool: a task starts only after the tasks it comes after have 
   };
   std::vector<ChildTask> tasks;
   // The fit: slower than the unrelated task, so that without `after` the point would start first.
-  tasks.push_back({nullptr, {"/bin/sh", "-c", "sleep 0.3"}, log("fit.log"), done("fit")});
+  tasks.push_back({nullptr, {"/bin/sh", "-c", "sleep 0.3"}, log("fit.log"), done("fit"), {}});
   tasks.push_back({[&] {
                      order.push_back("point starts");
                      return true;
@@ -127,7 +127,7 @@ TEST_CASE("process pool: a task starts only after the tasks it comes after have 
                    log("skipped.log"),
                    done("skipped"),
                    {1}});
-  tasks.push_back({nullptr, {"/bin/sh", "-c", "exit 0"}, log("other.log"), done("other")});
+  tasks.push_back({nullptr, {"/bin/sh", "-c", "exit 0"}, log("other.log"), done("other"), {}});
   CHECK(run_tasks(std::move(tasks), 2) == 0);
   // "other" ends whenever it does; the rest in this order.
   std::erase(order, "other done 0");
