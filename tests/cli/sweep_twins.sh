@@ -83,6 +83,16 @@ JSON
 check "serving.prefix_cache does not split ELDR's fit: 1 fit, the results of fitting in each run" \
   'grep -q "fitting ELDR 1 time for 2 points" "$TMP/pc.err" && grep -q "sweep: ran 2 points" "$TMP/pc.err" && cmp -s "$TMP/pc/combined.csv" "$TMP/pc0/combined.csv" && for v in false true; do cmp -s "$TMP/pc/pc/prefix_cache=$v/requests.csv" "$TMP/pc0/pc/prefix_cache=$v/requests.csv" || exit 1; done'
 
+# eldr.signature_cache changes only the online profiles of cached blocks: one fit for both as well.
+cat >"$TMP/sc.json" <<JSON
+{ "name": "sc", "base": "configs/default.json", "set": { $SMALL, "router": "eldr", "serving.prefix_cache": true },
+  "grid": { "eldr.signature_cache": [false, true] } }
+JSON
+"$ELDRSIM" sweep "$TMP/sc.json" --out "$TMP/sc" -j 2 2>"$TMP/sc.err"
+"$ELDRSIM" sweep "$TMP/sc.json" --out "$TMP/sc0" -j 2 -q --no-fit
+check "eldr.signature_cache does not split ELDR's fit: 1 fit, the results of fitting in each run" \
+  'grep -q "fitting ELDR 1 time for 2 points" "$TMP/sc.err" && cmp -s "$TMP/sc/combined.csv" "$TMP/sc0/combined.csv" && for d in "$TMP"/sc0/sc/*/; do cmp -s "$d/requests.csv" "$TMP/sc/sc/$(basename "$d")/requests.csv" || exit 1; done && [ "$(ls -d "$TMP"/sc0/sc/*/ | wc -l)" = 2 ]'
+
 # A failing twin fails both: a lengths file that the run rejects.
 printf 'not,a,lengths,file\n' >"$TMP/bad.csv"
 cat >"$TMP/fail.json" <<JSON

@@ -39,7 +39,8 @@ std::span<const char* const> eldr_run_only_keys()
                                       "eldr.refit",
                                       "eldr.refit_window_s",
                                       "eldr.refit_interval_s",
-                                      "eldr.refit_iterations"};
+                                      "eldr.refit_iterations",
+                                      "eldr.signature_cache"};  // online profiles of cached blocks only
   return kKeys;
 }
 
