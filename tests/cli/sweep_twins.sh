@@ -72,26 +72,22 @@ check "--no-fit: 2 runs, the twins byte-identical" \
 check "--seeds 2: 6 points, 4 runs, twins per seed identical, seeds differ" \
   'grep -q "sweep: ran 4 points in" "$TMP/s.err" && same_results "$TMP/s/one/rate_rps=20__seed=2" "$TMP/s/one/rate_rps=20.0__seed=2" && ! cmp -s "$TMP/s/one/rate_rps=20__seed=1/summary.json" "$TMP/s/one/rate_rps=20__seed=2/summary.json"'
 
-# The serving side's prefix caches are no input of ELDR's fit: one fit for both, the results of fits
-# in each run (the points differ: not twins).
-cat >"$TMP/pc.json" <<JSON
-{ "name": "pc", "base": "configs/default.json", "set": { $SMALL, "router": "eldr" },
-  "grid": { "serving.prefix_cache": [false, true] } }
+# Keys that are no input of ELDR's fit: a two-point grid of KEY fits once, and its results are those
+# of fitting in each run (the points differ: not twins). one_fit NAME KEY EXTRA_SET
+one_fit() {
+  local N=$1
+  cat >"$TMP/$1.json" <<JSON
+{ "name": "$1", "base": "configs/default.json", "set": { $SMALL, "router": "eldr"$3 },
+  "grid": { "$2": [false, true] } }
 JSON
-"$ELDRSIM" sweep "$TMP/pc.json" --out "$TMP/pc" -j 2 2>"$TMP/pc.err"
-"$ELDRSIM" sweep "$TMP/pc.json" --out "$TMP/pc0" -j 2 -q --no-fit
-check "serving.prefix_cache does not split ELDR's fit: 1 fit, the results of fitting in each run" \
-  'grep -q "fitting ELDR 1 time for 2 points" "$TMP/pc.err" && grep -q "sweep: ran 2 points" "$TMP/pc.err" && cmp -s "$TMP/pc/combined.csv" "$TMP/pc0/combined.csv" && for v in false true; do cmp -s "$TMP/pc/pc/prefix_cache=$v/requests.csv" "$TMP/pc0/pc/prefix_cache=$v/requests.csv" || exit 1; done'
-
-# eldr.signature_cache changes only the online profiles of cached blocks: one fit for both as well.
-cat >"$TMP/sc.json" <<JSON
-{ "name": "sc", "base": "configs/default.json", "set": { $SMALL, "router": "eldr", "serving.prefix_cache": true },
-  "grid": { "eldr.signature_cache": [false, true] } }
-JSON
-"$ELDRSIM" sweep "$TMP/sc.json" --out "$TMP/sc" -j 2 2>"$TMP/sc.err"
-"$ELDRSIM" sweep "$TMP/sc.json" --out "$TMP/sc0" -j 2 -q --no-fit
-check "eldr.signature_cache does not split ELDR's fit: 1 fit, the results of fitting in each run" \
-  'grep -q "fitting ELDR 1 time for 2 points" "$TMP/sc.err" && cmp -s "$TMP/sc/combined.csv" "$TMP/sc0/combined.csv" && for d in "$TMP"/sc0/sc/*/; do cmp -s "$d/requests.csv" "$TMP/sc/sc/$(basename "$d")/requests.csv" || exit 1; done && [ "$(ls -d "$TMP"/sc0/sc/*/ | wc -l)" = 2 ]'
+  "$ELDRSIM" sweep "$TMP/$1.json" --out "$TMP/$1" -j 2 2>"$TMP/$1.err"
+  "$ELDRSIM" sweep "$TMP/$1.json" --out "$TMP/${1}0" -j 2 -q --no-fit
+  check "$2 does not split ELDR's fit: 1 fit, the results of fitting in each run" \
+    'grep -q "fitting ELDR 1 time for 2 points" "$TMP/$N.err" && grep -q "sweep: ran 2 points" "$TMP/$N.err" && cmp -s "$TMP/$N/combined.csv" "$TMP/${N}0/combined.csv" && [ "$(ls -d "$TMP/${N}0/$N"/*/ | wc -l)" = 2 ] && (for d in "$TMP/${N}0/$N"/*/; do cmp -s "$d/requests.csv" "$TMP/$N/$N/$(basename "$d")/requests.csv" || exit 1; done)'
+}
+# The serving side's prefix caches; ELDR's signature cache (only the online profiles of cached blocks).
+one_fit pc serving.prefix_cache ""
+one_fit sc eldr.signature_cache ', "serving.prefix_cache": true'
 
 # A failing twin fails both: a lengths file that the run rejects.
 printf 'not,a,lengths,file\n' >"$TMP/bad.csv"
