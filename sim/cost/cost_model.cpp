@@ -71,15 +71,15 @@ double CostModel::expert_read_s(double tokens) const
 
 double CostModel::moe_layer_s(int batch_tokens, double distinct, double split) const
 {
-  return moe_layer_s(expert_read_s(batch_tokens), batch_tokens, distinct, split);
+  return moe_layer_s(expert_read_s(batch_tokens), moe_compute_s(batch_tokens, split), distinct, split);
 }
 
-double CostModel::moe_layer_s(double expert_s, int batch_tokens, double distinct, double split) const
+double CostModel::moe_layer_s(double expert_s, double compute_s, double distinct, double split) const
 {
   // Roofline per layer: stream each distinct expert once, or compute the routed tokens, whichever is
   // slower; tensor-split experts share both over `split` GPUs.
   double memory = distinct * expert_s / split;
-  return moe_overhead_s_ + std::max(memory, moe_compute_s(batch_tokens, split));
+  return moe_overhead_s_ + std::max(memory, compute_s);
 }
 
 double CostModel::moe_compute_s(int batch_tokens, double split) const
@@ -119,7 +119,7 @@ double CostModel::draft_pass_s(const InstanceLayout& layout, int layers, int tok
   double layer =
       std::max(model_.non_expert_bytes_per_layer / bw_ / g, tokens * model_.non_expert_flops_per_token() / flops_ / g) +
       attention_read_bytes(attention) / model_.attention_layers() / bw_ / g +
-      moe_layer_s(expert_read_s(decode_graph_tokens(tokens)), tokens, distinct, g) +
+      moe_layer_s(expert_read_s(decode_graph_tokens(tokens)), moe_compute_s(tokens, g), distinct, g) +
       2 * all_reduce_s(layout.links, layout.gpus, tokens * model_.hidden * kActivationBytes);
   if (model_.shared_experts > 0)
     layer +=
@@ -167,12 +167,8 @@ DecodeStepCost CostModel::decode_step(const InstanceLayout& layout, int batch, c
     // moe_layer_s per layer with its distinct-independent terms once: every step pays this loop.
     const double expert_s = expert_read_s(decode_graph_tokens(tokens));
     const double compute  = moe_compute_s(tokens, g);
-    if (g == 1)  // x / 1 is x: the same sums without a division per layer
-      for (double d : distinct)
-        t += moe_overhead_s_ + std::max(d * expert_s, compute);
-    else
-      for (double d : distinct)
-        t += moe_overhead_s_ + std::max(d * expert_s / g, compute);
+    for (double d : distinct)
+      t += moe_layer_s(expert_s, compute, d, g);
   } else {
     if (ranks == nullptr || ranks->ranks != layout.ep)
       throw std::invalid_argument("decode_step: an expert-parallel layout needs its per-rank loads");

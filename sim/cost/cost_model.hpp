@@ -112,7 +112,7 @@ class CostModel {
   double attention_read_bytes(const AttentionLoad& a) const;
   double always_active_s(int tokens, double split = 1) const;  // shared experts and dense layers
   double expert_read_s(double tokens) const;  // one expert's stream under the kernel configuration for `tokens`
-  double moe_layer_s(double expert_s, int batch_tokens, double distinct, double split) const;
+  double moe_layer_s(double expert_s, double compute_s, double distinct, double split) const;
   double moe_compute_s(int batch_tokens, double split) const;  // the routed tokens' expert FLOPs, per GPU
   ModelSpec model_;
   Hardware hw_;
