@@ -203,7 +203,10 @@ std::shared_ptr<const GateTable> shared_table(const GeneratedGating& routing, si
 
 class GeneratedGates : public GateSource {
  public:
-  explicit GeneratedGates(const GeneratedGating& g) : routing_(g), tables_(size_t(g.palettes())) {}
+  explicit GeneratedGates(const GeneratedGating& g)
+      : routing_(g), tables_(size_t(g.palettes())), experts_(size_t(g.palettes()))
+  {
+  }
   bool has_scores() const override { return true; }
   TokenGates token_gates(const Request& r, int token) const override
   {
@@ -211,20 +214,39 @@ class GeneratedGates : public GateSource {
     const size_t n     = size_t(routing_.shape().layers) * size_t(routing_.shape().top_k);
     const GateTable& t = table(rec / R);
     const size_t at    = (rec % R) * n;
-    return {{&t.prob[at], n}, {&t.score[at], n}};
+    return {{&t.prob[at], n}, {&t.score[at], n}, {&experts_[rec / R][at], n}};
   }
 
  private:
   const GateTable& table(size_t palette) const
   {
     std::shared_ptr<const GateTable>& t = tables_[palette];
-    if (!t)
-      t = shared_table(routing_, palette);
+    if (!t) {
+      t                 = shared_table(routing_, palette);
+      experts_[palette] = pick_experts(palette);
+    }
     return *t;
+  }
+  // The palette's records' picks as expert ids, [record][layer][pick] (every record has top_k picks a
+  // layer: draw_table's sampler takes exactly that many).
+  std::vector<uint16_t> pick_experts(size_t palette) const
+  {
+    const GatingShape& s = routing_.shape();
+    const size_t R = size_t(routing_.records_per_palette()), K = size_t(s.top_k);
+    std::vector<uint16_t> ids(R * size_t(s.layers) * K);
+    const uint64_t* m = routing_.record_experts(palette * R).data();
+    for (size_t rl = 0; rl < R * size_t(s.layers); ++rl, m += s.words_per_layer) {
+      size_t j = rl * K;
+      for (int w = 0; w < s.words_per_layer; ++w)
+        for (uint64_t bits = m[w]; bits; bits &= bits - 1)
+          ids[j++] = uint16_t(w * 64 + std::countr_zero(bits));
+    }
+    return ids;
   }
 
   const GeneratedGating& routing_;
   mutable std::vector<std::shared_ptr<const GateTable>> tables_;  // by palette, filled on first use
+  mutable std::vector<std::vector<uint16_t>> experts_;            // by palette, with tables_
 };
 
 // Replayed routing with gate values: the recorded values, already in ascending expert order.

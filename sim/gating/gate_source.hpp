@@ -14,6 +14,9 @@ namespace eldr {
 struct TokenGates {
   std::span<const float> prob;
   std::span<const float> score;  // empty when the source has no raw scores
+  // The picks' expert ids, as prob (empty: the caller reads them off the token's masks). A source that
+  // keeps them spares a sum over the picks the walk over mask bits, whose exits mispredict.
+  std::span<const uint16_t> experts;
 };
 
 // The gate values of the experts a token picked: what the gate_prob and gate_score variants sum.

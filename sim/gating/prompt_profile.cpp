@@ -410,10 +410,13 @@ void add_tokens(const GatingSource& routing, const Request& r, int begin, int en
   // when it is added: a source's spans may be valid only until its next call).
   constexpr int kAhead = 8;
   auto prefetch        = [&](int t) {
-    const auto [prob, score]        = gates->token_gates(r, t);
-    std::span<const uint64_t> masks = routing.token_experts(r, t);
+    const auto [prob, score, experts] = gates->token_gates(r, t);
+    const uint64_t* masks             = experts.empty() ? routing.token_experts(r, t).data() : nullptr;
     for (int l : layers) {
-      __builtin_prefetch(&masks[size_t(l) * W]);
+      if (masks)
+        __builtin_prefetch(&masks[size_t(l) * W]);
+      else
+        __builtin_prefetch(&experts[size_t(l) * K]);
       if (want_prob)
         __builtin_prefetch(&prob[size_t(l) * K]);
       if (want_score)
@@ -425,7 +428,21 @@ void add_tokens(const GatingSource& routing, const Request& r, int begin, int en
   for (int t = begin; t < end; ++t) {
     if (t + kAhead < end)
       prefetch(t + kAhead);
-    const auto [prob, score]        = gates->token_gates(r, t);
+    const auto [prob, score, experts] = gates->token_gates(r, t);
+    if (!experts.empty()) {
+      // The same sums in the same order (a cell gets its tokens' values one by one, in token order),
+      // from the picks' ids: a fixed number of steps a layer.
+      for (int l : layers) {
+        const size_t j = size_t(l) * K;
+        if (want_prob)
+          for (size_t k = 0; k < K; ++k)
+            into.gate_prob[size_t(l) * E + experts[j + k]] += prob[j + k];
+        if (want_score)
+          for (size_t k = 0; k < K; ++k)
+            into.gate_score[size_t(l) * E + experts[j + k]] += score[j + k];
+      }
+      continue;
+    }
     std::span<const uint64_t> masks = routing.token_experts(r, t);
     for (int l : layers) {
       size_t j = size_t(l) * K, stop = j + K;

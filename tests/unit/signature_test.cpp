@@ -278,8 +278,9 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
   std::vector<double> prob(want.size(), 0), score(want.size(), 0);
   for (int t = 0; t < r.prompt_tokens; ++t) {
     std::span<const uint64_t> m = src.token_experts(r, t);
-    const auto [tp, ts]         = gates->token_gates(r, t);
-    std::span<const float> z    = gen.palette_logits(gen.palette_of(r, t));
+    const auto [tp, ts, te]     = gates->token_gates(r, t);
+    REQUIRE(te.size() == tp.size());  // a generated source keeps its picks' ids
+    std::span<const float> z = gen.palette_logits(gen.palette_of(r, t));
     for (int l = 0; l < s.layers; ++l) {
       size_t j         = size_t(l) * K;
       double layer_sum = 0, zmax = -1e30;
@@ -291,6 +292,7 @@ TEST_CASE("signature: generated routing gates are each token's own, and block pr
           ++want[c];
           prob[c] += tp[j];
           score[c] += ts[j];
+          CHECK(te[j] == e);
           layer_sum += tp[j];
           CHECK(tp[j] > 0);
           // A token's own logit at a pick is the palette's plus its Gumbel: finite, on the palette's scale.
