@@ -60,6 +60,11 @@ namespace detail {
 // more). Adds `tokens` to `counts`; false (nothing done) when the CPU lacks the kernel.
 bool count_masks_with(int kernel, std::span<const std::span<const uint64_t>> tokens, const GatingShape& shape,
                       std::span<uint16_t> counts);
+// The same for distinct masks with their multiplicities (each at most 65535 tokens), on the layers
+// `only_layers` (all when empty), as add_tokens counts a pooled source's records: the SIMD kernels keep
+// their byte counters in registers across masks.
+bool count_mask_counts_with(int kernel, std::span<const MaskCount> masks, const GatingShape& shape,
+                            std::span<uint16_t> counts, std::span<const int> only_layers = {});
 }  // namespace detail
 
 }  // namespace eldr

@@ -441,6 +441,57 @@ TEST_CASE("signature: the scalar, AVX2 and AVX-512 counting kernels agree")
   CHECK_THROWS_AS(detail::count_masks_with(0, tokens, s, full), std::overflow_error);
 }
 
+TEST_CASE("signature: the counting kernels agree on distinct masks with multiplicities")
+{
+  // Random words (any bits below the expert count), random multiplicities of 1 .. 300: runs of
+  // masks cross the byte counters' 255 between flushes, and a mask above the room on its own goes
+  // through the token-by-token add. 13 layers x 2 words: the register kernels take several passes
+  // (AVX2 6 words each, AVX-512 24) and a last, shorter one; also on a few layers.
+  const GatingShape s{13, 100, 8, 2};
+  Rng rng(5, "test.signature.counted_kernels");
+  for (int round = 0; round < 6; ++round) {
+    const size_t n = size_t(1 + rng.below(round < 3 ? 40 : 400));
+    std::vector<std::vector<uint64_t>> masks(n, std::vector<uint64_t>(size_t(s.words()), 0));
+    std::vector<MaskCount> counted;
+    long total = 0;
+    for (auto& m : masks) {
+      for (int l = 0; l < s.layers; ++l) {
+        m[size_t(2 * l)]     = rng();
+        m[size_t(2 * l + 1)] = rng() & ((uint64_t(1) << (s.experts - 64)) - 1);
+      }
+      // Mostly 1 (a prompt's records), some large.
+      const uint32_t times = rng.below(3) == 0 ? uint32_t(1 + rng.below(300)) : 1;
+      counted.push_back({m.data(), times});
+      total += times;
+    }
+    REQUIRE(total < 65535 - 7);
+    const std::vector<int> few{11, 0, 6};
+    for (const std::vector<int>& only : {std::vector<int>{}, few}) {
+      CAPTURE(round);
+      CAPTURE(only.size());
+      std::vector<uint16_t> want(size_t(s.layers * s.experts), 7);
+      for (const MaskCount& m : counted)
+        for (int l = 0; l < s.layers; ++l) {
+          if (!only.empty() && std::find(only.begin(), only.end(), l) == only.end())
+            continue;
+          for (int e = 0; e < s.experts; ++e)
+            if (m.masks[size_t(2 * l + e / 64)] >> (e % 64) & 1)
+              want[size_t(l * s.experts + e)] = uint16_t(want[size_t(l * s.experts + e)] + m.count);
+        }
+      for (int kernel : {0, 1, 2, -1}) {
+        CAPTURE(kernel);
+        std::vector<uint16_t> got(want.size(), 7);
+        if (!detail::count_mask_counts_with(kernel, counted, s, got, only))
+          continue;  // the CPU lacks it
+        int wrong = 0;
+        for (size_t c = 0; c < want.size(); ++c)
+          wrong += got[c] != want[c];
+        CHECK(wrong == 0);
+      }
+    }
+  }
+}
+
 namespace {
 
 // Two masks, token t takes mask t % 5 == 0 ? 1 : 0: as distinct masks, (mask 0, 4/5 of the tokens)
