@@ -587,7 +587,7 @@ TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")
         std::vector<float> want(static_cast<size_t>(k));
         for (int c = 0; c < k; ++c)
           want[size_t(c)] = dot(std::span<const float>(rows).subspan(size_t(c) * size_t(dim), size_t(dim)), x);
-        for (int kernel : {0, 1, -1}) {
+        for (int kernel : {0, 1, 2, -1}) {
           CAPTURE(kernel);
           std::vector<float> got(size_t(k), 99.f);
           if (!detail::centroid_dots_with(kernel, table, x, got))
@@ -600,24 +600,76 @@ TEST_CASE("signature: centroid_dots equals dot() bit for bit, on every kernel")
     }
   }
   // 12 dimensions x 5 sizes x 4 densities, each on kernel 0 and the automatic choice, and on the
-  // AVX-512 kernel where the CPU has it.
+  // AVX-512 and AVX2 kernels where the CPU has them.
   __builtin_cpu_init();
-  CHECK(ran == 12 * 5 * 4 * (__builtin_cpu_supports("avx512f") ? 3 : 2));
+  CHECK(ran ==
+        12 * 5 * 4 * (2 + int(__builtin_cpu_supports("avx512f") != 0) + int(__builtin_cpu_supports("avx2") != 0)));
   const CentroidTable table(std::vector<float>(6, 1.f), 2, 3);
   std::vector<float> out(2), x(4);
   CHECK_THROWS_AS(centroid_dots(table, x, out), std::invalid_argument);
   CHECK_THROWS_AS(CentroidTable(std::vector<float>(5), 2, 3), std::invalid_argument);
 }
 
+namespace {
+
+// Which approx_centroid_dots kernels the CPU has (1 AVX-512F, 2 AVX2 + FMA + F16C).
+bool has_approx_kernel(int kernel)
+{
+  __builtin_cpu_init();
+  return kernel == 1
+             ? bool(__builtin_cpu_supports("avx512f"))
+             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+// Runs every approx kernel the CPU has on x: each within its bound of dot() (and the bound at most
+// max_bound), all kernels the same bits as the automatic choice. Returns the kernels run; none
+// where the CPU has none (then the automatic choice must give nothing).
+int check_approx_kernels(const CentroidTable& table, std::span<const float> rows, std::span<const float> x,
+                         double max_bound)
+{
+  const int k = table.rows(), dim = table.cols();
+  const size_t n = static_cast<size_t>(k);
+  std::vector<float> approx(n), bound(n), want_approx(n), want_bound(n);
+  const bool any = has_approx_kernel(1) || has_approx_kernel(2);
+  CHECK(table.has_half() == any);
+  if (!detail::approx_centroid_dots_with(-1, table, x, want_approx, want_bound)) {
+    for (int kernel : {1, 2})
+      CHECK(!detail::approx_centroid_dots_with(kernel, table, x, approx, bound));
+    return 0;
+  }
+  CHECK(any);
+  int ran = 0;
+  for (int kernel : {1, 2}) {
+    CAPTURE(kernel);
+    std::fill(approx.begin(), approx.end(), 99.f);
+    const bool got = detail::approx_centroid_dots_with(kernel, table, x, approx, bound);
+    CHECK(got == has_approx_kernel(kernel));
+    if (!got)
+      continue;
+    ++ran;
+    for (int c = 0; c < k; ++c) {
+      const float exact = dot(rows.subspan(size_t(c) * size_t(dim), size_t(dim)), x);
+      CHECK(std::abs(double(approx[size_t(c)]) - exact) <= bound[size_t(c)]);
+      CHECK(bound[size_t(c)] <= max_bound);
+      CHECK(std::bit_cast<uint32_t>(approx[size_t(c)]) == std::bit_cast<uint32_t>(want_approx[size_t(c)]));
+      CHECK(std::bit_cast<uint32_t>(bound[size_t(c)]) == std::bit_cast<uint32_t>(want_bound[size_t(c)]));
+    }
+  }
+  return ran;
+}
+
+}  // namespace
+
 TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and the bound is small")
 {
   Rng rng(6, "test.signature.approx_dots");
-  // The estimates exist exactly where the CPU has AVX-512F (ELDRSIM_TEST_PORTABLE cannot hide it from
-  // the library, so this test does not honour it).
-  __builtin_cpu_init();
-  const bool wide = __builtin_cpu_supports("avx512f");
+  // The estimates exist exactly where the CPU has AVX-512F, or AVX2 with FMA and F16C: each kernel the
+  // CPU has is checked against dot() and against the others, bit for bit (ELDRSIM_TEST_PORTABLE cannot
+  // hide them from the library, so this test does not honour it).
+  const bool wide   = has_approx_kernel(1) || has_approx_kernel(2);
+  const int kernels = int(has_approx_kernel(1)) + int(has_approx_kernel(2));
   int ran = 0, cases = 0;
-  for (int dim : {1, 33, 128, 1152}) {
+  for (int dim : {1, 17, 33, 128, 1152}) {
     for (int k : {1, 16, 19}) {
       CAPTURE(dim);
       CAPTURE(k);
@@ -635,7 +687,7 @@ TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and 
       }
       const CentroidTable table(rows, k, dim);
       for (double scale : {1.0, 1e-3, 1e4}) {
-        std::vector<float> x(static_cast<size_t>(dim)), approx(static_cast<size_t>(k)), bound(static_cast<size_t>(k));
+        std::vector<float> x(static_cast<size_t>(dim));
         double n2 = 0;
         for (float& v : x) {
           v = rng.uniform01() < 0.4 ? 0.f : float(rng.uniform01() - 0.3);
@@ -644,29 +696,61 @@ TEST_CASE("signature: approx_centroid_dots stays within its bound of dot(), and 
         for (float& v : x)
           v = float(v / std::sqrt(n2) * scale);
         cases += n2 > 0;  // an all-zero draw normalises to NaN: no estimate on any CPU
-        if (!wide) {
-          // No estimates without AVX-512F: the router then computes every similarity exactly
-          // (centroid_dots, tested above on every kernel).
-          CHECK(!approx_centroid_dots(table, x, approx, bound));
-          continue;
-        }
-        if (!approx_centroid_dots(table, x, approx, bound))
-          continue;
-        ++ran;
-        for (int c = 0; c < k; ++c) {
-          const float exact = dot(std::span<const float>(rows).subspan(size_t(c * dim), size_t(dim)), x);
-          CHECK(std::abs(double(approx[size_t(c)]) - exact) <= bound[size_t(c)]);
-          CHECK(bound[size_t(c)] <= 1e-3 * scale);
-        }
+        // Without estimates the router computes every similarity exactly (centroid_dots, tested above
+        // on every kernel).
+        ran += check_approx_kernels(table, rows, x, 1e-3 * scale);
       }
       std::vector<float> bad(static_cast<size_t>(dim), 0.f), approx(static_cast<size_t>(k)),
           bound(static_cast<size_t>(k));
       bad[0] = std::numeric_limits<float>::quiet_NaN();
-      CHECK(!approx_centroid_dots(table, bad, approx, bound));
+      for (int kernel : {1, 2, -1})
+        CHECK(!detail::approx_centroid_dots_with(kernel, table, bad, approx, bound));
     }
   }
   MESSAGE("approx kernel runs: " << ran);
-  CHECK(ran == (wide ? cases : 0));
+  CHECK(ran == (wide ? cases * kernels : 0));
+}
+
+TEST_CASE("signature: approx_centroid_dots on signature-like inputs, every kernel within its bound and alike")
+{
+  // As ELDR sees them: signatures of non-negative weighted counts, ~40 % zeros (whole experts
+  // unused), unit norm; centroids the normalised means of 30 such signatures (K-means), 64 of them
+  // (a 4x cluster) over the default mask's 9 x 128 dimensions.
+  Rng rng(7, "test.signature.approx_dots_real");
+  const int dim = 9 * 128, k = 64;
+  auto signature = [&] {
+    std::vector<float> x(static_cast<size_t>(dim));
+    double n2 = 0;
+    for (float& v : x) {
+      v = rng.uniform01() < 0.4 ? 0.f : float(std::floor(1 + 20 * rng.uniform01() * rng.uniform01()) * 0.7);
+      n2 += double(v) * v;
+    }
+    for (float& v : x)
+      v = float(v / std::sqrt(n2));
+    return x;
+  };
+  std::vector<float> rows(size_t(k) * size_t(dim));
+  for (int c = 0; c < k; ++c) {
+    std::vector<double> mean(static_cast<size_t>(dim));
+    for (int j = 0; j < 30; ++j) {
+      const auto x = signature();
+      for (int i = 0; i < dim; ++i)
+        mean[size_t(i)] += x[size_t(i)];
+    }
+    double n2 = 0;
+    for (double m : mean)
+      n2 += m * m;
+    for (int i = 0; i < dim; ++i)
+      rows[size_t(c * dim + i)] = float(mean[size_t(i)] / std::sqrt(n2));
+  }
+  const CentroidTable table(rows, k, dim);
+  const int kernels = int(has_approx_kernel(1)) + int(has_approx_kernel(2));
+  int ran           = 0;
+  for (int s = 0; s < 40; ++s) {
+    const auto x = signature();
+    ran += check_approx_kernels(table, rows, x, 1e-3);
+  }
+  CHECK(ran == 40 * kernels);
 }
 
 namespace {
