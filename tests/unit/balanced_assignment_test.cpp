@@ -553,3 +553,77 @@ TEST_CASE("balanced assignment: the sparse solver given its allowed lists return
   ok.allowed.push_back(-7);  // past first[n]: not read
   CHECK(balanced_assignment_allowed(cost, 2, 2, cap, ok)->cluster == a->cluster);
 }
+
+TEST_CASE("balanced assignment: the warm-started sparse solver reaches the cold solver's optimum")
+{
+  // Integer costs, so optima compare exactly. Warm duals as the K-means step hands them: the cold
+  // duals of a perturbed copy of the instance (the previous iteration's), or random ones. Where the
+  // cold optimum is unique (every other assignment at least 1 dearer), the warm one is the same.
+  Rng rng(36, "test.assignment.warm");
+  const double inf = std::numeric_limits<double>::infinity();
+  int solved = 0, infeasible = 0, unique = 0;
+  for (int t = 0; t < 120; ++t) {
+    const int n = 1 + int(rng.below(300)), k = 1 + int(rng.below(40));
+    std::vector<double> cost(size_t(n) * size_t(k)), near(cost.size());
+    AllowedLists lists;
+    for (int i = 0; i < n; ++i) {
+      const bool all = rng.below(10) == 0;
+      for (int c = 0; c < k; ++c) {
+        const bool allowed = all || t % 4 == 0 || rng.below(3) == 0;
+        const size_t e     = size_t(i) * size_t(k) + size_t(c);
+        cost[e]            = allowed ? double(rng.below(t % 2 ? 5 : 1000)) : inf;
+        near[e]            = allowed ? cost[e] + double(rng.below(3)) : inf;
+        if (allowed)
+          lists.allowed.push_back(c);
+      }
+      lists.first.push_back(int(lists.allowed.size()));
+    }
+    const auto cap  = random_capacities(rng, n, k, t % 3);
+    const auto cold = balanced_assignment_allowed(cost, n, k, cap, lists);
+    std::vector<double> warm(static_cast<size_t>(k));
+    if (t % 3 == 0) {
+      for (double& w : warm)
+        w = double(rng.below(2000)) - 1000.0;
+    } else if (const auto before = balanced_assignment_allowed(near, n, k, cap, lists)) {
+      warm = before->duals;
+    }
+    const auto hot = balanced_assignment_allowed_warm(cost, n, k, cap, lists, warm);
+    CAPTURE(t);
+    REQUIRE(cold.has_value() == hot.has_value());
+    if (!cold) {
+      ++infeasible;
+      continue;
+    }
+    ++solved;
+    CHECK(hot->total_cost == cold->total_cost);
+    std::vector<int> size(size_t(k), 0);
+    for (int i = 0; i < n; ++i) {
+      const int c = hot->cluster[size_t(i)];
+      REQUIRE(c >= 0);
+      REQUIRE(c < k);
+      CHECK(cost[size_t(i) * size_t(k) + size_t(c)] < inf);
+      ++size[size_t(c)];
+    }
+    for (int c = 0; c < k; ++c)
+      CHECK(size[size_t(c)] <= cap[size_t(c)]);
+    if (is_unique_optimum(cost, n, k, cap, cold->cluster, 0.5)) {
+      ++unique;
+      CHECK(hot->cluster == cold->cluster);
+    }
+  }
+  CHECK(solved > 40);
+  CHECK(infeasible > 5);
+  CHECK(unique > 10);
+
+  const std::vector<double> cost = {0, 1, 1, 0};
+  AllowedLists all;
+  all.first                  = {0, 2, 4};
+  all.allowed                = {0, 1, 0, 1};
+  const std::vector<int> cap = {1, 1};
+  CHECK(balanced_assignment_allowed_warm(cost, 2, 2, cap, all, std::vector<double>{5, -3})->cluster ==
+        std::vector<int>{0, 1});
+  CHECK_THROWS_AS(balanced_assignment_allowed_warm(cost, 2, 2, cap, all, std::vector<double>{0}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(balanced_assignment_allowed_warm(cost, 2, 2, cap, all, std::vector<double>{0, inf}),
+                  std::invalid_argument);
+}

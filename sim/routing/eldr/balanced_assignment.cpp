@@ -25,6 +25,10 @@
 // to their cheapest cluster (at 64 clusters and 2000 points with 2.5% spare capacity, 90%): that
 // search settles one node, and on a sparse instance reads only the point's allowed clusters.
 //
+// A warm start (the K-means step's, from the previous iteration's duals) places every point where
+// those duals put it at least reduced cost, takes out the points that break the invariants above
+// (Solver::warm_start) and inserts only those: at 64 clusters and 2000 points, about a fifth.
+//
 // Per point: O(K^2) for the search plus O(K) per move on the path (and O(N/K) per table entry found
 // again). With integer-valued costs every quantity is an integer-valued double, so the result is
 // exactly optimal; the tests compare it with Boost.Graph's min-cost flow on such instances.
@@ -56,8 +60,8 @@ template <bool Sparse> class Solver {
   Solver(const double* cost, int n, int k, std::span<const int> capacity, const AllowedLists* given = nullptr)
       : c_(cost), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0), cluster_(size_t(n), -1),
         pos_(size_t(n), -1), pot_(size_t(k), 0.0), best_(size_t(k) * size_t(k), Move{0, -1}),
-        dirty_(size_t(k) * size_t(k), 0), members_(size_t(k)), dist_(size_t(k)), parent_(size_t(k)), via_(size_t(k)),
-        settled_(size_t(k))
+        dirty_(size_t(k) * size_t(k), 0), stale_(size_t(k), 0), members_(size_t(k)), dist_(size_t(k)),
+        parent_(size_t(k)), via_(size_t(k)), settled_(size_t(k))
   {
     if constexpr (Sparse) {
       if (given) {
@@ -130,10 +134,12 @@ template <bool Sparse> class Solver {
         break;
       }
       int next = -1;
+      refresh(a);
+      const Move* ba = best_.data() + size_t(a) * size_t(k_);
       for (int b = 0; b < k_; ++b) {
         if (settled_[size_t(b)])
           continue;
-        if (const Move* e = best_move(a, b)) {
+        if (const Move* e = ba + b; e->point >= 0) {
           const double nd = dist_[size_t(a)] + e->delta + pot_[size_t(a)] - pot_[size_t(b)];
           if (nd < dist_[size_t(b)]) {
             dist_[size_t(b)]   = nd;
@@ -166,6 +172,92 @@ template <bool Sparse> class Solver {
     return true;
   }
 
+  // Starts from the duals `warm` of a nearby instance instead of an empty assignment (Sparse only):
+  // each point goes where its reduced cost under them is least, and the points that break the
+  // solver's invariants are taken out into `out`, to be inserted as usual. What stays is a min-cost
+  // assignment of its points: every point at a least reduced cost (each move edge >= 0), a cluster
+  // below capacity at the common potential P, the others at most P. So P is the least potential of a
+  // cluster below capacity, a cluster above it is lowered to it and loses the points that then prefer
+  // another, and a cluster over capacity loses its excess. Lowering a cluster only makes it less
+  // attractive to the other points, so nothing cascades. False when a point has no allowed cluster.
+  bool warm_start(std::span<const double> warm, std::vector<int>& out)
+  {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    std::vector<int> at(size_t(n_), -1), count(size_t(k_), 0);
+    std::vector<double> regret(static_cast<size_t>(n_));
+    for (int i = 0; i < n_; ++i) {
+      const double* ci = row(i);
+      int b            = -1;
+      double best = inf, second = inf;
+      for_allowed(i, [&](int q) {
+        const double r = ci[q] - warm[size_t(q)];
+        if (b < 0 || r < best) {
+          second = best;
+          b      = q;
+          best   = r;
+        } else {
+          second = std::min(second, r);
+        }
+      });
+      if (b < 0)
+        return false;
+      at[size_t(i)]     = b;
+      regret[size_t(i)] = second - best;
+      ++count[size_t(b)];
+    }
+    // The excess of a cluster over capacity: the points that lose least elsewhere (they are the
+    // ones that the shortest paths would move out).
+    std::vector<std::vector<int>> over(static_cast<size_t>(k_));
+    for (int i = 0; i < n_; ++i)
+      if (count[size_t(at[size_t(i)])] > cap_[size_t(at[size_t(i)])])
+        over[size_t(at[size_t(i)])].push_back(i);
+    for (int b = 0; b < k_; ++b) {
+      auto& m = over[size_t(b)];
+      if (m.empty())
+        continue;
+      const size_t excess = size_t(count[size_t(b)] - cap_[size_t(b)]);
+      std::partial_sort(m.begin(), m.begin() + std::ptrdiff_t(excess), m.end(), [&](int x, int y) {
+        return regret[size_t(x)] < regret[size_t(y)] || (regret[size_t(x)] == regret[size_t(y)] && x < y);
+      });
+      for (size_t e = 0; e < excess; ++e)
+        at[size_t(m[e])] = -1;
+      count[size_t(b)] = cap_[size_t(b)];
+    }
+    double p   = inf;
+    double top = -inf;
+    for (int b = 0; b < k_; ++b) {
+      top = std::max(top, warm[size_t(b)]);
+      if (count[size_t(b)] < cap_[size_t(b)])
+        p = std::min(p, warm[size_t(b)]);
+    }
+    if (p == inf)
+      p = top;  // every cluster full: no sink edge, any P above all potentials
+    for (int b = 0; b < k_; ++b)
+      pot_[size_t(b)] = std::min(warm[size_t(b)], p);
+    for (int i = 0; i < n_; ++i) {
+      const int b = at[size_t(i)];
+      if (b < 0 || !(warm[size_t(b)] > p))
+        continue;
+      // b was lowered: does the point still have a least reduced cost there?
+      const double* ci = row(i);
+      const double own = ci[b] - pot_[size_t(b)];
+      bool stays       = true;
+      for_allowed(i, [&](int q) { stays &= !(ci[q] - pot_[size_t(q)] < own); });
+      if (!stays)
+        at[size_t(i)] = -1;
+    }
+    for (int i = 0; i < n_; ++i) {
+      const int b = at[size_t(i)];
+      if (b < 0) {
+        out.push_back(i);
+        continue;
+      }
+      ++size_[size_t(b)];
+      join(i, b);
+    }
+    return true;
+  }
+
   BalancedAssignment result() const
   {
     BalancedAssignment r;
@@ -179,24 +271,35 @@ template <bool Sparse> class Solver {
  private:
   const double* row(int i) const { return c_ + size_t(i) * size_t(k_); }
 
-  // The cheapest move from a to b, or null when no point of a can move (recomputed from a's points
-  // when the one it named has left).
-  const Move* best_move(int a, int b)
+  // The cheapest moves out of a whose point has left, found again from a's points. A settled
+  // cluster's relaxation reads its whole row, so they are all found in one pass that reads each point's
+  // costs once (one pass per entry read the points' rows K times over, a cache miss per entry). Each
+  // entry is the first of a's moves to b in (delta, point) order, whatever order the points are read in.
+  void refresh(int a)
   {
-    Move& m = best_[size_t(a) * size_t(k_) + size_t(b)];
-    if (dirty_[size_t(a) * size_t(k_) + size_t(b)]) {
-      dirty_[size_t(a) * size_t(k_) + size_t(b)] = 0;
-      m                                          = Move{0, -1};
-      for (int j : members_[size_t(a)]) {
-        const double* cj = row(j);
+    if (!stale_[size_t(a)])
+      return;
+    stale_[size_t(a)] = 0;
+    Move* ba          = best_.data() + size_t(a) * size_t(k_);
+    char* da          = dirty_.data() + size_t(a) * size_t(k_);
+    cols_.clear();
+    for (int b = 0; b < k_; ++b)
+      if (da[b]) {
+        da[b] = 0;
+        ba[b] = Move{0, -1};
+        cols_.push_back(b);
+      }
+    for (int j : members_[size_t(a)]) {
+      const double* cj = row(j);
+      const double ca  = cj[a];
+      for (int b : cols_) {
         if (Sparse && !(cj[b] < std::numeric_limits<double>::infinity()))
           continue;
-        const Move c{cj[b] - cj[a], j};
-        if (c.before(m))
-          m = c;
+        const Move c{cj[b] - ca, j};
+        if (c.before(ba[b]))
+          ba[b] = c;
       }
     }
-    return m.point < 0 ? nullptr : &m;
   }
 
   // f(b) for every cluster b that point i may use, in index order.
@@ -240,8 +343,10 @@ template <bool Sparse> class Solver {
     pos_[size_t(m[size_t(p)])] = p;
     m.pop_back();
     for_allowed(j, [&](int b) {
-      if (best_[size_t(x) * size_t(k_) + size_t(b)].point == j)
+      if (best_[size_t(x) * size_t(k_) + size_t(b)].point == j) {
         dirty_[size_t(x) * size_t(k_) + size_t(b)] = 1;
+        stale_[size_t(x)]                          = 1;
+      }
     });
   }
 
@@ -252,6 +357,8 @@ template <bool Sparse> class Solver {
   std::vector<double> pot_;
   std::vector<Move> best_;                 // [a * K + b]: the cheapest move from a to b
   std::vector<char> dirty_;                // [a * K + b]: best_ must be found again (its point left)
+  std::vector<char> stale_;                // per cluster: a dirty_ entry in its row
+  std::vector<int> cols_;                  // scratch: refresh's columns
   std::vector<std::vector<int>> members_;  // per cluster, its points
   std::vector<double> dist_;
   std::vector<int> parent_, via_;
@@ -303,9 +410,11 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
 
 namespace {
 
-// The sparse solve, the allowed pairs given (lists) or found in the matrix (null).
+// The sparse solve, the allowed pairs given (lists) or found in the matrix (null), started from the
+// duals `warm` when given (K entries; empty: from nothing).
 std::optional<BalancedAssignment> solve_allowed(std::span<const double> cost, int n, int k,
-                                                std::span<const int> capacity, const AllowedLists* lists)
+                                                std::span<const int> capacity, const AllowedLists* lists,
+                                                std::span<const double> warm = {})
 {
   if (n < 0 || k <= 0 || cost.size() != size_t(n) * size_t(k) || capacity.size() != size_t(k))
     throw std::invalid_argument("balanced_assignment_allowed: shapes do not match");
@@ -315,6 +424,15 @@ std::optional<BalancedAssignment> solve_allowed(std::span<const double> cost, in
   Solver<true> s(cost.data(), n, k, capacity, lists);  // throws on a NaN or -infinity when it finds the lists
   if (total < n)
     return std::nullopt;
+  if (!warm.empty()) {
+    std::vector<int> rest;
+    if (!s.warm_start(warm, rest))
+      return std::nullopt;
+    for (int i : rest)
+      if (!s.insert(i))
+        return std::nullopt;
+    return s.result();
+  }
   for (int i = 0; i < n; ++i)
     if (!s.insert(i))
       return std::nullopt;
@@ -329,8 +447,9 @@ std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const do
   return solve_allowed(cost, n, k, capacity, nullptr);
 }
 
-std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
-                                                              std::span<const int> capacity, const AllowedLists& lists)
+namespace {
+
+void check_lists(int n, int k, const AllowedLists& lists)
 {
   const auto& first = lists.first;
   if (n < 0 || first.size() != size_t(n) + 1 || first[0] != 0 || size_t(first[size_t(n)]) > lists.allowed.size())
@@ -345,7 +464,30 @@ std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const do
             "balanced_assignment_allowed: the allowed lists are not increasing cluster indices");
     }
   }
+}
+
+}  // namespace
+
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity, const AllowedLists& lists)
+{
+  check_lists(n, k, lists);
   return solve_allowed(cost, n, k, capacity, &lists);
+}
+
+std::optional<BalancedAssignment> balanced_assignment_allowed_warm(std::span<const double> cost, int n, int k,
+                                                                   std::span<const int> capacity,
+                                                                   const AllowedLists& lists,
+                                                                   std::span<const double> warm)
+{
+  check_lists(n, k, lists);
+  if (warm.size() != size_t(k))
+    throw std::invalid_argument("balanced_assignment_allowed_warm: " + std::to_string(warm.size()) +
+                                " duals for k = " + std::to_string(k) + " clusters");
+  for (double v : warm)
+    if (!std::isfinite(v))
+      throw std::invalid_argument("balanced_assignment_allowed_warm: a dual is not finite");
+  return solve_allowed(cost, n, k, capacity, &lists, warm);
 }
 
 BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k)

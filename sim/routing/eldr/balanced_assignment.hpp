@@ -46,6 +46,16 @@ struct AllowedLists {
 std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
                                                               std::span<const int> capacity, const AllowedLists& lists);
 
+// The same, started from the duals `warm` (K finite entries) of a nearby instance, e.g. the previous
+// K-means iteration's: the points that are already where those duals put them at least reduced cost
+// stay, and only the others are inserted by shortest paths, so a small change costs little work. An
+// optimum as above, but where the optimum is not unique it may be another one than the cold solve's
+// (the K-means step takes it only when is_unique_optimum proves it unique).
+std::optional<BalancedAssignment> balanced_assignment_allowed_warm(std::span<const double> cost, int n, int k,
+                                                                   std::span<const int> capacity,
+                                                                   const AllowedLists& lists,
+                                                                   std::span<const double> warm);
+
 // Whether `cluster` (within `capacity`) is the only optimum of `cost`, every other assignment costing
 // at least `margin` more: then every exact solver returns it, whatever its tie rule. It checks that
 // the residual graph on the K clusters (moving a point from a to b, a cluster with room to the sink,

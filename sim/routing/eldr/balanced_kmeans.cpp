@@ -703,7 +703,9 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
   bool solve = true;
   for (int round = 0; round <= kRounds; ++round) {
     if (solve) {
-      a = balanced_assignment_allowed(sparse, n, k, cap, lists);
+      // From the last duals (the previous step's, then the previous round's): few points move, so
+      // most stay where the duals put them. Any optimum will do: only a proven unique one is taken.
+      a = balanced_assignment_allowed_warm(sparse, n, k, cap, lists, a ? std::span<const double>(a->duals) : duals);
       if (!a)
         return false;
     }
