@@ -10,6 +10,7 @@
 #include "sim/workload/workload_factory.hpp"
 #include "trace_test_util.hpp"
 
+#include <cpuid.h>
 #include <doctest/doctest.h>
 
 #include <array>
@@ -616,9 +617,10 @@ namespace {
 bool has_approx_kernel(int kernel)
 {
   __builtin_cpu_init();
-  return kernel == 1
-             ? bool(__builtin_cpu_supports("avx512f"))
-             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  unsigned a = 0, b = 0, c = 0, d = 0;  // F16C from cpuid (clang's __builtin_cpu_supports lacks it)
+  return kernel == 1 ? bool(__builtin_cpu_supports("avx512f"))
+                     : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                           __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 }
 
 // Runs every approx kernel the CPU has on x: each within its bound of dot() (and the bound at most

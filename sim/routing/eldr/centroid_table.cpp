@@ -4,6 +4,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdexcept>
 
@@ -14,12 +15,20 @@ namespace {
 // Which kernel computes the estimates: 1 AVX-512F, 2 AVX2 with FMA and F16C (the same fused operations
 // in the same order, so the same bits), 0 none (no float16 copy; the router computes every
 // similarity exactly).
+// AVX2 + FMA + F16C (F16C from cpuid: clang's __builtin_cpu_supports does not know "f16c").
+bool has_avx2_fma_f16c()
+{
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __get_cpuid(1, &a, &b, &c, &d) &&
+           (c & bit_F16C) != 0;
+  }();
+  return yes;
+}
+
 int best_approx_kernel()
 {
-  static const int k =
-      __builtin_cpu_supports("avx512f")                                                                   ? 1
-      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? 2
-                                                                                                          : 0;
+  static const int k = __builtin_cpu_supports("avx512f") ? 1 : has_avx2_fma_f16c() ? 2 : 0;
   return k;
 }
 
@@ -440,9 +449,7 @@ bool detail::approx_centroid_dots_with(int kernel, const CentroidTable& t, std::
   if (kernel < 0)
     kernel = best_approx_kernel();
   // The AVX-512 kernel where the CPU has it; the AVX2 one also there, as both read the same table.
-  const bool has = t.has_half() && ((kernel == 1 && best_approx_kernel() == 1) ||
-                                    (kernel == 2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                                     __builtin_cpu_supports("f16c")));
+  const bool has = t.has_half() && ((kernel == 1 && best_approx_kernel() == 1) || (kernel == 2 && has_avx2_fma_f16c()));
   if (!has)
     return false;
   return kernel == 1 ? approx_dots_avx512(t, x.data(), approx.data(), bound.data())
