@@ -44,9 +44,8 @@ namespace {
 // 384 picks a token) a token costs ~570 ns scalar, ~95 ns with AVX-512BW (bench/bm_signature.cpp).
 // Both kernels below add the words [first, first + n) of every run listed in `runs` (a layer's
 // words), with a load and a store of the counters per word; counting many masks, the *_regs kernels
-// keep a pass of words' counters in registers across masks instead (AVX2: 6 words; against
-// add_mask_bytes_avx2 on the loaded 2-core AVX2 machine, BM_MaskPrompts 1.3x median CPU time, its
-// best runs alike, and BM_CalibrationProfiles 1.3-1.6x).
+// keep a pass of words' counters in registers across masks instead (AVX2: 6 words; figures in
+// docs/log/bench.md).
 struct WordRun {
   uint32_t first, n;
 };

@@ -285,6 +285,17 @@ __attribute__((target_clones("avx2", "default"))) void centroid_dots_portable(co
   }
 }
 
+// The bound's |x|_2 factor from the 16 lanes' sums of squares, added in lane order (both estimate
+// kernels, so the same bits): false when it is not finite.
+bool norm_from_squares(const float (&squares)[16], float& norm)
+{
+  float sum = 0;
+  for (float v : squares)
+    sum += v;
+  norm = std::sqrt(sum) * 1.001f;
+  return std::isfinite(norm);
+}
+
 // Estimates from the float16 table: the non-zero dimensions of x compacted as for the exact kernel,
 // then four independent fused chains per 16 centroids (their order does not matter: the bound covers
 // any order).
@@ -307,11 +318,8 @@ __attribute__((target("avx512f"))) bool approx_dots_avx512(const CentroidTable& 
   }
   alignas(64) float squares[16];
   _mm512_store_ps(squares, sq);
-  float sum = 0;
-  for (float v : squares)
-    sum += v;
-  const float norm = std::sqrt(sum) * 1.001f;
-  if (!std::isfinite(norm))
+  float norm = 0;
+  if (!norm_from_squares(squares, norm))
     return false;
   const size_t stride = size_t(t.stride());
   for (int g = 0; g < t.rows(); g += 16) {
@@ -371,11 +379,8 @@ __attribute__((target("avx2,fma,f16c"))) bool approx_dots_avx2(const CentroidTab
   alignas(32) float squares[16];
   _mm256_store_ps(squares, sq_lo);
   _mm256_store_ps(squares + 8, sq_hi);
-  float sum = 0;
-  for (float v : squares)
-    sum += v;
-  const float norm = std::sqrt(sum) * 1.001f;
-  if (!std::isfinite(norm))
+  float norm = 0;
+  if (!norm_from_squares(squares, norm))
     return false;
   const size_t stride = size_t(t.stride());
   for (int g = 0; g < t.rows(); g += 16) {
