@@ -236,9 +236,9 @@ class GeneratedGates : public GateSource {
     std::vector<uint16_t> ids(R * size_t(s.layers) * K);
     const uint64_t* m = routing_.record_experts(palette * R).data();
     for (size_t rl = 0; rl < R * size_t(s.layers); ++rl, m += s.words_per_layer) {
-      size_t j = rl * K;
+      size_t j = rl * K, stop = j + K;
       for (int w = 0; w < s.words_per_layer; ++w)
-        for (uint64_t bits = m[w]; bits; bits &= bits - 1)
+        for (uint64_t bits = m[w]; bits && j < stop; bits &= bits - 1)
           ids[j++] = uint16_t(w * 64 + std::countr_zero(bits));
     }
     return ids;
@@ -254,7 +254,10 @@ class ReplayGates : public GateSource {
  public:
   explicit ReplayGates(const ReplayGating& r) : routing_(r) {}
   bool has_scores() const override { return false; }
-  TokenGates token_gates(const Request& r, int token) const override { return {routing_.token_gates(r, token), {}}; }
+  TokenGates token_gates(const Request& r, int token) const override
+  {
+    return {routing_.token_gates(r, token), {}, {}};
+  }
 
  private:
   const ReplayGating& routing_;
