@@ -138,6 +138,16 @@ std::vector<int> random_capacities(Rng& rng, int n, int k, int kind)
   return cap;
 }
 
+// `lists` with each allowed pair's cost from the N x K matrix.
+AllowedLists priced_lists(const AllowedLists& lists, const std::vector<double>& cost, int n, int k)
+{
+  AllowedLists r = lists;
+  for (int i = 0; i < n; ++i)
+    for (int e = lists.first[size_t(i)]; e < lists.first[size_t(i) + 1]; ++e)
+      r.cost.push_back(cost[size_t(i) * size_t(k) + size_t(lists.allowed[size_t(e)])]);
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("balanced assignment: hand-computed cases")
@@ -511,11 +521,15 @@ TEST_CASE("balanced assignment: the sparse solver given its allowed lists return
       }
       lists.first.push_back(int(lists.allowed.size()));
     }
-    const auto cap   = random_capacities(rng, n, k, t % 3);
-    const auto alone = balanced_assignment_allowed(cost, n, k, cap);
-    const auto given = balanced_assignment_allowed(cost, n, k, cap, lists);
+    // The lists alone, with their costs (what the K-means step hands): no matrix at all.
+    const AllowedLists priced = priced_lists(lists, cost, n, k);
+    const auto cap            = random_capacities(rng, n, k, t % 3);
+    const auto alone          = balanced_assignment_allowed(cost, n, k, cap);
+    const auto given          = balanced_assignment_allowed(cost, n, k, cap, lists);
+    const auto bare           = balanced_assignment_lists(n, k, cap, priced);
     CAPTURE(t);
     REQUIRE(alone.has_value() == given.has_value());
+    REQUIRE(alone.has_value() == bare.has_value());
     if (!alone) {
       ++infeasible;
       continue;
@@ -524,6 +538,9 @@ TEST_CASE("balanced assignment: the sparse solver given its allowed lists return
     CHECK(given->cluster == alone->cluster);
     CHECK(given->duals == alone->duals);
     CHECK(given->total_cost == alone->total_cost);
+    CHECK(bare->cluster == alone->cluster);
+    CHECK(bare->duals == alone->duals);
+    CHECK(bare->total_cost == alone->total_cost);
   }
   CHECK(solved > 20);
   CHECK(infeasible > 5);
@@ -552,6 +569,19 @@ TEST_CASE("balanced assignment: the sparse solver given its allowed lists return
   CHECK(a->cluster == std::vector<int>{0, 1});
   ok.allowed.push_back(-7);  // past first[n]: not read
   CHECK(balanced_assignment_allowed(cost, 2, 2, cap, ok)->cluster == a->cluster);
+
+  // Lists alone: a cost for every allowed pair, each finite; duals, when given, one per cluster.
+  ok.allowed.pop_back();
+  ok.cost = {0, 1};
+  CHECK_THROWS_AS(balanced_assignment_lists(2, 2, cap, ok), std::invalid_argument);  // one cost short
+  ok.cost = {0, 1, inf};
+  CHECK_THROWS_AS(balanced_assignment_lists(2, 2, cap, ok), std::invalid_argument);
+  ok.cost = {0, 1, std::nan("")};
+  CHECK_THROWS_AS(balanced_assignment_lists(2, 2, cap, ok), std::invalid_argument);
+  ok.cost = {0, 1, 2};
+  CHECK(balanced_assignment_lists(2, 2, cap, ok)->cluster == a->cluster);
+  CHECK_THROWS_AS(balanced_assignment_lists(2, 2, cap, ok, std::vector<double>{0}), std::invalid_argument);
+  CHECK_THROWS_AS(balanced_assignment_lists(2, 2, std::vector<int>{1}, ok), std::invalid_argument);
 }
 
 TEST_CASE("balanced assignment: the warm-started sparse solver reaches the cold solver's optimum")
@@ -587,14 +617,19 @@ TEST_CASE("balanced assignment: the warm-started sparse solver reaches the cold 
     } else if (const auto before = balanced_assignment_allowed(near, n, k, cap, lists)) {
       warm = before->duals;
     }
-    const auto hot = balanced_assignment_allowed_warm(cost, n, k, cap, lists, warm);
+    const auto hot            = balanced_assignment_allowed_warm(cost, n, k, cap, lists, warm);
+    const AllowedLists priced = priced_lists(lists, cost, n, k);
+    const auto bare           = balanced_assignment_lists(n, k, cap, priced, warm);
     CAPTURE(t);
     REQUIRE(cold.has_value() == hot.has_value());
+    REQUIRE(bare.has_value() == hot.has_value());
     if (!cold) {
       ++infeasible;
       continue;
     }
     ++solved;
+    CHECK(bare->cluster == hot->cluster);
+    CHECK(bare->duals == hot->duals);
     CHECK(hot->total_cost == cold->total_cost);
     std::vector<int> size(size_t(k), 0);
     for (int i = 0; i < n; ++i) {

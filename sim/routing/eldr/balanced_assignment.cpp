@@ -52,57 +52,38 @@ struct Move {
   bool before(const Move& o) const { return o.point < 0 || delta < o.delta || (delta == o.delta && point < o.point); }
 };
 
-// Sparse: a cost of +infinity marks a pair that may not be used (its moves never enter the table, and
-// a search that reaches no cluster with room reports the instance infeasible).
+// Sparse: only the pairs of the allowed lists may be used (their moves alone enter the table, and a
+// search that reaches no cluster with room reports the instance infeasible); costs are read from the
+// lists. Dense: from the N x K matrix.
 template <bool Sparse> class Solver {
  public:
-  // Sparse: the allowed pairs are `given`, or found here (one pass over the matrix) when it is null.
-  Solver(const double* cost, int n, int k, std::span<const int> capacity, const AllowedLists* given = nullptr)
-      : c_(cost), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0), cluster_(size_t(n), -1),
-        pos_(size_t(n), -1), pot_(size_t(k), 0.0), best_(size_t(k) * size_t(k), Move{0, -1}),
-        dirty_(size_t(k) * size_t(k), 0), stale_(size_t(k), 0), members_(size_t(k)), dist_(size_t(k)),
-        parent_(size_t(k)), via_(size_t(k)), settled_(size_t(k))
+  Solver(const double* cost, const AllowedLists* lists, int n, int k, std::span<const int> capacity)
+      : c_(cost), lists_(lists), n_(n), k_(k), cap_(capacity.begin(), capacity.end()), size_(size_t(k), 0),
+        cluster_(size_t(n), -1), pos_(size_t(n), -1), own_(size_t(n), 0.0), pot_(size_t(k), 0.0),
+        best_(size_t(k) * size_t(k), Move{0, -1}), dirty_(size_t(k) * size_t(k), 0), stale_(size_t(k), 0),
+        members_(size_t(k)), dist_(size_t(k)), parent_(size_t(k)), via_(size_t(k)), settled_(size_t(k))
   {
-    if constexpr (Sparse) {
-      if (given) {
-        lists_ = given;
-        return;
-      }
-      // The allowed pairs, row by row; checks the other entries are +infinity.
-      own_.first.reserve(size_t(n) + 1);
-      for (int i = 0; i < n; ++i) {
-        const double* ci = row(i);
-        for (int b = 0; b < k; ++b) {
-          if (ci[b] < std::numeric_limits<double>::infinity())
-            own_.allowed.push_back(b);
-          else if (ci[b] != std::numeric_limits<double>::infinity())
-            throw std::invalid_argument("balanced_assignment_allowed: cost matrix has a NaN or -infinity");
-        }
-        own_.first.push_back(int(own_.allowed.size()));
-      }
-      lists_ = &own_;
-    }
   }
 
   // False when point i cannot be added (Sparse only).
   bool insert(int i)
   {
-    const double* ci = row(i);
     // Potential of the new point: makes its cheapest reduced edge exactly 0, the others >= 0. Only
-    // its allowed clusters count (+infinity elsewhere), so a sparse row is read where it is finite.
+    // its allowed clusters count.
     double pi = -std::numeric_limits<double>::infinity();
-    for_allowed(i, [&](int b) { pi = std::max(pi, pot_[size_t(b)] - ci[b]); });
+    for_allowed(i, [&](int b, double c) { pi = std::max(pi, pot_[size_t(b)] - c); });
     if (Sparse && pi == -std::numeric_limits<double>::infinity())
       return false;  // no allowed cluster
     // The first cluster Dijkstra settles: the lowest index of least reduced cost. Most points stop
     // there (it has room): then the search below, O(K) per cluster it settles, is not needed.
     int first    = -1;
-    double reach = 0;
-    for_allowed(i, [&](int b) {
-      const double d = ci[b] + pi - pot_[size_t(b)];
+    double reach = 0, at = 0;
+    for_allowed(i, [&](int b, double c) {
+      const double d = c + pi - pot_[size_t(b)];
       if (first < 0 || d < reach) {
         first = b;
         reach = d;
+        at    = c;
       }
     });
     if (size_[size_t(first)] < cap_[size_t(first)]) {
@@ -110,14 +91,14 @@ template <bool Sparse> class Solver {
         for (int b = 0; b < k_; ++b)
           pot_[size_t(b)] += reach;
       ++size_[size_t(first)];
-      join(i, first);
+      join(i, first, at);
       return true;
     }
-    for (int b = 0; b < k_; ++b) {
-      dist_[size_t(b)]    = ci[b] + pi - pot_[size_t(b)];
-      parent_[size_t(b)]  = -1;
-      settled_[size_t(b)] = 0;
-    }
+    if constexpr (Sparse)  // (a pair not allowed is at +infinity, as its cost would be)
+      std::fill(dist_.begin(), dist_.end(), std::numeric_limits<double>::infinity());
+    for_allowed(i, [&](int b, double c) { dist_[size_t(b)] = c + pi - pot_[size_t(b)]; });
+    std::fill(parent_.begin(), parent_.end(), -1);
+    std::fill(settled_.begin(), settled_.end(), 0);
     // Dense Dijkstra over the K clusters (K is small: an O(K) scan beats a heap). The next cluster to
     // settle, the first of least distance among the unsettled, is found in the pass that relaxes.
     int target = -1;
@@ -165,10 +146,10 @@ template <bool Sparse> class Solver {
     while (parent_[size_t(x)] >= 0) {
       const int a = parent_[size_t(x)], j = via_[size_t(x)];
       leave(j);
-      join(j, x);
+      join(j, x, cost_at(j, x));
       x = a;
     }
-    join(i, x);
+    join(i, x, cost_at(i, x));
     return true;
   }
 
@@ -184,25 +165,26 @@ template <bool Sparse> class Solver {
   {
     constexpr double inf = std::numeric_limits<double>::infinity();
     std::vector<int> at(size_t(n_), -1), count(size_t(k_), 0);
-    std::vector<double> regret(static_cast<size_t>(n_));
+    std::vector<double> regret(static_cast<size_t>(n_)), at_cost(static_cast<size_t>(n_));
     for (int i = 0; i < n_; ++i) {
-      const double* ci = row(i);
-      int b            = -1;
-      double best = inf, second = inf;
-      for_allowed(i, [&](int q) {
-        const double r = ci[q] - warm[size_t(q)];
+      int b       = -1;
+      double best = inf, second = inf, cost = 0;
+      for_allowed(i, [&](int q, double c) {
+        const double r = c - warm[size_t(q)];
         if (b < 0 || r < best) {
           second = best;
           b      = q;
           best   = r;
+          cost   = c;
         } else {
           second = std::min(second, r);
         }
       });
       if (b < 0)
         return false;
-      at[size_t(i)]     = b;
-      regret[size_t(i)] = second - best;
+      at[size_t(i)]      = b;
+      at_cost[size_t(i)] = cost;
+      regret[size_t(i)]  = second - best;
       ++count[size_t(b)];
     }
     // The excess of a cluster over capacity: the points that lose least elsewhere (they are the
@@ -239,10 +221,9 @@ template <bool Sparse> class Solver {
       if (b < 0 || !(warm[size_t(b)] > p))
         continue;
       // b was lowered: does the point still have a least reduced cost there?
-      const double* ci = row(i);
-      const double own = ci[b] - pot_[size_t(b)];
+      const double own = at_cost[size_t(i)] - pot_[size_t(b)];
       bool stays       = true;
-      for_allowed(i, [&](int q) { stays &= !(ci[q] - pot_[size_t(q)] < own); });
+      for_allowed(i, [&](int q, double c) { stays &= !(c - pot_[size_t(q)] < own); });
       if (!stays)
         at[size_t(i)] = -1;
     }
@@ -253,7 +234,7 @@ template <bool Sparse> class Solver {
         continue;
       }
       ++size_[size_t(b)];
-      join(i, b);
+      join(i, b, at_cost[size_t(i)]);
     }
     return true;
   }
@@ -263,13 +244,25 @@ template <bool Sparse> class Solver {
     BalancedAssignment r;
     r.cluster = cluster_;
     for (int i = 0; i < n_; ++i)
-      r.total_cost += row(i)[cluster_[size_t(i)]];
+      r.total_cost += own_[size_t(i)];
     r.duals = pot_;
     return r;
   }
 
  private:
   const double* row(int i) const { return c_ + size_t(i) * size_t(k_); }
+
+  // Point j's cost in cluster x, one it may use (Sparse: found in its list, which is increasing).
+  double cost_at(int j, int x) const
+  {
+    if constexpr (Sparse) {
+      const int* allowed = lists_->allowed.data();
+      const int *from = allowed + lists_->first[size_t(j)], *to = allowed + lists_->first[size_t(j) + 1];
+      return lists_->cost[size_t(std::lower_bound(from, to, x) - allowed)];
+    } else {
+      return row(j)[x];
+    }
+  }
 
   // The cheapest moves out of a whose point has left, found again from a's points. A settled
   // cluster's relaxation reads its whole row, so they are all found in one pass that reads each point's
@@ -290,46 +283,65 @@ template <bool Sparse> class Solver {
         cols_.push_back(b);
       }
     for (int j : members_[size_t(a)]) {
-      const double* cj = row(j);
-      const double ca  = cj[a];
-      for (int b : cols_) {
-        if (Sparse && !(cj[b] < std::numeric_limits<double>::infinity()))
-          continue;
-        const Move c{cj[b] - ca, j};
-        if (c.before(ba[b]))
-          ba[b] = c;
+      const double ca = own_[size_t(j)];
+      if constexpr (Sparse) {  // the columns j may use: its list and cols_ merged (both increasing)
+        const int* allowed = lists_->allowed.data();
+        const double* cost = lists_->cost.data();
+        int e = lists_->first[size_t(j)], end = lists_->first[size_t(j) + 1];
+        for (size_t t = 0; e < end && t < cols_.size();) {
+          if (allowed[e] < cols_[t]) {
+            ++e;
+          } else if (allowed[e] > cols_[t]) {
+            ++t;
+          } else {
+            const Move c{cost[e] - ca, j};
+            if (c.before(ba[cols_[t]]))
+              ba[cols_[t]] = c;
+            ++e;
+            ++t;
+          }
+        }
+      } else {
+        const double* cj = row(j);
+        for (int b : cols_) {
+          const Move c{cj[b] - ca, j};
+          if (c.before(ba[b]))
+            ba[b] = c;
+        }
       }
     }
   }
 
-  // f(b) for every cluster b that point i may use, in index order.
+  // f(b, cost) for every cluster b that point i may use, in index order.
   template <class F> void for_allowed(int i, F f) const
   {
     if constexpr (Sparse) {
       const int* allowed = lists_->allowed.data();
+      const double* cost = lists_->cost.data();
       for (int e = lists_->first[size_t(i)]; e < lists_->first[size_t(i) + 1]; ++e)
-        f(allowed[e]);
+        f(allowed[e], cost[e]);
     } else {
+      const double* ci = row(i);
       for (int b = 0; b < k_; ++b)
-        f(b);
+        f(b, ci[b]);
     }
   }
 
-  // Point j joins cluster x (its first placement or a move): its moves out of x may be the cheapest.
-  // A table of the cheapest moves, kept up to date, replaced K^2 heaps of every move ever published
-  // (with lazy deletion), whose upkeep was most of the solver's time.
-  void join(int j, int x)
+  // Point j joins cluster x at cost cx (its first placement or a move): its moves out of x may be the
+  // cheapest. A table of the cheapest moves, kept up to date, replaced K^2 heaps of every move ever
+  // published (with lazy deletion), whose upkeep was most of the solver's time.
+  void join(int j, int x, double cx)
   {
     cluster_[size_t(j)] = x;
+    own_[size_t(j)]     = cx;
     pos_[size_t(j)]     = int(members_[size_t(x)].size());
     members_[size_t(x)].push_back(j);
-    const double* cj = row(j);
-    Move* bx         = best_.data() + size_t(x) * size_t(k_);
-    const char* dx   = dirty_.data() + size_t(x) * size_t(k_);
-    for_allowed(j, [&](int b) {
-      const Move c{cj[b] - cj[x], j};
-      if (b != x && !dx[b] && c.before(bx[b]))
-        bx[b] = c;
+    Move* bx       = best_.data() + size_t(x) * size_t(k_);
+    const char* dx = dirty_.data() + size_t(x) * size_t(k_);
+    for_allowed(j, [&](int b, double c) {
+      const Move m{c - cx, j};
+      if (b != x && !dx[b] && m.before(bx[b]))
+        bx[b] = m;
     });
   }
 
@@ -342,7 +354,7 @@ template <bool Sparse> class Solver {
     m[size_t(p)]               = m.back();
     pos_[size_t(m[size_t(p)])] = p;
     m.pop_back();
-    for_allowed(j, [&](int b) {
+    for_allowed(j, [&](int b, double) {
       if (best_[size_t(x) * size_t(k_) + size_t(b)].point == j) {
         dirty_[size_t(x) * size_t(k_) + size_t(b)] = 1;
         stale_[size_t(x)]                          = 1;
@@ -350,10 +362,12 @@ template <bool Sparse> class Solver {
     });
   }
 
-  const double* c_;
+  const double* c_;            // Dense: the N x K costs
+  const AllowedLists* lists_;  // Sparse: the allowed pairs and their costs
   int n_, k_;
   std::vector<int> cap_, size_, cluster_;
-  std::vector<int> pos_;  // per point, its index in members_[cluster]
+  std::vector<int> pos_;     // per point, its index in members_[cluster]
+  std::vector<double> own_;  // per point, its cost in its cluster
   std::vector<double> pot_;
   std::vector<Move> best_;                 // [a * K + b]: the cheapest move from a to b
   std::vector<char> dirty_;                // [a * K + b]: best_ must be found again (its point left)
@@ -363,8 +377,6 @@ template <bool Sparse> class Solver {
   std::vector<double> dist_;
   std::vector<int> parent_, via_;
   std::vector<char> settled_;
-  AllowedLists own_;                     // Sparse: the lists when found here
-  const AllowedLists* lists_ = nullptr;  // Sparse: the lists used (own_ or the caller's)
 };
 
 }  // namespace
@@ -402,7 +414,7 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
 
   // Points enter in index order. The order does not change the optimum, only the work, and
   // inserting by decreasing regret (second-cheapest minus cheapest cost) measured no faster.
-  Solver<false> s(cost.data(), n, k, capacity);
+  Solver<false> s(cost.data(), nullptr, n, k, capacity);
   for (int i = 0; i < n; ++i)
     s.insert(i);
   return s.result();
@@ -410,44 +422,11 @@ BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int 
 
 namespace {
 
-// The sparse solve, the allowed pairs given (lists) or found in the matrix (null), started from the
-// duals `warm` when given (K entries; empty: from nothing).
-std::optional<BalancedAssignment> solve_allowed(std::span<const double> cost, int n, int k,
-                                                std::span<const int> capacity, const AllowedLists* lists,
-                                                std::span<const double> warm = {})
+void check_shapes(std::span<const double> cost, int n, int k, std::span<const int> capacity)
 {
   if (n < 0 || k <= 0 || cost.size() != size_t(n) * size_t(k) || capacity.size() != size_t(k))
     throw std::invalid_argument("balanced_assignment_allowed: shapes do not match");
-  long total = 0;
-  for (int c : capacity)
-    total += c;
-  Solver<true> s(cost.data(), n, k, capacity, lists);  // throws on a NaN or -infinity when it finds the lists
-  if (total < n)
-    return std::nullopt;
-  if (!warm.empty()) {
-    std::vector<int> rest;
-    if (!s.warm_start(warm, rest))
-      return std::nullopt;
-    for (int i : rest)
-      if (!s.insert(i))
-        return std::nullopt;
-    return s.result();
-  }
-  for (int i = 0; i < n; ++i)
-    if (!s.insert(i))
-      return std::nullopt;
-  return s.result();
 }
-
-}  // namespace
-
-std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
-                                                              std::span<const int> capacity)
-{
-  return solve_allowed(cost, n, k, capacity, nullptr);
-}
-
-namespace {
 
 void check_lists(int n, int k, const AllowedLists& lists)
 {
@@ -466,13 +445,86 @@ void check_lists(int n, int k, const AllowedLists& lists)
   }
 }
 
+// The lists' costs from the matrix: a copy of `lists` (empty: found, the finite entries) with them.
+AllowedLists with_costs(std::span<const double> cost, int n, int k, const AllowedLists* lists)
+{
+  AllowedLists r;
+  if (lists) {
+    r.first.assign(lists->first.begin(), lists->first.end());
+    r.allowed.assign(lists->allowed.begin(), lists->allowed.begin() + lists->first[size_t(n)]);
+    r.cost.resize(r.allowed.size());
+    for (int i = 0; i < n; ++i)
+      for (int e = r.first[size_t(i)]; e < r.first[size_t(i) + 1]; ++e)
+        r.cost[size_t(e)] = cost[size_t(i) * size_t(k) + size_t(r.allowed[size_t(e)])];
+    return r;
+  }
+  r.first.reserve(size_t(n) + 1);
+  for (int i = 0; i < n; ++i) {
+    const double* ci = cost.data() + size_t(i) * size_t(k);
+    for (int b = 0; b < k; ++b) {
+      if (ci[b] < std::numeric_limits<double>::infinity()) {
+        r.allowed.push_back(b);
+        r.cost.push_back(ci[b]);
+      } else if (ci[b] != std::numeric_limits<double>::infinity()) {
+        throw std::invalid_argument("balanced_assignment_allowed: cost matrix has a NaN or -infinity");
+      }
+    }
+    r.first.push_back(int(r.allowed.size()));
+  }
+  return r;
+}
+
+// The sparse solve on lists with their costs, started from the duals `warm` when given (K entries;
+// empty: from nothing).
+std::optional<BalancedAssignment> solve_lists(int n, int k, std::span<const int> capacity, const AllowedLists& lists,
+                                              std::span<const double> warm)
+{
+  long total = 0;
+  for (int c : capacity)
+    total += c;
+  if (total < n)
+    return std::nullopt;
+  Solver<true> s(nullptr, &lists, n, k, capacity);
+  if (!warm.empty()) {
+    std::vector<int> rest;
+    if (!s.warm_start(warm, rest))
+      return std::nullopt;
+    for (int i : rest)
+      if (!s.insert(i))
+        return std::nullopt;
+    return s.result();
+  }
+  for (int i = 0; i < n; ++i)
+    if (!s.insert(i))
+      return std::nullopt;
+  return s.result();
+}
+
+void check_warm(int k, std::span<const double> warm)
+{
+  if (warm.size() != size_t(k))
+    throw std::invalid_argument("balanced_assignment_allowed_warm: " + std::to_string(warm.size()) +
+                                " duals for k = " + std::to_string(k) + " clusters");
+  for (double v : warm)
+    if (!std::isfinite(v))
+      throw std::invalid_argument("balanced_assignment_allowed_warm: a dual is not finite");
+}
+
 }  // namespace
+
+std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
+                                                              std::span<const int> capacity)
+{
+  check_shapes(cost, n, k, capacity);
+  return solve_lists(n, k, capacity, with_costs(cost, n, k, nullptr), {});
+}
 
 std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
                                                               std::span<const int> capacity, const AllowedLists& lists)
 {
   check_lists(n, k, lists);
-  return solve_allowed(cost, n, k, capacity, &lists);
+  check_shapes(cost, n, k, capacity);
+  return solve_lists(n, k, capacity, with_costs(cost, n, k, &lists), {});
 }
 
 std::optional<BalancedAssignment> balanced_assignment_allowed_warm(std::span<const double> cost, int n, int k,
@@ -481,13 +533,25 @@ std::optional<BalancedAssignment> balanced_assignment_allowed_warm(std::span<con
                                                                    std::span<const double> warm)
 {
   check_lists(n, k, lists);
-  if (warm.size() != size_t(k))
-    throw std::invalid_argument("balanced_assignment_allowed_warm: " + std::to_string(warm.size()) +
-                                " duals for k = " + std::to_string(k) + " clusters");
-  for (double v : warm)
-    if (!std::isfinite(v))
-      throw std::invalid_argument("balanced_assignment_allowed_warm: a dual is not finite");
-  return solve_allowed(cost, n, k, capacity, &lists, warm);
+  check_warm(k, warm);
+  check_shapes(cost, n, k, capacity);
+  return solve_lists(n, k, capacity, with_costs(cost, n, k, &lists), warm);
+}
+
+std::optional<BalancedAssignment> balanced_assignment_lists(int n, int k, std::span<const int> capacity,
+                                                            const AllowedLists& lists, std::span<const double> warm)
+{
+  if (k <= 0 || capacity.size() != size_t(k))
+    throw std::invalid_argument("balanced_assignment_lists: shapes do not match");
+  check_lists(n, k, lists);
+  if (lists.cost.size() < size_t(lists.first[size_t(n)]))
+    throw std::invalid_argument("balanced_assignment_lists: the lists have fewer costs than allowed pairs");
+  for (int e = 0; e < lists.first[size_t(n)]; ++e)
+    if (!std::isfinite(lists.cost[size_t(e)]))
+      throw std::invalid_argument("balanced_assignment_lists: an allowed pair's cost is not finite");
+  if (!warm.empty())
+    check_warm(k, warm);
+  return solve_lists(n, k, capacity, lists, warm);
 }
 
 BalancedAssignment balanced_assignment(std::span<const double> cost, int n, int k)

@@ -33,18 +33,28 @@ std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const do
                                                               std::span<const int> capacity);
 
 // A sparse instance's allowed pairs as lists: point i may use clusters allowed[first[i], first[i + 1]),
-// in increasing order. A caller that knows them (the K-means step builds the matrix entry by entry)
-// spares the solver a pass over the N x K matrix to find them.
+// in increasing order, at cost[e] for the pair allowed[e] (the solver reads costs only from here: a
+// point's are contiguous, where in the N x K matrix each was a cache miss at 256 clusters). A caller
+// that knows them (the K-means step builds them entry by entry) spares the solver a pass over the
+// N x K matrix to find them.
 struct AllowedLists {
   std::vector<int> first{0};  // n + 1 offsets into allowed
   std::vector<int> allowed;   // entries past first[n] are not read (a buffer may be kept at its largest)
+  std::vector<double> cost;   // as allowed; may be left empty where the matrix is given (filled from it)
 };
 
 // The same with the lists given: they must name exactly the finite entries of cost (what the
-// overload above finds; the other entries +infinity). Throws std::invalid_argument when the lists
-// are malformed (wrong length, out of range, not increasing); their agreement with cost is not checked.
+// overload above finds; the other entries +infinity); their costs are taken from the matrix. Throws
+// std::invalid_argument when the lists are malformed (wrong length, out of range, not increasing);
+// their agreement with cost is not checked.
 std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
                                                               std::span<const int> capacity, const AllowedLists& lists);
+
+// The sparse instance given by its lists alone (their costs filled, every one finite), started from
+// the duals `warm` when given (K finite entries; empty: from nothing, as above).
+std::optional<BalancedAssignment> balanced_assignment_lists(int n, int k, std::span<const int> capacity,
+                                                            const AllowedLists& lists,
+                                                            std::span<const double> warm = {});
 
 // The same, started from the duals `warm` (K finite entries) of a nearby instance, e.g. the previous
 // K-means iteration's: the points that are already where those duals put them at least reduced cost

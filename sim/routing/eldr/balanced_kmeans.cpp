@@ -655,22 +655,23 @@ void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, st
 // optimum (no assignment is cheaper on exact costs, which are at least the bounds, and the solver on
 // exact costs finds it whatever its tie rule): is_unique_optimum checks that. Otherwise (false,
 // also when the previous duals are missing) nothing was decided.
-// The sparse instance's allowed pairs are kept as lists too (lists: the current, merged: scratch),
-// so the solver need not search the N x K matrix for them.
+// The sparse instance is its allowed pairs' lists with their costs (lists: the current, merged:
+// scratch); `cost` holds every entry, exact or bound, for the uniqueness check.
 bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n, int k, std::vector<double>& duals,
-                             std::vector<double>& cost, std::vector<double>& sparse, AllowedLists& lists,
-                             AllowedLists& merged, std::vector<int>& next)
+                             std::vector<double>& cost, AllowedLists& lists, AllowedLists& merged,
+                             std::vector<int>& next)
 {
   if (duals.size() != size_t(k))
     return false;
-  constexpr double inf = std::numeric_limits<double>::infinity();
   // Lists are written through pointers into buffers sized for the worst case, and `need` counted in
   // a local: with push_back in these O(K) loops their counters lived in memory (a fifth of the step).
   std::vector<int> need(static_cast<size_t>(k));
   lists.first.resize(size_t(n) + 1);
   lists.first[0] = 0;
-  if (lists.allowed.size() < size_t(n) * size_t(k))
-    lists.allowed.resize(size_t(n) * size_t(k));  // (never shrunk: growing zeroes the new part)
+  if (lists.allowed.size() < size_t(n) * size_t(k)) {  // (never shrunk: growing zeroes the new part)
+    lists.allowed.resize(size_t(n) * size_t(k));
+    lists.cost.resize(size_t(n) * size_t(k));
+  }
   int listed = 0;
   std::vector<double> lo(static_cast<size_t>(k)), e(static_cast<size_t>(k));
   for (int i = 0; i < n; ++i) {
@@ -685,14 +686,14 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     for (int a = 0; a < m; ++a)
       e[size_t(need[size_t(a)])] = 0;  // exact once computed below
     sims.compute(i, std::span<const int>(need.data(), size_t(m)), centroids);
-    double* ci   = cost.data() + size_t(i) * size_t(k);
-    double* pi   = sparse.data() + size_t(i) * size_t(k);
-    int* allowed = lists.allowed.data() + listed;
-    int c        = 0;
+    double* ci        = cost.data() + size_t(i) * size_t(k);
+    int* allowed      = lists.allowed.data() + listed;
+    double* allowed_c = lists.cost.data() + listed;
+    int c             = 0;
     for (int q = 0; q < k; ++q) {
-      ci[q]      = 1.0 - (double(si[q]) + e[size_t(q)]);
-      pi[q]      = e[size_t(q)] == 0 ? ci[q] : inf;
-      allowed[c] = q;
+      ci[q]        = 1.0 - (double(si[q]) + e[size_t(q)]);
+      allowed[c]   = q;
+      allowed_c[c] = ci[q];
       c += e[size_t(q)] == 0;
     }
     listed += c;
@@ -705,7 +706,7 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     if (solve) {
       // From the last duals (the previous step's, then the previous round's): few points move, so
       // most stay where the duals put them. Any optimum will do: only a proven unique one is taken.
-      a = balanced_assignment_allowed_warm(sparse, n, k, cap, lists, a ? std::span<const double>(a->duals) : duals);
+      a = balanced_assignment_lists(n, k, cap, lists, a ? std::span<const double>(a->duals) : duals);
       if (!a)
         return false;
     }
@@ -723,8 +724,10 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     solve                        = false;
     merged.first.resize(size_t(n) + 1);
     merged.first[0] = 0;
-    if (merged.allowed.size() < size_t(n) * size_t(k))
+    if (merged.allowed.size() < size_t(n) * size_t(k)) {
       merged.allowed.resize(size_t(n) * size_t(k));
+      merged.cost.resize(size_t(n) * size_t(k));
+    }
     int listed = 0;
     for (int i = 0; i < n; ++i) {
       double* ci      = cost.data() + size_t(i) * size_t(k);
@@ -735,24 +738,29 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
         if (ci[q] - p[size_t(q)] <= in + kRefineRoom && !sims.exact(i, q))
           need[size_t(m++)] = q;
       // The allowed clusters: the point's before and those made exact now (not among them).
+      const int from = lists.first[size_t(i)], to = lists.first[size_t(i) + 1], start = listed;
       const int* old = lists.allowed.data();
-      const int* end = std::merge(old + lists.first[size_t(i)], old + lists.first[size_t(i) + 1], need.data(),
-                                  need.data() + m, merged.allowed.data() + listed);
+      const int* end = std::merge(old + from, old + to, need.data(), need.data() + m, merged.allowed.data() + listed);
       listed         = int(end - merged.allowed.data());
       merged.first[size_t(i) + 1] = listed;
-      if (m == 0)
+      if (m == 0) {
+        std::copy(lists.cost.data() + from, lists.cost.data() + to, merged.cost.data() + start);
         continue;
+      }
       more = true;
       const std::span<const int> cols(need.data(), size_t(m));
       sims.compute(i, cols, centroids);
       const float* si = sims.row(i);
       for (int q : cols) {
-        ci[q] = sparse[size_t(i) * size_t(k) + size_t(q)] = 1.0 - double(si[q]);
+        ci[q] = 1.0 - double(si[q]);
         solve |= ci[q] - p[size_t(q)] < in;
       }
+      for (int e = start; e < listed; ++e)  // (an allowed entry's cost is its exact one)
+        merged.cost[size_t(e)] = ci[merged.allowed[size_t(e)]];
     }
     lists.first.swap(merged.first);
     lists.allowed.swap(merged.allowed);
+    lists.cost.swap(merged.cost);
     if (!more)
       break;
   }
@@ -768,9 +776,8 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
   r.assignment.assign(size_t(n), -1);
   LazySims sims(pts, zero, k);
   std::vector<double> cost(o.variant == KMeansVariant::balanced ? size_t(n) * size_t(k) : 0);
-  std::vector<double> sparse(cost.size());  // the exact entries of `cost`, +infinity elsewhere
-  std::vector<double> duals;                // the last balanced solve's
-  AllowedLists lists, merged;               // the sparse instance's allowed pairs (and scratch)
+  std::vector<double> duals;   // the last balanced solve's
+  AllowedLists lists, merged;  // the sparse instance's allowed pairs (and scratch)
   std::vector<int> next(static_cast<size_t>(n));
   std::vector<double> sum(size_t(k) * size_t(d), 0.0);
   std::vector<int> members(size_t(k), 0);  // non-zero points per cluster
@@ -789,7 +796,7 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
     if (bounded)
       sims.compute_unknown(centroids);
     if (o.variant == KMeansVariant::balanced) {
-      if (!bounded || !balanced_step_on_bounds(sims, centroids, n, k, duals, cost, sparse, lists, merged, next)) {
+      if (!bounded || !balanced_step_on_bounds(sims, centroids, n, k, duals, cost, lists, merged, next)) {
         sims.compute_all(centroids);
         for (int i = 0; i < n; ++i)
           for (int q = 0; q < k; ++q)
