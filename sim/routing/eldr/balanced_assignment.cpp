@@ -275,39 +275,34 @@ template <bool Sparse> class Solver {
     stale_[size_t(a)] = 0;
     Move* ba          = best_.data() + size_t(a) * size_t(k_);
     char* da          = dirty_.data() + size_t(a) * size_t(k_);
+    for (int b = 0; b < k_; ++b)
+      if (da[b])
+        ba[b] = Move{0, -1};
+    if constexpr (Sparse) {  // each point's list, short, against the dirty marks
+      for (int j : members_[size_t(a)]) {
+        const double ca = own_[size_t(j)];
+        for_allowed(j, [&](int b, double c) {
+          const Move m{c - ca, j};
+          if (da[b] && m.before(ba[b]))
+            ba[b] = m;
+        });
+      }
+      std::fill(da, da + k_, 0);
+      return;
+    }
     cols_.clear();
     for (int b = 0; b < k_; ++b)
       if (da[b]) {
         da[b] = 0;
-        ba[b] = Move{0, -1};
         cols_.push_back(b);
       }
     for (int j : members_[size_t(a)]) {
-      const double ca = own_[size_t(j)];
-      if constexpr (Sparse) {  // the columns j may use: its list and cols_ merged (both increasing)
-        const int* allowed = lists_->allowed.data();
-        const double* cost = lists_->cost.data();
-        int e = lists_->first[size_t(j)], end = lists_->first[size_t(j) + 1];
-        for (size_t t = 0; e < end && t < cols_.size();) {
-          if (allowed[e] < cols_[t]) {
-            ++e;
-          } else if (allowed[e] > cols_[t]) {
-            ++t;
-          } else {
-            const Move c{cost[e] - ca, j};
-            if (c.before(ba[cols_[t]]))
-              ba[cols_[t]] = c;
-            ++e;
-            ++t;
-          }
-        }
-      } else {
-        const double* cj = row(j);
-        for (int b : cols_) {
-          const Move c{cj[b] - ca, j};
-          if (c.before(ba[b]))
-            ba[b] = c;
-        }
+      const double* cj = row(j);
+      const double ca  = own_[size_t(j)];
+      for (int b : cols_) {
+        const Move m{cj[b] - ca, j};
+        if (m.before(ba[b]))
+          ba[b] = m;
       }
     }
   }
@@ -372,7 +367,7 @@ template <bool Sparse> class Solver {
   std::vector<Move> best_;                 // [a * K + b]: the cheapest move from a to b
   std::vector<char> dirty_;                // [a * K + b]: best_ must be found again (its point left)
   std::vector<char> stale_;                // per cluster: a dirty_ entry in its row
-  std::vector<int> cols_;                  // scratch: refresh's columns
+  std::vector<int> cols_;                  // scratch: refresh's columns (Dense)
   std::vector<std::vector<int>> members_;  // per cluster, its points
   std::vector<double> dist_;
   std::vector<int> parent_, via_;
