@@ -709,9 +709,25 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     if (solve) {
       // From the last duals (the previous step's, then the previous round's): few points move, so
       // most stay where the duals put them. Any optimum will do: only a proven unique one is taken.
-      a = balanced_assignment_lists(n, k, cap, lists, a ? std::span<const double>(a->duals) : duals);
-      if (!a)
-        return false;
+      const std::vector<double> warm = a ? a->duals : duals;  // (a copy: `a` is overwritten)
+      a                              = balanced_assignment_lists(n, k, cap, lists, warm);
+      if (!a) {
+        // Too few clusters listed for the capacities (about a fifth of the steps at 4x): every
+        // exact entry, then the dense solve if even that is infeasible.
+        int all = 0;
+        for (int i = 0; i < n; ++i) {
+          const double* ci = cost.data() + size_t(i) * size_t(k);
+          for (int q = 0; q < k; ++q) {
+            lists.allowed[size_t(all)] = q;
+            lists.cost[size_t(all)]    = ci[q];
+            all += sims.exact(i, q);
+          }
+          lists.first[size_t(i) + 1] = all;
+        }
+        a = balanced_assignment_lists(n, k, cap, lists, warm);
+        if (!a)
+          return false;
+      }
     }
     if (is_unique_optimum(cost, n, k, cap, a->cluster, kUniqueMargin)) {
       next.swap(a->cluster);
