@@ -105,10 +105,14 @@ class Driver {
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingSource& routing,
                            const SimulationOptions& opt)
 {
-  const auto engine_owner = make_engine(opt.log, opt.cfg);  // logs, SimGrid options
-  sg4::Engine& engine     = *engine_owner;
-  install_interrupt_handler();  // over SimGrid's own SIGINT handler: one line, exit 128 + N
-  Platform platform = build_platform(engine, x.cluster);
+  std::unique_ptr<sg4::Engine> engine_owner;
+  {
+    const InterruptsHeld held;                     // no Ctrl-C reaches SimGrid's own handler in between
+    engine_owner = make_engine(opt.log, opt.cfg);  // logs, SimGrid options
+    install_interrupt_handler();                   // over SimGrid's: one line, exit 128 + N
+  }
+  sg4::Engine& engine = *engine_owner;
+  Platform platform   = build_platform(engine, x.cluster);
 
   CostModel cost(x.model, x.hardware, x.calibration);
   auto router = make_decode_router(x.router, RouterSetup{x.topology.decode.instances, x.seed, &w, &routing, &x});

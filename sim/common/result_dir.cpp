@@ -218,6 +218,17 @@ void forget_interrupt_note()
   g_note.store(nullptr);
 }
 
+InterruptsHeld::InterruptsHeld()
+{
+  const sigset_t block = interrupt_signals();
+  ::sigprocmask(SIG_BLOCK, &block, &before_);
+}
+
+InterruptsHeld::~InterruptsHeld()
+{
+  ::sigprocmask(SIG_SETMASK, &before_, nullptr);
+}
+
 void install_interrupt_handler()
 {
   g_tty = ::isatty(2);

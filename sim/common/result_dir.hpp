@@ -2,6 +2,7 @@
 // A results directory appears whole: files are written into a staging directory and moved into
 // place at the end, so a reader sees the old results or the new ones, never a mix. Ctrl-C (SIGINT,
 // SIGTERM, SIGHUP) removes the staging directory, prints one line and exits 128 + the signal.
+#include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,6 +131,20 @@ void check_output_file(const std::string& path);
 
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (again after SimGrid installs its own).
 void install_interrupt_handler();
+
+// Holds the interrupt signals back while it lives; one that arrives meanwhile is delivered when it
+// ends. Around code that installs another handler for a moment: SimGrid's engine installs one that
+// exits 1 (a failed run, to a sweep, not an interrupted one) until install_interrupt_handler is back.
+class InterruptsHeld {
+ public:
+  InterruptsHeld();
+  ~InterruptsHeld();
+  InterruptsHeld(const InterruptsHeld&)            = delete;
+  InterruptsHeld& operator=(const InterruptsHeld&) = delete;
+
+ private:
+  sigset_t before_;
+};
 // In a child forked to run a command in this image: the parent's registered temporaries are not
 // the child's to remove on an interrupt (the parent's note is left as it is, not freed).
 void forget_interrupt_note();
