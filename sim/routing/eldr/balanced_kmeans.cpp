@@ -665,7 +665,7 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     return false;
   // Lists are written through pointers into buffers sized for the worst case, and `need` counted in
   // a local: with push_back in these O(K) loops their counters lived in memory (a fifth of the step).
-  std::vector<int> need(static_cast<size_t>(k)), fresh_cols(static_cast<size_t>(k));
+  std::vector<int> need(static_cast<size_t>(k));
   lists.first.resize(size_t(n) + 1);
   lists.first[0] = 0;
   if (lists.allowed.size() < size_t(n) * size_t(k)) {  // (never shrunk: growing zeroes the new part)
@@ -690,14 +690,11 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     int* allowed      = lists.allowed.data() + listed;
     double* allowed_c = lists.cost.data() + listed;
     int c             = 0;
-    // The sparse instance: the clusters the point may take under these duals, all exact now. (Not
-    // every exact entry: those carried from earlier iterations are most, and each far one lengthened
-    // every pass of the solver over the point.)
     for (int q = 0; q < k; ++q) {
       ci[q]        = 1.0 - (double(si[q]) + e[size_t(q)]);
       allowed[c]   = q;
       allowed_c[c] = ci[q];
-      c += lo[size_t(q)] <= best_hi + kDualRoom;
+      c += e[size_t(q)] == 0;
     }
     listed += c;
     lists.first[size_t(i) + 1] = listed;
@@ -709,25 +706,9 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     if (solve) {
       // From the last duals (the previous step's, then the previous round's): few points move, so
       // most stay where the duals put them. Any optimum will do: only a proven unique one is taken.
-      const std::vector<double> warm = a ? a->duals : duals;  // (a copy: `a` is overwritten)
-      a                              = balanced_assignment_lists(n, k, cap, lists, warm);
-      if (!a) {
-        // Too few clusters listed for the capacities (about a fifth of the steps at 4x): every
-        // exact entry, then the dense solve if even that is infeasible.
-        int all = 0;
-        for (int i = 0; i < n; ++i) {
-          const double* ci = cost.data() + size_t(i) * size_t(k);
-          for (int q = 0; q < k; ++q) {
-            lists.allowed[size_t(all)] = q;
-            lists.cost[size_t(all)]    = ci[q];
-            all += sims.exact(i, q);
-          }
-          lists.first[size_t(i) + 1] = all;
-        }
-        a = balanced_assignment_lists(n, k, cap, lists, warm);
-        if (!a)
-          return false;
-      }
+      a = balanced_assignment_lists(n, k, cap, lists, a ? std::span<const double>(a->duals) : duals);
+      if (!a)
+        return false;
     }
     if (is_unique_optimum(cost, n, k, cap, a->cluster, kUniqueMargin)) {
       next.swap(a->cluster);
@@ -736,8 +717,8 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     }
     if (round == kRounds)
       break;
-    // Not proven: list the clusters that this solution's duals do not clear, their bounds made exact.
-    // Solve again only if one undercuts a point's own (else the duals still prove the solution optimal).
+    // Not proven: make exact the bounds that this solution's duals do not clear. Solve again only if
+    // an exact entry undercuts a point's own (else the duals still prove the solution optimal).
     const std::vector<double>& p = a->duals;
     bool more                    = false;
     solve                        = false;
@@ -752,19 +733,13 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
       double* ci      = cost.data() + size_t(i) * size_t(k);
       const int at    = a->cluster[size_t(i)];
       const double in = ci[at] - p[size_t(at)];
-      // The clusters to add: not in the point's list, within reach; those not exact are computed.
+      int m           = 0;
+      for (int q = 0; q < k; ++q)
+        if (ci[q] - p[size_t(q)] <= in + kRefineRoom && !sims.exact(i, q))
+          need[size_t(m++)] = q;
+      // The allowed clusters: the point's before and those made exact now (not among them).
       const int from = lists.first[size_t(i)], to = lists.first[size_t(i) + 1], start = listed;
       const int* old = lists.allowed.data();
-      int m = 0, fresh = 0;
-      for (int q = 0, l = from; q < k; ++q) {
-        while (l < to && old[l] < q)
-          ++l;
-        if ((l == to || old[l] != q) && ci[q] - p[size_t(q)] <= in + kRefineRoom) {
-          need[size_t(m++)] = q;
-          if (!sims.exact(i, q))
-            fresh_cols[size_t(fresh++)] = q;
-        }
-      }
       const int* end = std::merge(old + from, old + to, need.data(), need.data() + m, merged.allowed.data() + listed);
       listed         = int(end - merged.allowed.data());
       merged.first[size_t(i) + 1] = listed;
@@ -773,13 +748,13 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
         continue;
       }
       more = true;
-      const std::span<const int> cols(fresh_cols.data(), size_t(fresh));
+      const std::span<const int> cols(need.data(), size_t(m));
       sims.compute(i, cols, centroids);
       const float* si = sims.row(i);
-      for (int q : cols)
+      for (int q : cols) {
         ci[q] = 1.0 - double(si[q]);
-      for (int t = 0; t < m; ++t)
-        solve |= ci[need[size_t(t)]] - p[size_t(need[size_t(t)])] < in;
+        solve |= ci[q] - p[size_t(q)] < in;
+      }
       for (int e = start; e < listed; ++e)  // (an allowed entry's cost is its exact one)
         merged.cost[size_t(e)] = ci[merged.allowed[size_t(e)]];
     }
