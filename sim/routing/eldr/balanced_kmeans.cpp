@@ -649,6 +649,18 @@ void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, st
   return best_hi;
 }
 
+// Room for `size` entries in the lists' buffers, grown geometrically and never shrunk (growing
+// zeroes the new part: sized N x K up front, that was 48 MB a refit at 256 clusters, where the lists
+// hold about a third of it).
+void make_room(AllowedLists& lists, size_t size)
+{
+  if (lists.allowed.size() >= size)
+    return;
+  const size_t grown = std::max(size, 2 * lists.allowed.size());
+  lists.allowed.resize(grown);
+  lists.cost.resize(grown);
+}
+
 // The balanced step on bounds: exact dots where the previous duals say a point may go, lower bounds
 // of the cost elsewhere. The exact entries alone are solved as a sparse instance; its optimum is the
 // optimum of the exact costs when, on the matrix of exact entries and lower bounds, it is the only
@@ -663,16 +675,12 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
 {
   if (duals.size() != size_t(k))
     return false;
-  // Lists are written through pointers into buffers sized for the worst case, and `need` counted in
+  // Lists are written through pointers into buffers with room for a point's worst case, and `need` counted in
   // a local: with push_back in these O(K) loops their counters lived in memory (a fifth of the step).
   std::vector<int> need(static_cast<size_t>(k));
   lists.first.resize(size_t(n) + 1);
   lists.first[0] = 0;
-  if (lists.allowed.size() < size_t(n) * size_t(k)) {  // (never shrunk: growing zeroes the new part)
-    lists.allowed.resize(size_t(n) * size_t(k));
-    lists.cost.resize(size_t(n) * size_t(k));
-  }
-  int listed = 0;
+  int listed     = 0;
   std::vector<double> lo(static_cast<size_t>(k)), e(static_cast<size_t>(k));
   for (int i = 0; i < n; ++i) {
     const float* si = sims.row(i);
@@ -686,6 +694,7 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     for (int a = 0; a < m; ++a)
       e[size_t(need[size_t(a)])] = 0;  // exact once computed below
     sims.compute(i, std::span<const int>(need.data(), size_t(m)), centroids);
+    make_room(lists, size_t(listed) + size_t(k));
     double* ci        = cost.data() + size_t(i) * size_t(k);
     int* allowed      = lists.allowed.data() + listed;
     double* allowed_c = lists.cost.data() + listed;
@@ -724,11 +733,7 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
     solve                        = false;
     merged.first.resize(size_t(n) + 1);
     merged.first[0] = 0;
-    if (merged.allowed.size() < size_t(n) * size_t(k)) {
-      merged.allowed.resize(size_t(n) * size_t(k));
-      merged.cost.resize(size_t(n) * size_t(k));
-    }
-    int listed = 0;
+    int listed      = 0;
     for (int i = 0; i < n; ++i) {
       double* ci      = cost.data() + size_t(i) * size_t(k);
       const int at    = a->cluster[size_t(i)];
@@ -738,6 +743,7 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
         if (ci[q] - p[size_t(q)] <= in + kRefineRoom && !sims.exact(i, q))
           need[size_t(m++)] = q;
       // The allowed clusters: the point's before and those made exact now (not among them).
+      make_room(merged, size_t(listed) + size_t(k));
       const int from = lists.first[size_t(i)], to = lists.first[size_t(i) + 1], start = listed;
       const int* old = lists.allowed.data();
       const int* end = std::merge(old + from, old + to, need.data(), need.data() + m, merged.allowed.data() + listed);
