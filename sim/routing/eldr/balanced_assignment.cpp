@@ -498,11 +498,11 @@ std::optional<BalancedAssignment> solve_lists(int n, int k, std::span<const int>
 void check_warm(int k, std::span<const double> warm)
 {
   if (warm.size() != size_t(k))
-    throw std::invalid_argument("balanced_assignment_allowed_warm: " + std::to_string(warm.size()) +
+    throw std::invalid_argument("balanced_assignment_lists: " + std::to_string(warm.size()) +
                                 " duals for k = " + std::to_string(k) + " clusters");
   for (double v : warm)
     if (!std::isfinite(v))
-      throw std::invalid_argument("balanced_assignment_allowed_warm: a dual is not finite");
+      throw std::invalid_argument("balanced_assignment_lists: a dual is not finite");
 }
 
 }  // namespace
@@ -520,17 +520,6 @@ std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const do
   check_lists(n, k, lists);
   check_shapes(cost, n, k, capacity);
   return solve_lists(n, k, capacity, with_costs(cost, n, k, &lists), {});
-}
-
-std::optional<BalancedAssignment> balanced_assignment_allowed_warm(std::span<const double> cost, int n, int k,
-                                                                   std::span<const int> capacity,
-                                                                   const AllowedLists& lists,
-                                                                   std::span<const double> warm)
-{
-  check_lists(n, k, lists);
-  check_warm(k, warm);
-  check_shapes(cost, n, k, capacity);
-  return solve_lists(n, k, capacity, with_costs(cost, n, k, &lists), warm);
 }
 
 std::optional<BalancedAssignment> balanced_assignment_lists(int n, int k, std::span<const int> capacity,

@@ -50,21 +50,15 @@ struct AllowedLists {
 std::optional<BalancedAssignment> balanced_assignment_allowed(std::span<const double> cost, int n, int k,
                                                               std::span<const int> capacity, const AllowedLists& lists);
 
-// The sparse instance given by its lists alone (their costs filled, every one finite), started from
-// the duals `warm` when given (K finite entries; empty: from nothing, as above).
+// The sparse instance given by its lists alone (their costs filled, every one finite). With `warm`
+// (K finite entries), started from the duals of a nearby instance, e.g. the previous K-means
+// iteration's: the points that are already where those duals put them at least reduced cost stay,
+// and only the others are inserted by shortest paths, so a small change costs little work. An
+// optimum as above, but where the optimum is not unique it may be another one than the cold solve's
+// (the K-means step takes it only when is_unique_optimum proves it unique).
 std::optional<BalancedAssignment> balanced_assignment_lists(int n, int k, std::span<const int> capacity,
                                                             const AllowedLists& lists,
                                                             std::span<const double> warm = {});
-
-// The same, started from the duals `warm` (K finite entries) of a nearby instance, e.g. the previous
-// K-means iteration's: the points that are already where those duals put them at least reduced cost
-// stay, and only the others are inserted by shortest paths, so a small change costs little work. An
-// optimum as above, but where the optimum is not unique it may be another one than the cold solve's
-// (the K-means step takes it only when is_unique_optimum proves it unique).
-std::optional<BalancedAssignment> balanced_assignment_allowed_warm(std::span<const double> cost, int n, int k,
-                                                                   std::span<const int> capacity,
-                                                                   const AllowedLists& lists,
-                                                                   std::span<const double> warm);
 
 // Whether `cluster` (within `capacity`) is the only optimum of `cost`, every other assignment costing
 // at least `margin` more: then every exact solver returns it, whatever its tie rule. It checks that
