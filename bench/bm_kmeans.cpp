@@ -95,6 +95,21 @@ BENCHMARK_CAPTURE(BM_BalancedAssignment, uniform, false)
     ->Args({2000, 16})
     ->Unit(benchmark::kMillisecond);
 
+// is_unique_optimum on a clustered instance's optimum: the balanced K-means step's proof that the
+// assignment it found on bounds is the only optimum. At K = 256 (a 16x cluster's window of 8000
+// signatures) its O(N K) pass over the costs is most of it; the check succeeds (no negative cycle), so
+// Bellman-Ford runs to the end.
+void BM_IsUniqueOptimum(benchmark::State& state)
+{
+  const int n = int(state.range(0)), k = int(state.range(1));
+  const auto cost            = clustered_costs(n, k);
+  const BalancedAssignment a = balanced_assignment(cost, n, k);
+  const std::vector<int> caps(size_t(k), balanced_capacity(n, k));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(is_unique_optimum(cost, n, k, caps, a.cluster, 1e-9));
+}
+BENCHMARK(BM_IsUniqueOptimum)->ArgNames({"N", "K"})->Args({2000, 64})->Args({8000, 256})->Unit(benchmark::kMillisecond);
+
 // n counts x IDF signatures of `layers` x 128 experts, built like ELDR's: `domains` task domains with
 // their own per-layer expert popularity, each request a prompt of 32-512 tokens x top-8 with its own
 // tilt of the popularity; counts ~ Poisson-like around length x 8 x p; IDF over the set; L2.
