@@ -5,6 +5,7 @@
 #include "sim/app/sweep_parts.hpp"
 #include "sim/common/atomic_file.hpp"
 #include "sim/common/build_id.hpp"
+#include "sim/common/json_reader.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/gating/generated_gating.hpp"
 
@@ -424,73 +425,179 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
       fail(plan.points[t], "not run: the same run as " + point_label(plan.points[runner]) + ", which " + why + "\n",
            "the same run as " + point_label(plan.points[runner]) + ", which " + why);
   };
-  for (size_t i : runners) {
-    const SweepPoint& p = plan.points[i];
-    fs::path final_dir  = point_dir(out, p);
-    fs::path failed_log = final_dir.parent_path() / (p.name + ".failed.log");
-    fs::path tmp        = final_dir.parent_path() / (".tmp." + p.name + owner_suffix());
-    std::string log     = (tmp / "run.log").string();
-    // The temporary directory is made when the point starts, not up front; a point whose fit failed
-    // does not start (its own log says where the fit's is, so "<point>.failed.log" is always there).
-    auto prepare = [&, tmp, i] {
-      const SweepPoint& q = plan.points[i];
-      if (fit && !q.fit.empty() && failed_fits.contains(shared_key(q))) {
-        const std::string why =
-            std::string("its ") + fit_of(q).label + " fit failed (" + failed_fits[shared_key(q)] + ")";
-        fail(q, "not run: " + why + "\n", why);
-        fail_twins(i, "was not run: " + why);
-        return false;
-      }
-      cache.preload();
-      std::error_code ec;
+  // Where a point's run writes (a directory beside its final one) and its log.
+  auto tmp_of = [&](size_t i) {
+    const fs::path final_dir = point_dir(out, plan.points[i]);
+    return final_dir.parent_path() / (".tmp." + plan.points[i].name + owner_suffix());
+  };
+  // A point's fit failed: it is not run (its own log says where the fit's is, so "<point>.failed.log"
+  // is always there), and neither are its twins.
+  auto fit_failed = [&](size_t i) {
+    const SweepPoint& q = plan.points[i];
+    if (!fit || q.fit.empty() || !failed_fits.contains(shared_key(q)))
+      return false;
+    const std::string why = std::string("its ") + fit_of(q).label + " fit failed (" + failed_fits[shared_key(q)] + ")";
+    fail(q, "not run: " + why + "\n", why);
+    fail_twins(i, "was not run: " + why);
+    return true;
+  };
+  // The temporary directory is made when the point starts, not up front.
+  auto make_tmp = [&](size_t i) {
+    std::error_code ec;
+    const fs::path tmp = tmp_of(i);
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directories(tmp, ec) && ec)
+      throw InputError(out, "", "cannot create a point's directory: " + ec.message());
+  };
+  // How point i's run ended: its results published (and given to its twins), or its failure recorded.
+  auto finish_point = [&](size_t i, const ChildExit& e, const Json& shared_warmup) {
+    const SweepPoint& q      = plan.points[i];
+    const fs::path final_dir = point_dir(out, q), tmp = tmp_of(i);
+    const fs::path failed_log = final_dir.parent_path() / (q.name + ".failed.log");
+    const int code            = e.code;
+    std::error_code ec;
+    if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
       fs::remove_all(tmp, ec);
-      if (!fs::create_directories(tmp, ec) && ec)
-        throw InputError(out, "", "cannot create a point's directory: " + ec.message());
-      return true;
-    };
-    ChildTask task{
-        prepare,
-        run_argv(self, p, tmp.string(), model_of(p), cache.dir),
-        log,
-        [&, tmp, final_dir, failed_log, i](const ChildExit& e) {
-          const SweepPoint& q = plan.points[i];
-          const int code      = e.code;
-          const double cpu = e.cpu_s, wall = e.wall_s;
-          std::error_code ec;
-          if (interrupted(code)) {  // Ctrl-C: neither a result nor a failure
-            fs::remove_all(tmp, ec);
-            return;
-          }
-          // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
-          if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
-            // Timings stay here, out of combined.csv (which is byte-identical across runs).
-            cpu_total += cpu;
-            write_record(tmp, point_record(q, code, cpu, wall, keys[i]));
-            publish(tmp, final_dir);
-            fs::remove(failed_log, ec);
-            progress.finished(true, point_label(q));
-            for (size_t t : twins[i]) {
-              const SweepPoint& twin = plan.points[t];
-              if (take_results(final_dir, twin, out, point_record(twin, code, 0, 0, keys[i], point_label(q))))
-                progress.finished(true, point_label(twin) + " (the same run as " + point_label(q) + ")");
-              else
-                fail(twin, "not written: copying the results of " + point_label(q) + " failed\n",
-                     "copying the results of " + point_label(q) + " failed");
-            }
-          } else {
-            ++failures;
-            fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
-            fs::remove_all(tmp, ec);
-            const std::string how =
-                code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
-            // A killed run wrote nothing about it: the log says what happened.
-            append_line(failed_log, "eldrsim sweep: the run ended: " + how);
-            progress.finished(false, point_label(q) + " FAILED (" + how + "), see " + failed_log.string() +
-                                         (withdraw(final_dir) ? kWithdrawn : ""));
-            fail_twins(i, "failed (" + how + "), see " + failed_log.string());
-          }
-        },
-        {}};
+      return;
+    }
+    // 0: done; 3: done, but some measured requests did not finish (kept, flagged in the CSV).
+    if ((code == 0 || code == 3) && fs::is_regular_file(tmp / "summary.json", ec)) {
+      // Timings stay here, out of combined.csv (which is byte-identical across runs).
+      Json rec = point_record(q, code, e.cpu_s, e.wall_s, keys[i]);
+      if (!shared_warmup.is_null())
+        rec["shared_warmup"] = shared_warmup;
+      write_record(tmp, rec);
+      publish(tmp, final_dir);
+      fs::remove(failed_log, ec);
+      progress.finished(true, point_label(q));
+      for (size_t t : twins[i]) {
+        const SweepPoint& twin = plan.points[t];
+        if (take_results(final_dir, twin, out, point_record(twin, code, 0, 0, keys[i], point_label(q))))
+          progress.finished(true, point_label(twin) + " (the same run as " + point_label(q) + ")");
+        else
+          fail(twin, "not written: copying the results of " + point_label(q) + " failed\n",
+               "copying the results of " + point_label(q) + " failed");
+      }
+      return;
+    }
+    ++failures;
+    fs::copy_file(tmp / "run.log", failed_log, fs::copy_options::overwrite_existing, ec);
+    fs::remove_all(tmp, ec);
+    const std::string how =
+        code == 0 || code == 3 ? "exit " + std::to_string(code) + " without summary.json" : how_it_ended(e);
+    // A killed run wrote nothing about it: the log says what happened.
+    append_line(failed_log, "eldrsim sweep: the run ended: " + how);
+    progress.finished(false, point_label(q) + " FAILED (" + how + "), see " + failed_log.string() +
+                                 (withdraw(final_dir) ? kWithdrawn : ""));
+    fail_twins(i, "failed (" + how + "), see " + failed_log.string());
+  };
+
+  // Points that differ only in their measured phase run as one task that simulates their warm-up once
+  // (run --measured-phases, sim/workload/measured_phase.hpp): results are the same. At most
+  // ceil(runners / jobs) points to a task, so that a sweep of a few points still fills every slot.
+  std::vector<std::vector<size_t>> batches;
+  {
+    const size_t cap = std::max<size_t>(1, (runners.size() + size_t(jobs) - 1) / size_t(std::max(1, jobs)));
+    std::map<std::string, size_t> filling;  // warm-up key -> the batch it fills
+    for (size_t i : runners) {
+      const SweepPoint& p   = plan.points[i];
+      const std::string key = p.warmup_key.empty() ? "" : p.warmup_key + "\n" + model_of(p);
+      if (auto f = filling.find(key); !key.empty() && f != filling.end() && batches[f->second].size() < cap) {
+        batches[f->second].push_back(i);
+        continue;
+      }
+      if (!key.empty())
+        filling[key] = batches.size();
+      batches.push_back({i});
+    }
+  }
+  for (const std::vector<size_t>& batch : batches) {
+    const size_t i      = batch.front();
+    const SweepPoint& p = plan.points[i];
+    ChildTask task;
+    if (batch.size() == 1) {
+      task = {[&, i] {
+                if (fit_failed(i))
+                  return false;
+                cache.preload();
+                make_tmp(i);
+                return true;
+              },
+              run_argv(self, p, tmp_of(i).string(), model_of(p), cache.dir),
+              (tmp_of(i) / "run.log").string(),
+              [&, i](const ChildExit& e) {
+                if (!interrupted(e.code))
+                  cpu_total += e.cpu_s;
+                finish_point(i, e, Json());
+              },
+              {}};
+    } else {
+      // The group's files beside its first point's: what to run, how each ended, the warm-up's log.
+      const fs::path base = tmp_of(i).parent_path() / (".tmp." + p.name + ".warmup" + owner_suffix());
+      const fs::path spec = base.string() + ".json", status = base.string() + ".status.json",
+                     log = base.string() + ".log";
+      auto remove_group  = [spec, status, log] {
+        std::error_code ec;
+        for (const fs::path& f : {spec, status, log})
+          fs::remove(f, ec);
+      };
+      std::vector<std::string> argv = {self, "run", p.config, "--measured-phases", spec.string(), "-q"};
+      if (!cache.dir.empty())
+        argv.insert(argv.end(), {"--routing-cache", cache.dir});
+      task = {[&, batch, spec, status, log] {
+                if (fit_failed(batch.front())) {
+                  for (size_t k = 1; k < batch.size(); ++k)
+                    fit_failed(batch[k]);
+                  return false;
+                }
+                cache.preload();
+                Json members = Json::array();
+                for (size_t k : batch) {
+                  make_tmp(k);
+                  Json sets = Json::array();
+                  for (const auto& [key, v] : plan.points[k].overrides)
+                    sets.push_back(key + "=" + v);
+                  if (const std::string m = model_of(plan.points[k]); !m.empty())
+                    sets.push_back(std::string(fit_of(plan.points[k]).file_key) + "=" + m);
+                  members.push_back(
+                      {{"set", sets}, {"out", tmp_of(k).string()}, {"log", (tmp_of(k) / "run.log").string()}});
+                }
+                write_file_atomically(
+                    spec.string(),
+                    Json{{"log", log.string()}, {"status", status.string()}, {"members", members}}.dump(2) + "\n");
+                return true;
+              },
+              argv,
+              log.string(),
+              [&, batch, status, log, remove_group](const ChildExit& e) {
+                Json st;
+                try {
+                  st = fs::exists(status) ? load_json_file(status.string()) : Json();
+                } catch (const InputError&) {
+                }
+                const Json* members = st.is_object() && st.contains("members") ? &st["members"] : nullptr;
+                if (!interrupted(e.code))
+                  cpu_total += e.cpu_s;
+                const Json shared = {{"points", batch.size()},
+                                     {"first", point_label(plan.points[batch.front()])},
+                                     {"warmup_cpu_s", st.is_object() ? st.value("warmup_cpu_s", 0.0) : 0.0}};
+                for (size_t k = 0; k < batch.size(); ++k) {
+                  ChildExit ek = e;  // a member the group never reached ends as the group did
+                  if (members && k < members->size()) {
+                    const Json& m = (*members)[k];
+                    ek = {m.value("exit_code", 1), m.value("signal", 0), m.value("cpu_s", 0.0), m.value("wall_s", 0.0)};
+                  } else {
+                    if (ek.code == 0)
+                      ek.code = 1;
+                    std::error_code ec;
+                    fs::copy_file(log, tmp_of(batch[k]) / "run.log", fs::copy_options::overwrite_existing, ec);
+                  }
+                  finish_point(batch[k], ek, shared);
+                }
+                remove_group();
+              },
+              {}};
+    }
     if (auto f = fit_task.find(shared_key(p)); fit && !p.fit.empty() && f != fit_task.end())
       task.after.push_back(f->second);
     tasks.push_back(std::move(task));

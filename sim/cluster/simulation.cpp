@@ -24,7 +24,10 @@ namespace {
 // Issues arrivals in time order, waits for the warm-up to drain if asked, then for every request to finish.
 class Driver {
  public:
-  Driver(ClusterState& s, bool progress) : s_(s), progress_(progress) {}
+  Driver(ClusterState& s, bool progress, std::function<void()> at_measured_start)
+      : s_(s), progress_(progress), at_measured_start_(std::move(at_measured_start))
+  {
+  }
   void operator()()
   {
     const auto& reqs = s_.workload.requests;
@@ -35,8 +38,13 @@ class Driver {
       dispatch_to_prefill(s_, reqs[i]);
     }
     const long warmup = long(i);
-    if (s_.experiment.workload.drain_after_warmup)
+    if (s_.experiment.workload.drain_after_warmup) {
       wait_until([&] { return s_.finished_warmup >= warmup; });
+      if (at_measured_start_) {
+        at_measured_start_();
+        s_.recorder.keep_requests(reqs.size());
+      }
+    }
     offset = sg4::Engine::get_clock();
     XBT_VERB("measured phase starts: %ld warm-up requests issued, %ld finished", warmup, s_.finished_warmup);
     s_.recorder.measured_start_s = offset;
@@ -97,6 +105,7 @@ class Driver {
   }
   ClusterState& s_;
   bool progress_;
+  std::function<void()> at_measured_start_;
   long calls_ = 0;
 };
 
@@ -157,7 +166,7 @@ RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingS
   }
   if (router->routing_overhead_s() > 0)
     sg4::Actor::create("routing-proxy", s.prefill_hosts.front(), RoutingProxy(s))->daemonize();
-  sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress));
+  sg4::Actor::create("driver", s.prefill_hosts.front(), Driver(s, opt.progress, opt.at_measured_start));
   engine.run();
   recorder.router_stats  = router->stats();
   recorder.refit_times_s = router->refit_times();

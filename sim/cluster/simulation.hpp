@@ -5,6 +5,7 @@
 #include "sim/metrics/run_recorder.hpp"
 #include "sim/workload/request.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct SimulationOptions {
   // SimGrid settings, checked (sim_log.hpp): --log (e.g. eldr.thres:verbose) and --cfg (KEY:VALUE).
   std::vector<std::string> log = {};
   std::vector<std::string> cfg = {};
+  // Called once the warm-up has drained (workload.drain_after_warmup), before the first measured
+  // arrival. It may replace the measured part of the workload in place, shorter or retimed (a sweep's
+  // points that differ only there share one warm-up: measured_phase.hpp); the recorder follows.
+  std::function<void()> at_measured_start = {};
 };
 
 RunRecorder run_simulation(const Experiment& x, const Workload& w, const GatingSource& routing,

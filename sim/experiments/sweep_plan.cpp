@@ -4,6 +4,7 @@
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/registry/router_registry.hpp"
 #include "sim/routing/router_fit.hpp"
+#include "sim/workload/measured_phase.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -387,6 +388,8 @@ struct Loader {
         files += label + "=" + h + "\n";
       }
     p.resolved_hash = hash_hex(x.resolved.dump());
+    if (warmup_not_shareable(x).empty())
+      p.warmup_key = hash_hex(p.config + "\n" + warmup_config(x).dump() + "\n" + files);
     if (fit) {  // the fit reads the same, less what only the run uses
       p.fit           = fit->name;
       Json fit_config = x.resolved;

@@ -57,6 +57,9 @@ struct SweepPoint {
   uint64_t seed = 0;
   std::string fit;      // the router's offline fit its run does at start (router_fit.hpp), empty: none;
   std::string fit_key;  // the sweep fits it once per key (the content of what the fit reads) and shares it
+  // Points of one key differ only in their measured phase: they may share one warm-up
+  // (sim/workload/measured_phase.hpp). Empty: the point's warm-up is its own.
+  std::string warmup_key;
   // What the point reads, by content: the resolved config (every value the run uses) and every file
   // it reads besides the config (model, cluster, hardware, scheduler, trace, lengths, a fitted router file),
   // by project label, each its FNV-1a 64.

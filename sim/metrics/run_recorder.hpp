@@ -99,6 +99,8 @@ class RunRecorder {
   RunRecorder(size_t requests, int decode_workers) : requests_(requests), decode_(size_t(decode_workers)) {}
 
   RequestRecord& request(uint32_t id) { return requests_[id]; }
+  // The workload was cut to its first n requests (SimulationOptions::at_measured_start).
+  void keep_requests(size_t n) { requests_.resize(std::min(n, requests_.size())); }
   const std::vector<RequestRecord>& requests() const { return requests_; }
   WorkerCounters& decode_worker(int w) { return decode_[size_t(w)]; }
   const std::vector<WorkerCounters>& decode_workers() const { return decode_; }
