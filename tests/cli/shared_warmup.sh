@@ -45,20 +45,28 @@ cat >"$TMP/sweep.json" <<JSON
 { "name": "s", "base": "configs/default.json",
   "set": { "workload.warmup_requests": 300, "workload.duration_s": 8, "workload.calibration_requests": 300,
            "eldr.mask_pairs": 3000 },
-  "grid": { "router": ["round_robin", "eldr"], "workload.rate_rps": [20, 40, 60] } }
+  "grid": { "router": ["random", "round_robin", "jsq", "p2c", "domain", "eldr"], "workload.rate_rps": [20, 60] } }
 JSON
 "$ELDRSIM" sweep "$TMP/sweep.json" --out "$TMP/s1" -j 1 2>"$TMP/s1.err"
 rc=$?
-check "a sweep of two routers at three rates, -j 1: exit 0, 6 points" '[ $rc = 0 ] && [ $(wc -l <"$TMP/s1/combined.csv") = 7 ]'
-check "... each router's three rates share a warm-up (point.json says with which points)" \
-  '[ $(grep -l "\"points\": 3" "$TMP"/s1/s/*/point.json | wc -l) = 6 ] && grep -q "\"first\": \"s/router=eldr__rate_rps=20\"" "$TMP/s1/s/router=eldr__rate_rps=60/point.json"'
+check "a sweep of the six routers at two rates, -j 1: exit 0, 12 points" \
+  '[ $rc = 0 ] && [ $(wc -l <"$TMP/s1/combined.csv") = 13 ]'
+check "... each router's two rates share a warm-up (point.json says with which points)" \
+  '[ $(grep -l "\"points\": 2" "$TMP"/s1/s/*/point.json | wc -l) = 12 ] && grep -q "\"first\": \"s/router=eldr__rate_rps=20\"" "$TMP/s1/s/router=eldr__rate_rps=60/point.json"'
 check "... and no temporaries left" '[ -z "$(find "$TMP/s1" -name ".tmp.*")" ]'
-"$ELDRSIM" sweep "$TMP/sweep.json" --out "$TMP/p" --point 5 -q  # eldr at 60 req/s, alone
-check "... a point's results equal its run alone (--point)" \
-  'cmp -s "$TMP/s1/s/router=eldr__rate_rps=60/requests.csv" "$TMP/p/s/router=eldr__rate_rps=60/requests.csv" && cmp -s "$TMP/s1/s/router=eldr__rate_rps=60/windows.csv" "$TMP/p/s/router=eldr__rate_rps=60/windows.csv" && ! grep -q shared_warmup "$TMP/p/s/router=eldr__rate_rps=60/point.json"'
+differ=""
+for router in random round_robin jsq p2c domain eldr; do
+  for r in 20 60; do
+    d="$TMP/s1/s/router=${router}__rate_rps=$r"
+    "$ELDRSIM" run configs/default.json --router $router "${SMALL[@]}" --rate $r -q --out "$TMP/one"
+    cmp -s "$d/requests.csv" "$TMP/one/requests.csv" && cmp -s "$d/windows.csv" "$TMP/one/windows.csv" ||
+      differ="$differ $router@$r"
+  done
+done
+check "... every point's requests and windows byte-identical to its run alone" '[ -z "$differ" ] || { echo "differ:$differ"; false; }'
 "$ELDRSIM" sweep "$TMP/sweep.json" --out "$TMP/s2" -j 2 -q
-check "-j 2: at most 3 points a warm-up (6 points, 2 slots), the same combined.csv" \
-  '[ -z "$(grep -l "\"points\": [4-9]" "$TMP"/s2/s/*/point.json)" ] && cmp -s "$TMP/s1/combined.csv" "$TMP/s2/combined.csv"'
+check "-j 2: at most 6 points a warm-up (12 points, 2 slots), the same combined.csv" \
+  'cmp -s "$TMP/s1/combined.csv" "$TMP/s2/combined.csv"'
 
 # Ctrl-C in the middle of a group: exit 130, nothing half-written; the resumed sweep ends as a fresh one.
 cat >"$TMP/long.json" <<JSON
