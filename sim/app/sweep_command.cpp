@@ -80,7 +80,7 @@ int sweep(const SweepCli& o)
   const InterruptNote note(out + ": finished points kept (the same command resumes)");
   size_t failures = 0;
   try {
-    failures = run_points(plan, which, out, o.point >= 0 ? 1 : jobs, !o.no_fit, o.quiet);
+    failures = run_points(plan, which, out, o.point >= 0 ? 1 : jobs, !o.no_fit, !o.own_warmups, o.quiet);
   } catch (const Interrupted& i) {
     size_t done = 0;
     for (size_t k : which)
@@ -137,6 +137,9 @@ Command add_sweep_command(CLI::App& app)
       ->excludes(sub->get_option("--point"));
   sub->add_flag("--no-fit", o->no_fit,
                 "Do not share routers' offline fits between points: every point fits on its own");
+  sub->add_flag("--own-warmups", o->own_warmups,
+                "Every point simulates its own warm-up (otherwise points that differ only in rate, duration or "
+                "measured requests share one; the results are the same)");
   sub->add_option(
       "--emit-slurm", o->emit_slurm,
       "Write a Slurm job array (points.sbatch), a merge step (merge.sbatch) and submit.sh into DIR; run nothing");

@@ -19,12 +19,13 @@ struct SweepCli {
   int jobs  = 0;
   int seeds = 0;
   std::vector<std::string> sets;
-  bool quiet  = false;
-  bool list   = false;
-  bool merge  = false;
-  bool no_fit = false;
-  bool report = false;  // then eldrsim report OUT
-  long point  = -1;
+  bool quiet       = false;
+  bool list        = false;
+  bool merge       = false;
+  bool no_fit      = false;
+  bool own_warmups = false;  // --own-warmups: no point shares its warm-up
+  bool report      = false;  // then eldrsim report OUT
+  long point       = -1;
   std::string emit_slurm;
   std::string slurm_options;
 };
@@ -48,9 +49,9 @@ struct Interrupted {
 };
 void end_progress_line();  // ends an open progress line before anything else is printed
 // Runs the given points (indices into plan.points) that are not done yet, after the fits they share
-// (`fit`); returns the failures.
+// (`fit`), points of one warm-up sharing it (`share_warmups`); returns the failures.
 size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs, bool fit,
-                  bool quiet);
+                  bool share_warmups, bool quiet);
 
 // combined.csv and combined_seeds.csv; returns the number of points without results.
 size_t merge(const SweepPlan& plan, const std::string& out, bool quiet);

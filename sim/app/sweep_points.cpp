@@ -289,7 +289,7 @@ Json read_record(const fs::path& dir)
 // Runs the given points (indices into plan.points) that are not done yet, each distinct run once:
 // a point of the same run key as another takes that one's results (see run_key). Returns the failures.
 size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const std::string& out, int jobs, bool fit,
-                  bool quiet)
+                  bool share_warmups, bool quiet)
 {
   const std::string self = self_executable();
   remove_stale_temporaries(out, plan);
@@ -501,7 +501,7 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
     std::map<std::string, size_t> filling;  // warm-up key -> the batch it fills
     for (size_t i : runners) {
       const SweepPoint& p   = plan.points[i];
-      const std::string key = p.warmup_key.empty() ? "" : p.warmup_key + "\n" + model_of(p);
+      const std::string key = !share_warmups || p.warmup_key.empty() ? "" : p.warmup_key + "\n" + model_of(p);
       if (auto f = filling.find(key); !key.empty() && f != filling.end() && batches[f->second].size() < cap) {
         batches[f->second].push_back(i);
         continue;
@@ -510,6 +510,17 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
         filling[key] = batches.size();
       batches.push_back({i});
     }
+  }
+  if (!quiet && batches.size() < runners.size()) {
+    size_t grouped = 0, groups = 0;
+    for (const auto& b : batches)
+      if (b.size() > 1) {
+        grouped += b.size();
+        ++groups;
+      }
+    std::fprintf(stderr,
+                 "sweep: %zu of %zu points share %s (they differ only in rate, duration or measured requests)\n",
+                 grouped, runners.size(), count_of(groups, "warm-up").c_str());
   }
   for (const std::vector<size_t>& batch : batches) {
     const size_t i      = batch.front();

@@ -31,6 +31,8 @@ std::string sweep_command_line(const SweepCli& o, const std::string& out)
     c += " --set " + shell_quote(s);
   if (o.no_fit)
     c += " --no-fit";
+  if (o.own_warmups)
+    c += " --own-warmups";
   return c;
 }
 

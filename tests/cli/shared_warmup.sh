@@ -64,9 +64,9 @@ for router in random round_robin jsq p2c domain eldr; do
   done
 done
 check "... every point's requests and windows byte-identical to its run alone" '[ -z "$differ" ] || { echo "differ:$differ"; false; }'
-"$ELDRSIM" sweep "$TMP/sweep.json" --out "$TMP/s2" -j 2 -q
-check "-j 2: at most 6 points a warm-up (12 points, 2 slots), the same combined.csv" \
-  'cmp -s "$TMP/s1/combined.csv" "$TMP/s2/combined.csv"'
+"$ELDRSIM" sweep "$TMP/sweep.json" --out "$TMP/s2" -j 2 --own-warmups 2>"$TMP/s2.err"
+check "--own-warmups (-j 2): every point its own warm-up, the same combined.csv" \
+  'cmp -s "$TMP/s1/combined.csv" "$TMP/s2/combined.csv" && ! grep -q shared_warmup "$TMP"/s2/s/*/point.json && ! grep -q "share" "$TMP/s2.err" && grep -q "12 of 12 points share 6 warm-ups" "$TMP/s1.err"'
 
 # Ctrl-C in the middle of a group: exit 130, nothing half-written; the resumed sweep ends as a fresh one.
 cat >"$TMP/long.json" <<JSON
