@@ -210,10 +210,13 @@ int run_measured_phases(const RunOptions& o)
     check_output_apart(p.out, "--out", experiment_inputs(p.x));
     if (const std::string why = warmup_not_shareable(p.x); !why.empty())
       throw InputError(file, "members", p.out + ": its warm-up is its own: " + why);
-    if (!phases.empty() && warmup_config(p.x) != warmup_config(phases[0].x))
+    if (!phases.empty() && warmup_config(p.x) != warmup_config(phases[0].x)) {
+      std::string keys;
+      for (const char* k : kMeasuredPhaseKeys)
+        keys += (keys.empty() ? "" : ", ") + std::string(k);
       throw InputError(file, "members",
-                       p.out + ": differs from " + phases[0].out + " beyond the measured phase (" +
-                           "workload.rate_rps, workload.duration_s, workload.measured_requests)");
+                       p.out + ": differs from " + phases[0].out + " beyond the measured phase (" + keys + ")");
+    }
     p.w = make_workload(p.x);
     phases.push_back(std::move(p));
   }
