@@ -238,6 +238,7 @@ int run_measured_phases(const RunOptions& o)
     struct rusage self {};
     ::getrusage(RUSAGE_SELF, &self);
     Json status = {{"warmup_cpu_s", cpu_seconds(self)}, {"members", Json::array()}};
+    ::signal(SIGCHLD, SIG_DFL);  // (an ignored SIGCHLD would reap the children before wait4)
     sigset_t held, before;
     sigemptyset(&held);
     for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD})
