@@ -1,6 +1,7 @@
 #include "sim/experiments/sweep_plan.hpp"
 #include "sim/common/input_error.hpp"
 #include "sim/common/input_file.hpp"
+#include "sim/common/json_path.hpp"
 #include "sim/common/result_dir.hpp"
 #include "sim/routing/registry/router_registry.hpp"
 #include "sim/routing/router_fit.hpp"
@@ -165,21 +166,6 @@ const char* const kRunOnlyKeys[] = {"router",
                                     "serving.prefix_cache",  // the serving side's caches: not the calibration split
                                     "serving.decode_prefix_cache",
                                     "description"};
-
-// `dotted` removed from a nested object ("workload.rate_rps": j["workload"]["rate_rps"]).
-void erase_dotted(Json& j, const std::string& dotted)
-{
-  Json* o         = &j;
-  std::string key = dotted;
-  for (auto dot = key.find('.'); dot != std::string::npos && o->is_object(); dot = key.find('.')) {
-    if (!o->contains(key.substr(0, dot)))
-      return;
-    o   = &(*o)[key.substr(0, dot)];
-    key = key.substr(dot + 1);
-  }
-  if (o->is_object())
-    o->erase(key);
-}
 
 struct Loader {
   SweepOptions options;

@@ -1,5 +1,7 @@
 #include "sim/workload/measured_phase.hpp"
 
+#include "sim/common/json_path.hpp"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -7,21 +9,6 @@
 namespace eldr {
 
 namespace {
-
-// `dotted` removed from a nested object ("workload.rate_rps": j["workload"]["rate_rps"]).
-void erase_dotted(Json& j, const std::string& dotted)
-{
-  const auto dot = dotted.find('.');
-  if (!j.is_object())
-    return;
-  if (dot == std::string::npos) {
-    j.erase(dotted);
-    return;
-  }
-  auto it = j.find(dotted.substr(0, dot));
-  if (it != j.end())
-    erase_dotted(*it, dotted.substr(dot + 1));
-}
 
 // Every field but the arrival time.
 bool same_content(const Request& a, const Request& b)
