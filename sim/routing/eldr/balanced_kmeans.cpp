@@ -7,7 +7,6 @@
 #include "sim/routing/eldr/balanced_assignment.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -374,47 +373,6 @@ DenseMatrix kmeanspp_seeds(DenseMatrixView pts, int k, const std::vector<char>& 
   return seeds;
 }
 
-// lo[q] = the lower bound of point i's reduced cost (cost - dual) at centroid q, from its entries si
-// and their slacks e; returns the lowest upper bound. (Its own function: inlined into the step, the
-// running minimum lived in memory, a chain of stores and loads; the step took ~10% longer.)
-[[gnu::noinline]] double reduced_bounds(const float* si, const double* e, const double* duals, int k, double* lo)
-{
-  double best_hi = std::numeric_limits<double>::infinity();
-  for (int q = 0; q < k; ++q) {
-    lo[q]   = 1.0 - (double(si[q]) + e[q]) - duals[q];
-    best_hi = std::min(best_hi, 1.0 - (double(si[q]) - e[q]) - duals[q]);
-  }
-  return best_hi;
-}
-
-// The same with the slacks looked up first (e[q] = slack[at[q] + v[q]]), four entries at a time: the
-// same IEEE operations per entry (no FMA), and a minimum does not depend on the order it is taken in.
-__attribute__((target("avx2"))) double row_bounds_avx2(const float* si, const int* v, const int* at,
-                                                       const double* slack, const double* duals, int k, double* e,
-                                                       double* lo)
-{
-  const __m256d one = _mm256_set1_pd(1.0);
-  const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));  // (the unmasked gather warns in GCC 12)
-  __m256d best      = _mm256_set1_pd(std::numeric_limits<double>::infinity());
-  int q             = 0;
-  for (; q + 4 <= k; q += 4) {
-    const __m128i idx = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + q)),
-                                      _mm_loadu_si128(reinterpret_cast<const __m128i*>(at + q)));
-    const __m256d eq  = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), slack, idx, all, 8);
-    const __m256d s   = _mm256_cvtps_pd(_mm_loadu_ps(si + q));
-    const __m256d du  = _mm256_loadu_pd(duals + q);
-    _mm256_storeu_pd(e + q, eq);
-    _mm256_storeu_pd(lo + q, _mm256_sub_pd(_mm256_sub_pd(one, _mm256_add_pd(s, eq)), du));
-    best = _mm256_min_pd(best, _mm256_sub_pd(_mm256_sub_pd(one, _mm256_sub_pd(s, eq)), du));
-  }
-  double b[4];
-  _mm256_storeu_pd(b, best);
-  for (int r = q; r < k; ++r)
-    e[r] = slack[at[r] + v[r]];
-  return std::min(std::min(std::min(b[0], b[1]), std::min(b[2], b[3])),
-                  reduced_bounds(si + q, e + q, duals + q, k - q, lo + q));
-}
-
 // The N x K similarities of a fit, each computed when an assignment needs it. Entry (i, q) holds the
 // dot of point i with some earlier version of centroid q; it is exact when that version is the
 // current one. Otherwise the true dot lies within slack(i, q) of it: |x.c - x.c'| <= |x| |c - c'|,
@@ -602,9 +560,20 @@ class LazySims {
       store(i, cols[a + q], out[q]);
   }
 
+  // e[q] = slack(i, q), 0 where the entry is exact: one pass over the row (after prepare_slacks).
+  void slacks(int i, double* e) const
+  {
+    const int* v = version_.data() + at(i, 0);
+    if (zero_[size_t(i)]) {
+      std::fill(e, e + k_, 0.0);
+      return;
+    }
+    for (int q = 0; q < k_; ++q)
+      e[q] = slack_[size_t(slack_at_[size_t(q)] + v[q])];
+  }
   // The slack of every (centroid, version) pair under the current versions, so that an entry's is one
-  // lookup: slack_[slack_at_[q] + version]. Built once per step (centroids move only between steps);
-  // every entry must be known (compute_unknown).
+  // lookup: slack_[slack_at_[q] + version] (per entry, the scalar chain of a version test and two
+  // travelled reads took longer). Built at the start of a step: the centroids move only between steps.
   void prepare_slacks()
   {
     slack_at_.resize(size_t(k_));
@@ -616,26 +585,6 @@ class LazySims {
       for (int v = 0; v <= now; ++v)
         slack_.push_back(v == now ? 0.0 : 1.001 * (t[now] - t[v]) * (1 + 1e-9) + rounding_);
     }
-  }
-  // e[q] = slack(i, q), 0 where the entry is exact (after prepare_slacks).
-  void slacks(int i, double* e) const
-  {
-    if (zero_[size_t(i)]) {
-      std::fill(e, e + k_, 0.0);
-      return;
-    }
-    const int* v = version_.data() + at(i, 0);
-    for (int q = 0; q < k_; ++q)
-      e[q] = slack_[size_t(slack_at_[size_t(q)] + v[q])];
-  }
-  // slacks(i, e) and the lower bounds lo of point i's reduced costs (cost - dual); returns the lowest
-  // upper bound (after prepare_slacks).
-  double bounds(int i, const double* duals, double* e, double* lo) const
-  {
-    if (avx_ && !zero_[size_t(i)])
-      return row_bounds_avx2(row(i), version_.data() + at(i, 0), slack_at_.data(), slack_.data(), duals, k_, e, lo);
-    slacks(i, e);
-    return reduced_bounds(row(i), e, duals, k_, lo);
   }
 
  private:
@@ -702,72 +651,17 @@ void vanilla_step(LazySims& sims, const DenseMatrix& centroids, int n, int k, st
   }
 }
 
-// need[m, ...) += the centroids q in [from, k), increasing, whose entry is a bound (e[q] > 0) with
-// lo[q] <= limit; returns the new m. (The AVX2 path compares four at a time: the same comparisons.)
-int select_bounded_from(const double* e, const double* lo, double limit, int from, int k, int* need, int m)
+// lo[q] = the lower bound of point i's reduced cost (cost - dual) at centroid q, from its entries si
+// and their slacks e; returns the lowest upper bound. (Its own function: inlined into the step, the
+// running minimum lived in memory, a chain of stores and loads; the step took ~10% longer.)
+[[gnu::noinline]] double reduced_bounds(const float* si, const double* e, const double* duals, int k, double* lo)
 {
-  for (int q = from; q < k; ++q) {
-    need[m] = q;
-    m += e[q] > 0 && lo[q] <= limit;
+  double best_hi = std::numeric_limits<double>::infinity();
+  for (int q = 0; q < k; ++q) {
+    lo[q]   = 1.0 - (double(si[q]) + e[q]) - duals[q];
+    best_hi = std::min(best_hi, 1.0 - (double(si[q]) - e[q]) - duals[q]);
   }
-  return m;
-}
-
-__attribute__((target("avx2"))) int select_bounded_avx2(const double* e, const double* lo, double limit, int k,
-                                                        int* need)
-{
-  const __m256d zero = _mm256_setzero_pd(), lim = _mm256_set1_pd(limit);
-  int m = 0, q = 0;
-  for (; q + 4 <= k; q += 4) {
-    const __m256d ok = _mm256_and_pd(_mm256_cmp_pd(_mm256_loadu_pd(e + q), zero, _CMP_GT_OQ),
-                                     _mm256_cmp_pd(_mm256_loadu_pd(lo + q), lim, _CMP_LE_OQ));
-    for (int bits = _mm256_movemask_pd(ok); bits; bits &= bits - 1)
-      need[m++] = q + std::countr_zero(unsigned(bits));
-  }
-  return select_bounded_from(e, lo, limit, q, k, need, m);
-}
-
-int select_bounded(bool avx, const double* e, const double* lo, double limit, int k, int* need)
-{
-  return avx ? select_bounded_avx2(e, lo, limit, k, need) : select_bounded_from(e, lo, limit, 0, k, need, 0);
-}
-
-// ci[q] = 1 - (si[q] + e[q]) (the cost, or its lower bound where e[q] > 0) for q in [from, k), and
-// the exact entries (e[q] == 0) appended in order as (q, cost) to allowed / allowed_c from c on;
-// returns the new c.
-int costs_and_exact_from(const float* si, const double* e, int from, int k, double* ci, int* allowed, double* allowed_c,
-                         int c)
-{
-  for (int q = from; q < k; ++q) {
-    ci[q]        = 1.0 - (double(si[q]) + e[q]);
-    allowed[c]   = q;
-    allowed_c[c] = ci[q];
-    c += e[q] == 0;
-  }
-  return c;
-}
-
-__attribute__((target("avx2"))) int costs_and_exact_avx2(const float* si, const double* e, int k, double* ci,
-                                                         int* allowed, double* allowed_c)
-{
-  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
-  int c = 0, q = 0;
-  for (; q + 4 <= k; q += 4) {
-    const __m256d eq = _mm256_loadu_pd(e + q);
-    _mm256_storeu_pd(ci + q, _mm256_sub_pd(one, _mm256_add_pd(_mm256_cvtps_pd(_mm_loadu_ps(si + q)), eq)));
-    for (int bits = _mm256_movemask_pd(_mm256_cmp_pd(eq, zero, _CMP_EQ_OQ)); bits; bits &= bits - 1) {
-      const int b    = q + std::countr_zero(unsigned(bits));
-      allowed[c]     = b;
-      allowed_c[c++] = ci[b];
-    }
-  }
-  return costs_and_exact_from(si, e, q, k, ci, allowed, allowed_c, c);
-}
-
-int costs_and_exact(bool avx, const float* si, const double* e, int k, double* ci, int* allowed, double* allowed_c)
-{
-  return avx ? costs_and_exact_avx2(si, e, k, ci, allowed, allowed_c)
-             : costs_and_exact_from(si, e, 0, k, ci, allowed, allowed_c, 0);
+  return best_hi;
 }
 
 // Room for `size` entries in the lists' buffers, grown geometrically and never shrunk (growing
@@ -804,17 +698,30 @@ bool balanced_step_on_bounds(LazySims& sims, const DenseMatrix& centroids, int n
   int listed     = 0;
   std::vector<double> lo(static_cast<size_t>(k)), e(static_cast<size_t>(k));
   sims.prepare_slacks();
-  const bool avx = cpu_has_avx2_fma();
   for (int i = 0; i < n; ++i) {
-    const float* si      = sims.row(i);
-    const double best_hi = sims.bounds(i, duals.data(), e.data(), lo.data());
-    const int m          = select_bounded(avx, e.data(), lo.data(), best_hi + kDualRoom, k, need.data());
+    const float* si = sims.row(i);
+    sims.slacks(i, e.data());
+    const double best_hi = reduced_bounds(si, e.data(), duals.data(), k, lo.data());
+    int m                = 0;
+    for (int q = 0; q < k; ++q) {
+      need[size_t(m)] = q;
+      m += e[size_t(q)] > 0 && lo[size_t(q)] <= best_hi + kDualRoom;
+    }
     for (int a = 0; a < m; ++a)
       e[size_t(need[size_t(a)])] = 0;  // exact once computed below
     sims.compute(i, std::span<const int>(need.data(), size_t(m)), centroids);
     make_room(lists, size_t(listed) + size_t(k));
-    listed += costs_and_exact(avx, si, e.data(), k, cost.data() + size_t(i) * size_t(k), lists.allowed.data() + listed,
-                              lists.cost.data() + listed);
+    double* ci        = cost.data() + size_t(i) * size_t(k);
+    int* allowed      = lists.allowed.data() + listed;
+    double* allowed_c = lists.cost.data() + listed;
+    int c             = 0;
+    for (int q = 0; q < k; ++q) {
+      ci[q]        = 1.0 - (double(si[q]) + e[size_t(q)]);
+      allowed[c]   = q;
+      allowed_c[c] = ci[q];
+      c += e[size_t(q)] == 0;
+    }
+    listed += c;
     lists.first[size_t(i) + 1] = listed;
   }
   const std::vector<int> cap(size_t(k), balanced_capacity(n, k));
