@@ -497,18 +497,15 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   // ceil(runners / jobs) points to a task, so that a sweep of a few points still fills every slot.
   std::vector<std::vector<size_t>> batches;
   {
-    const size_t cap = std::max<size_t>(1, (runners.size() + size_t(jobs) - 1) / size_t(std::max(1, jobs)));
-    std::map<std::string, size_t> filling;  // warm-up key -> the batch it fills
+    std::vector<std::string> keys;
     for (size_t i : runners) {
-      const SweepPoint& p   = plan.points[i];
-      const std::string key = !share_warmups || p.warmup_key.empty() ? "" : p.warmup_key + "\n" + model_of(p);
-      if (auto f = filling.find(key); !key.empty() && f != filling.end() && batches[f->second].size() < cap) {
-        batches[f->second].push_back(i);
-        continue;
-      }
-      if (!key.empty())
-        filling[key] = batches.size();
-      batches.push_back({i});
+      const SweepPoint& p = plan.points[i];
+      keys.push_back(!share_warmups || p.warmup_key.empty() ? "" : p.warmup_key + "\n" + model_of(p));
+    }
+    for (std::vector<size_t>& b : warmup_batches(keys, jobs)) {
+      for (size_t& k : b)
+        k = runners[k];
+      batches.push_back(std::move(b));
     }
   }
   if (!quiet && batches.size() < runners.size()) {

@@ -33,6 +33,24 @@ std::vector<std::vector<SweepParam>> expand_grid(const std::vector<SweepAxis>& a
   return out;
 }
 
+std::vector<std::vector<size_t>> warmup_batches(const std::vector<std::string>& key, int jobs)
+{
+  const size_t slots = size_t(std::max(1, jobs));
+  const size_t cap   = std::max<size_t>(1, (key.size() + slots - 1) / slots);
+  std::vector<std::vector<size_t>> batches;
+  std::map<std::string, size_t> filling;  // key -> the batch it fills
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (auto f = filling.find(key[i]); !key[i].empty() && f != filling.end() && batches[f->second].size() < cap) {
+      batches[f->second].push_back(i);
+      continue;
+    }
+    if (!key[i].empty())
+      filling[key[i]] = batches.size();
+    batches.push_back({i});
+  }
+  return batches;
+}
+
 std::string hash_hex(const std::string& text)
 {
   return fnv1a64_hex(text);

@@ -90,6 +90,13 @@ struct SweepOptions {
 // Reads and validates a sweep file (InputError naming file, field and problem).
 SweepPlan load_sweep(const std::string& path, const SweepOptions& options = {});
 
+// Points that may share one warm-up, grouped: key[i] is point i's sharing key (its warm-up key and
+// whatever else must match; "" for a point that runs alone). Points of one key go to one batch, in
+// their order, at most ceil(points / jobs) a batch, so that a sweep of few points still fills every
+// job slot; a full batch starts another for its key. Returns the batches (indices into key), each in
+// increasing order, ordered by their first point.
+std::vector<std::vector<size_t>> warmup_batches(const std::vector<std::string>& key, int jobs);
+
 // 16 hex digits of FNV-1a 64.
 std::string hash_hex(const std::string& text);
 

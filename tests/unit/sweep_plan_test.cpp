@@ -172,3 +172,20 @@ TEST_CASE("load_sweep: a point's identity does not depend on the working directo
   CHECK(here.points[0].identity() == there.points[0].identity());
   CHECK(fs::path(there.points[0].config).is_absolute());
 }
+
+TEST_CASE("warmup_batches: points of one key share a batch of at most ceil(points / jobs), in order")
+{
+  using B                             = std::vector<std::vector<size_t>>;
+  const std::vector<std::string> keys = {"a", "a", "b", "a", "", "a", "b", ""};
+  // One job: every point of a key in one batch; keyless points alone.
+  CHECK(warmup_batches(keys, 1) == B{{0, 1, 3, 5}, {2, 6}, {4}, {7}});
+  // Two jobs: at most 4 a batch (8 points), the same here.
+  CHECK(warmup_batches(keys, 2) == B{{0, 1, 3, 5}, {2, 6}, {4}, {7}});
+  // Three jobs: at most 3; the fourth "a" starts a batch of its own.
+  CHECK(warmup_batches(keys, 3) == B{{0, 1, 3}, {2, 6}, {4}, {5}, {7}});
+  // As many jobs as points: nobody waits for a shared warm-up.
+  CHECK(warmup_batches(keys, 8) == B{{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}});
+  CHECK(warmup_batches(keys, 0) == warmup_batches(keys, 1));  // (0 jobs counts as one)
+  CHECK(warmup_batches({}, 2).empty());
+  CHECK(warmup_batches({"", ""}, 1) == B{{0}, {1}});
+}
