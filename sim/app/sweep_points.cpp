@@ -493,8 +493,8 @@ size_t run_points(const SweepPlan& plan, const std::vector<size_t>& which, const
   };
 
   // Points that differ only in their measured phase run as one task that simulates their warm-up once
-  // (run --measured-phases, sim/workload/measured_phase.hpp): results are the same. At most
-  // ceil(runners / jobs) points to a task, so that a sweep of a few points still fills every slot.
+  // (run --measured-phases, sim/workload/measured_phase.hpp): results are the same. How many share a
+  // task: warmup_batches.
   std::vector<std::vector<size_t>> batches;
   {
     std::vector<std::string> keys;
