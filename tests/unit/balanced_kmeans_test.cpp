@@ -539,6 +539,30 @@ TEST_CASE("kmeans: refits carried along a sliding window equal fresh refits")
     check_same_fit(fit_spherical_kmeans_warm(b, other, o, &carry), fit_spherical_kmeans_warm(b, other, plain));
     CHECK_THROWS_AS(carry.reorder(std::vector<int>{0, 1}), std::invalid_argument);
   }
+  SUBCASE("a carry is taken over whatever window comes next: longer, shorter, earlier, disjoint")
+  {
+    // The carried arrays are reused in place when the window slides forward and copied otherwise.
+    for (const auto variant : {KMeansVariant::balanced, KMeansVariant::vanilla}) {
+      CAPTURE(int(variant));
+      KMeansOptions o;
+      o.variant            = variant;
+      o.max_iterations     = 3;
+      KMeansOptions plain  = o;
+      plain.bounds         = false;
+      const DenseMatrix c0 = fit_spherical_kmeans(DenseMatrixView(stream.values.data(), window, d), k, plain).centroids;
+      WindowCarry carry;
+      const std::vector<std::pair<int, int>> windows = {{40, 200}, {100, 300},  {120, 100}, {130, 100},
+                                                        {0, 150},  {1000, 100}, {1010, 190}};
+      for (const auto& [first, rows] : windows) {
+        CAPTURE(first);
+        const DenseMatrixView pts(stream.values.data() + size_t(first) * size_t(d), rows, d);
+        carry.first = first;
+        check_same_fit(fit_spherical_kmeans_warm(pts, c0, o, &carry), fit_spherical_kmeans_warm(pts, c0, plain));
+        CHECK(carry.rows_first == first);
+        CHECK(carry.sim.size() == size_t(rows) * size_t(k));
+      }
+    }
+  }
 }
 
 TEST_CASE("spherical k-means: a point's check is the fit's: zero rows flagged, a wrong norm rejected, hashes by bits")

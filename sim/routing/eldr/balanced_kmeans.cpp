@@ -388,8 +388,6 @@ class LazySims {
         // (both at most 1.001), doubled for the two dots compared and with room to spare.
         rounding_(2.0 * (double(pts.cols / 8 + pts.cols % 8) + 8.0) * 0x1p-24 * 1.01)
   {
-    sim_.assign(size_t(pts.rows) * size_t(k), 0.0f);
-    version_.assign(sim_.size(), -1);
     travelled_.resize(size_t(k));
     for (auto& t : travelled_)
       t.assign(1, 0.0);
@@ -407,15 +405,25 @@ class LazySims {
     current_[size_t(q)] = int(t.size()) - 1;
   }
 
+  // Every entry unknown (a fit with nothing carried).
+  void fresh()
+  {
+    sim_.assign(size_t(pts_.rows) * size_t(k_), 0.0f);
+    version_.assign(sim_.size(), -1);
+  }
+
   // Takes over the carried entries of the rows it shares with the previous fit (same id, same hash;
   // `hashes`: row_hash of each row); a centroid that differs from the carried one adds the distance
-  // between them to its travel.
+  // between them to its travel. The carry's arrays are reused in place, its shared rows moved to
+  // their new positions: at 256 clusters a fresh N x K pair was 16 MB a refit to allocate and clear.
   void take(WindowCarry& carry, const DenseMatrix& centroids, std::vector<double>& duals, std::vector<uint64_t> hashes)
   {
     const int n = pts_.rows, d = pts_.cols;
     row_hash_ = std::move(hashes);
-    if (carry.centroids.rows != k_ || carry.centroids.cols != d || carry.travelled.size() != size_t(k_))
+    if (carry.centroids.rows != k_ || carry.centroids.cols != d || carry.travelled.size() != size_t(k_)) {
+      fresh();
       return;
+    }
     for (int q = 0; q < k_; ++q) {
       travelled_[size_t(q)].swap(carry.travelled[size_t(q)]);
       current_[size_t(q)] = int(travelled_[size_t(q)].size()) - 1;
@@ -432,12 +440,33 @@ class LazySims {
     }
     const long from = std::max(carry.first, carry.rows_first);
     const long to   = std::min(carry.first + long(n), carry.rows_first + long(carry.row_hash.size()));
-    for (long id = from; id < to; ++id) {
-      const size_t i = size_t(id - carry.first), c = size_t(id - carry.rows_first);
-      if (carry.row_hash[c] != row_hash_[i])
-        continue;
-      std::copy_n(carry.sim.data() + c * size_t(k_), k_, sim_.data() + i * size_t(k_));
-      std::copy_n(carry.version.data() + c * size_t(k_), k_, version_.data() + i * size_t(k_));
+    const size_t k = size_t(k_), entries = size_t(n) * k;
+    if (carry.first < carry.rows_first || carry.sim.size() != carry.row_hash.size() * k ||
+        carry.version.size() != carry.sim.size()) {
+      // (Not a window sliding forward: copied into fresh arrays.)
+      fresh();
+      for (long id = from; id < to; ++id) {
+        const size_t i = size_t(id - carry.first), c = size_t(id - carry.rows_first);
+        if (carry.row_hash[c] != row_hash_[i])
+          continue;
+        std::copy_n(carry.sim.data() + c * k, k, sim_.data() + i * k);
+        std::copy_n(carry.version.data() + c * k, k, version_.data() + i * k);
+      }
+    } else {
+      // Carried row c is row c - shift here: the shared rows move to the front, the rest are unknown.
+      sim_.swap(carry.sim);
+      version_.swap(carry.version);
+      const size_t shift = size_t(carry.first - carry.rows_first), shared = size_t(std::max(0L, to - from));
+      if (shared > 0 && shift > 0) {
+        std::memmove(sim_.data(), sim_.data() + shift * k, shared * k * sizeof(float));
+        std::memmove(version_.data(), version_.data() + shift * k, shared * k * sizeof(int));
+      }
+      sim_.resize(entries);
+      version_.resize(entries);
+      std::fill(version_.begin() + std::ptrdiff_t(shared * k), version_.end(), -1);
+      for (size_t i = 0; i < shared; ++i)
+        if (carry.row_hash[i + shift] != row_hash_[i])
+          std::fill_n(version_.begin() + std::ptrdiff_t(i * k), k, -1);
     }
     if (carry.duals.size() == size_t(k_))
       duals = carry.duals;
@@ -796,19 +825,27 @@ KMeansResult iterate(DenseMatrixView pts, const std::vector<char>& zero, DenseMa
   const int n = pts.rows, d = pts.cols, k = centroids.rows;
   KMeansResult r;
   r.assignment.assign(size_t(n), -1);
+  if (!o.bounds)
+    carry = nullptr;
   LazySims sims(pts, zero, k);
-  std::vector<double> cost(o.variant == KMeansVariant::balanced ? size_t(n) * size_t(k) : 0);
-  std::vector<double> duals;   // the last balanced solve's
-  AllowedLists lists, merged;  // the sparse instance's allowed pairs (and scratch)
+  std::vector<double> duals;  // the last balanced solve's
+  // The balanced step's costs (every entry written before it is read) and its sparse instance's
+  // allowed pairs (and scratch): a carry's, reused from fit to fit.
+  WindowCarry::Buffers own;
+  WindowCarry::Buffers& buffers = carry ? carry->buffers : own;
+  std::vector<double>& cost     = buffers.cost;
+  AllowedLists &lists = buffers.lists, &merged = buffers.merged;
+  if (o.variant == KMeansVariant::balanced)
+    cost.resize(size_t(n) * size_t(k));
   std::vector<int> next(static_cast<size_t>(n));
   std::vector<double> sum(size_t(k) * size_t(d), 0.0);
   std::vector<int> members(size_t(k), 0);  // non-zero points per cluster
   std::vector<char> touched(static_cast<size_t>(k));
 
-  if (!o.bounds)
-    carry = nullptr;
   if (carry)
     sims.take(*carry, centroids, duals, std::move(hashes));
+  else
+    sims.fresh();
 
   for (int it = 1; it <= o.max_iterations; ++it) {
     // With bounds, only the dots that can matter are computed, once every entry is known (a first

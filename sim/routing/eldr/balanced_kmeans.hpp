@@ -15,6 +15,8 @@
 // is assigned like any point (distance 1 everywhere, so it fills spare capacity), never seeds a
 // cluster and adds nothing to a centroid. Anything else (wrong norm, NaN, all rows zero) throws
 // std::invalid_argument.
+#include "sim/routing/eldr/balanced_assignment.hpp"
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -95,6 +97,13 @@ struct WindowCarry {
   std::vector<int> version;                    // rows x K: the centroid version of the entry (-1: none)
   std::vector<std::vector<double>> travelled;  // per centroid, per version: the distance moved before it
   std::vector<double> duals;                   // the last balanced assignment's, if any
+
+  // Work arrays the fits reuse, kept at their largest (contents meaningless between fits): at 256
+  // clusters a refit's N x K costs alone are 16 MB, which a fit would otherwise allocate and clear.
+  struct Buffers {
+    std::vector<double> cost;    // the balanced step's N x K costs
+    AllowedLists lists, merged;  // its sparse instance's allowed pairs, and their scratch
+  } buffers;
 };
 
 // A point's checks (unit or all-zero) and its hash, as a warm fit makes them: a caller that fits
